@@ -1,0 +1,3 @@
+from msprobe_compare.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""judge: numbers -> verdicts (Result, accuracy, colours, advice)."""

@@ -1,0 +1,1 @@
+"""load: dump folders, dump.json, stack.json, construct.json and tensor files -> rows."""

@@ -1,0 +1,1 @@
+"""measure: pairs -> numbers (statistics diffs, md5, tensor metrics)."""

@@ -1,0 +1,1 @@
+"""pair: match NPU rows with bench rows (exact, fuzzy, mappings)."""

@@ -1,0 +1,1 @@
+"""render: verdicts -> files and console text (xlsx, csv, advisor)."""
