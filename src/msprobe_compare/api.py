@@ -1,0 +1,142 @@
+"""The compare pipeline: load -> pair -> measure -> judge -> render. Used by the CLI and by Python callers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from msprobe_compare.config import CompareConfig
+from msprobe_compare.errors import InputError
+from msprobe_compare.judge.advisor import advise
+from msprobe_compare.judge.highlight import HighlightInputs, highlight, stat_max
+from msprobe_compare.judge.verdict import Result, md5_verdict, summary_verdict
+from msprobe_compare.load.dumpjson import DumpFile, check_input_file, has_md5, read_dump_json, read_stack_json
+from msprobe_compare.load.rows import RowTable, flatten
+from msprobe_compare.log import Console
+from msprobe_compare.measure.stats import Cell, stat_diffs
+from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.pair.exact import match_data_mapping, match_exact
+from msprobe_compare.render import report
+from msprobe_compare.render.report import Written
+
+
+def detect_mode(npu: DumpFile, bench: DumpFile) -> Mode:
+    """Dump mode from the two tasks and the presence of md5 fields (spec §2.7)."""
+    if npu.task != bench.task:
+        raise InputError(
+            f"the dump tasks differ: npu is '{npu.task}' but bench ({bench.path}) is '{bench.task}'; "
+            "compare dumps made with the same task",
+            npu.path,
+        )
+    if npu.task == "tensor":
+        return Mode.ALL
+    if npu.task != "statistics":
+        raise InputError(f"task '{npu.task}' cannot be compared; only 'tensor' and 'statistics' dumps", npu.path)
+    npu_md5, bench_md5 = has_md5(npu.data), has_md5(bench.data)
+    if npu_md5 != bench_md5:
+        with_md5 = npu.path if npu_md5 else bench.path
+        raise InputError(
+            f"only one side has md5 values ({with_md5}); dump both sides with the same summary_mode", npu.path
+        )
+    return Mode.MD5 if npu_md5 else Mode.SUMMARY
+
+
+def _stack_decision(cfg: CompareConfig, console: Console) -> Path | None:
+    """Which stack.json to show, if any (spec §1.4)."""
+    if cfg.stack_path is not None:
+        return cfg.stack_path if cfg.options.stack_mode else None
+    console.warning(
+        "Missing stack_path in the configuration file. "
+        "Automatically detecting stack.json to determine whether to display NPU_Stack_Info."
+    )
+    candidate = cfg.npu_path.parent / "stack.json"
+    if candidate.is_file():
+        return candidate
+    console.warning(f"stack.json is not found in dump dir {cfg.npu_path.parent}.")
+    return None
+
+
+def read_data_mapping(path: Path) -> dict[str, str]:
+    check_input_file(path, "data mapping file")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"data mapping is not valid YAML ({exc})", path) from None
+    if not isinstance(doc, dict):
+        raise InputError("data mapping must be a YAML mapping of NPU row names to bench row names", path)
+    return {str(k): str(v) for k, v in doc.items()}
+
+
+def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
+    """Everything up to, not including, writing files."""
+    check_input_file(cfg.npu_path, "npu_path")
+    check_input_file(cfg.bench_path, "bench_path")
+    npu_dump = read_dump_json(cfg.npu_path)
+    bench_dump = read_dump_json(cfg.bench_path)
+    mode = detect_mode(npu_dump, bench_dump)
+    stack_path = _stack_decision(cfg, console)
+    stacks = {}
+    if stack_path is not None:
+        check_input_file(stack_path, "stack_path")
+        stacks = read_stack_json(stack_path)
+    if not npu_dump.data:
+        console.warning("No APIs found in dump.json.")
+    npu = flatten(cfg.npu_path, npu_dump.data, stacks)
+    bench = flatten(cfg.bench_path, bench_dump.data)
+    opts = cfg.options
+    if opts.data_mapping is not None:
+        match = match_data_mapping(npu, bench, read_data_mapping(opts.data_mapping))
+    else:
+        match = match_exact(npu, bench)
+    return judge(mode, npu, bench, match, show_stack=stack_path is not None,
+                 highlight_on=opts.highlight, auto_analyze=opts.auto_analyze)  # fmt: skip
+
+
+def judge(
+    mode: Mode,
+    npu: RowTable,
+    bench: RowTable,
+    match: np.ndarray,
+    *,
+    show_stack: bool,
+    highlight_on: bool,
+    auto_analyze: bool,
+) -> CompareOutcome:
+    """Measure and judge matched rows of one rank."""
+    diffs = marks = advice = None
+    if mode is Mode.MD5:
+        verdict = md5_verdict(npu, bench, match)
+        failing = verdict.result == Result.DIFFERENT
+    elif mode is Mode.SUMMARY:
+        diffs = stat_diffs(npu, bench, match)
+        verdict = summary_verdict(npu, bench, match, diffs)
+        failing = verdict.result == Result.WARNING
+        if highlight_on:
+            valued = (diffs.diff_kind == Cell.VALUE) | (diffs.diff_kind == Cell.INT)
+            marks = highlight(
+                npu,
+                HighlightInputs(
+                    max_diff=np.where(valued[:, 0], diffs.diff[:, 0], np.nan),
+                    npu_max=stat_max(npu),
+                    bench_max=stat_max(bench, match),
+                    consistent=verdict.requires_grad_consistent,
+                    max_rel=np.where(diffs.rel_kind[:, 0] == Cell.VALUE, diffs.rel[:, 0] / 100, np.nan),
+                ),
+            )
+    else:
+        raise InputError("real-data (task tensor) compare is not available yet", None)
+    if auto_analyze:
+        advice = advise(npu.names, failing)
+    return CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, marks=marks, advisor=advice)
+
+
+def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:
+    """Compare one pair of dump.json files and write the result files."""
+    outcome = build_outcome(cfg, console)
+    if len(outcome) == 0:
+        console.warning("Can`t match any op. No compare result file generated.")
+        return Written(None, None)
+    return report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
+                            coloured=cfg.options.highlight)  # fmt: skip

@@ -1,0 +1,88 @@
+"""Command line: `msprobe -f {pytorch,mindspore} compare -i compare.json [-o OUT] ...`. Only wiring."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from msprobe_compare.api import compare_files
+from msprobe_compare.config import Options, load_config
+from msprobe_compare.errors import CompareError
+from msprobe_compare.log import Console
+from msprobe_compare.render.files import prepare_output_dir
+
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="msprobe", description="Accuracy comparison of msprobe dumps.")
+    parser.add_argument("-f", "--framework", required=True, choices=["pytorch", "mindspore"],
+                        help="framework of the dumps")  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmp = sub.add_parser("compare", help="compare two dumps")
+    cmp.add_argument("-i", "--input_path", required=True, type=Path, help="compare.json")
+    cmp.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
+                     help="output directory (default ./output; created if missing)")  # fmt: skip
+    cmp.add_argument("-s", "--stack_mode", action="store_true", help="show NPU_Stack_Info (with stack_path)")
+    cmp.add_argument("-c", "--compare_only", action="store_true", help="do not write the advisor file")
+    cmp.add_argument("-f", "--fuzzy_match", action="store_true", help="match names that differ by call counter")
+    colour = cmp.add_mutually_exclusive_group()
+    colour.add_argument("-hl", "--highlight", action="store_true", default=None,
+                        help="colour suspicious rows (the default)")  # fmt: skip
+    colour.add_argument("--no-highlight", dest="highlight", action="store_false",
+                        help="write the table without colour marks")  # fmt: skip
+    cmp.add_argument("-dm", "--data_mapping", type=Path, help="YAML mapping NPU row names to bench row names")
+    cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    if len(argv) < 3:
+        parser.print_help()
+        return EXIT_OK
+    args = parser.parse_args(argv)
+    console = Console()
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        console.warning(
+            "msprobe is being run as root. To avoid security risks, "
+            "it is recommended to switch to a regular user to run it."
+        )
+    options = Options(
+        framework=args.framework,
+        output_dir=Path(args.output_path),
+        stack_mode=args.stack_mode,
+        auto_analyze=not args.compare_only,
+        fuzzy_match=args.fuzzy_match,
+        highlight=args.highlight is not False,
+        data_mapping=args.data_mapping,
+        jobs=args.jobs,
+    )
+    try:
+        cfg = load_config(args.input_path, options)
+        out_dir = prepare_output_dir(options.output_dir)
+        cfg = _with_output(cfg, out_dir)
+        console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
+        written = compare_files(cfg, console)
+    except CompareError as exc:
+        console.error(exc.message)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
+    if written.xlsx is not None:
+        console.banner()
+    return EXIT_OK
+
+
+def _with_output(cfg, out_dir: Path):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    return replace(cfg, options=replace(cfg.options, output_dir=out_dir))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Read dump.json / stack.json / construct.json files and validate their top-level shape."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from msprobe_compare.errors import InputError
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """One parsed dump.json: its task, level, framework and the ordered entries."""
+
+    path: Path
+    task: str
+    level: str | None
+    framework: str | None
+    data: dict[str, Any] = field(repr=False)
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; NaN/Infinity (written by the dumper) are accepted. Errors name the file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file does not exist", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a JSON file", path) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror or exc})", path) from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass  # orjson rejects NaN/Infinity; the stdlib parser accepts them
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"is not valid JSON ({exc})", path) from None
+
+
+def read_dump_json(path: Path) -> DumpFile:
+    """Read a dump.json and check `task` and `data` (spec §2.2)."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
+    task = doc.get("task")
+    if not task:
+        raise InputError("'task' is missing or empty; expected 'statistics' or 'tensor'", path)
+    if not isinstance(task, str):
+        raise InputError(f"'task' must be a string, got {type(task).__name__}", path)
+    if "data" not in doc:
+        raise InputError("'data' is missing; this is not a complete msprobe dump.json", path)
+    data = doc["data"]
+    if not isinstance(data, dict):
+        raise InputError(f"'data' must be an object of entries, got {type(data).__name__}", path)
+    level = doc.get("level")
+    framework = doc.get("framework")
+    return DumpFile(
+        path=path,
+        task=task,
+        level=level if isinstance(level, str) else None,
+        framework=framework if isinstance(framework, str) else None,
+        data=data,
+    )
+
+
+def read_stack_json(path: Path) -> dict[str, list[str]]:
+    """stack.json in either format (spec §2.6) -> {entry name: stack lines}."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("is not a JSON object; the format of the stack.json is incorrect", path)
+    stacks: dict[str, list[str]] = {}
+    if "0" in doc:  # new format: {"0": [[names...], [lines...]], ...}
+        for value in doc.values():
+            if not (isinstance(value, list) and len(value) == 2):
+                continue
+            names, lines = value
+            if not isinstance(names, list):
+                continue
+            _check_stack_lines(path, names[0] if names else "?", lines)
+            for name in names:
+                if isinstance(name, str):
+                    stacks[name] = lines
+    else:  # old format: {name: [lines...]}
+        for name, lines in doc.items():
+            _check_stack_lines(path, name, lines)
+            stacks[name] = lines
+    return stacks
+
+
+def _check_stack_lines(path: Path, name: Any, lines: Any) -> None:
+    if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise InputError(f"stack of '{name}' must be a list of strings, got {type(lines).__name__}", path)
+
+
+def read_construct_json(path: Path) -> dict[str, str | None]:
+    """construct.json -> {entry name: parent module entry or None} (micro-step lists reduced to the parent)."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("is not a JSON object; expected construct.json", path)
+    tree: dict[str, str | None] = {}
+    for name, parent in doc.items():
+        if name == "megatron_micro_step_number":
+            continue
+        if isinstance(parent, list):
+            parent = parent[0] if parent else None
+        tree[name] = parent if isinstance(parent, str) else None
+    return tree
+
+
+def has_md5(data: dict[str, Any]) -> bool:
+    """Whether a dump carries md5 fields, checked as the reference does (spec §2.7)."""
+    for body in data.values():
+        if not isinstance(body, dict):
+            continue
+        for value in body.values():
+            if isinstance(value, list):
+                if any(isinstance(x, dict) and "md5" in x for x in value):
+                    return True
+            elif isinstance(value, dict) and "md5" in value:
+                return True
+    return False
+
+
+def check_input_file(path: Path, what: str) -> None:
+    """An input file must be a regular file, not a symlink (decision D9 keeps symlinks refused)."""
+    if path.is_symlink():
+        raise InputError(f"{what} is a symbolic link; links are refused for safety", path)
+    if not path.exists():
+        raise InputError(f"{what} does not exist", path)
+    if not path.is_file():
+        raise InputError(f"{what} is not a regular file", path)

@@ -1,0 +1,289 @@
+"""Flatten dump.json entries into a columnar row table (spec §3.1).
+
+One row per leaf (tensor, scalar argument, or null). Names are parsed once here; later stages
+work on the columns: numeric statistics stay numeric, with a small kind code per cell.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from msprobe_compare.errors import InputError
+
+MAX_DEPTH = 400
+STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+
+
+class State(IntEnum):
+    INPUT = 0
+    PARAMETERS = 1
+    OUTPUT = 2
+    PARAMETERS_GRAD = 3
+    DEBUG = 4
+
+
+class StatKind(IntEnum):
+    """What a statistic cell holds. NUMBER/INT/NAN are numeric; NONE and RAW are not."""
+
+    NUMBER = 0  # float (finite or +-inf) in the value array
+    INT = 1  # integer in the value array
+    NAN = 2  # NaN statistic (rendered "Nan")
+    NONE = 3  # missing / null (rendered "None")
+    RAW = 4  # non-numeric raw value (bool, str, ...), kept in RowTable.raw
+
+
+# fields of a forward/backward entry, in row order: inputs, parameters, outputs (spec §3.1 step 4)
+_FIELDS = (
+    ("input_args", ".input", State.INPUT),
+    ("input_kwargs", ".input", State.INPUT),
+    ("input", ".input", State.INPUT),
+    ("parameters", ".parameters", State.PARAMETERS),
+    ("output", ".output", State.OUTPUT),
+)
+
+RG_MISSING, RG_FALSE, RG_TRUE = -1, 0, 1
+
+
+@dataclass
+class RowTable:
+    """Columnar rows of one dump. Row i belongs to entry `entry_index[i]`."""
+
+    entries: list[str]
+    names: list[str]
+    entry_index: np.ndarray  # int32
+    state: np.ndarray  # int8 (State)
+    dtype: list[str]
+    shape: list[str]
+    stats: np.ndarray  # float64 (n, 4): Max, Min, Mean, Norm
+    stat_kind: np.ndarray  # int8 (n, 4) StatKind
+    raw: dict[tuple[int, int], Any]  # (row, stat column) -> raw value for StatKind.RAW
+    requires_grad: np.ndarray  # int8: -1 missing, 0 False, 1 True
+    md5: list[str | None]
+    data_name: list[str]  # "-1" when the leaf has no data file
+    stacks: dict[str, list[str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def stat_display(self, row: int, col: int) -> Any:
+        """The statistic as a Python value for rendering (float, int, str) or a marker string."""
+        kind = self.stat_kind[row, col]
+        if kind == StatKind.NUMBER:
+            return float(self.stats[row, col])
+        if kind == StatKind.INT:
+            return int(self.stats[row, col])
+        if kind == StatKind.NAN:
+            return "Nan"
+        if kind == StatKind.NONE:
+            return "None"
+        return self.raw[(row, col)]
+
+
+class _Builder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[str] = []
+        self.names: list[str] = []
+        self.entry_index: list[int] = []
+        self.state: list[int] = []
+        self.dtype: list[str] = []
+        self.shape: list[str] = []
+        self.stats: list[tuple[float, float, float, float]] = []
+        self.kinds: list[tuple[int, int, int, int]] = []
+        self.raw: dict[tuple[int, int], Any] = {}
+        self.rg: list[int] = []
+        self.md5: list[str | None] = []
+        self.data_name: list[str] = []
+
+    # -- leaves ---------------------------------------------------------------------------------
+    def add_row(
+        self,
+        name: str,
+        state: int,
+        dtype: str,
+        shape: str,
+        values: tuple[Any, Any, Any, Any],
+        rg: int,
+        md5: str | None,
+        data_name: str,
+    ) -> None:
+        row = len(self.names)
+        nums = [0.0, 0.0, 0.0, 0.0]
+        kinds = [StatKind.NONE] * 4
+        for col, v in enumerate(values):
+            if v is None:
+                continue
+            tv = type(v)
+            if tv is float:
+                if v != v:
+                    kinds[col] = StatKind.NAN
+                else:
+                    nums[col] = v
+                    kinds[col] = StatKind.NUMBER
+            elif tv is int:
+                nums[col] = float(v)
+                kinds[col] = StatKind.INT
+            else:
+                kinds[col] = StatKind.RAW
+                self.raw[(row, col)] = v
+        self.names.append(name)
+        self.entry_index.append(len(self.entries) - 1)
+        self.state.append(state)
+        self.dtype.append(dtype)
+        self.shape.append(shape)
+        self.stats.append(tuple(nums))  # type: ignore[arg-type]
+        self.kinds.append(tuple(kinds))  # type: ignore[arg-type]
+        self.rg.append(rg)
+        self.md5.append(md5)
+        self.data_name.append(data_name)
+
+    def leaf(self, op: str, name: str, state: int, leaf: dict[str, Any]) -> None:
+        data_name = leaf.get("data_name")
+        if isinstance(data_name, str) and data_name and data_name != "-1":
+            name = data_name.rsplit(".", 1)[0] if "." in data_name else data_name
+        else:
+            data_name = "-1"
+        if "class_type" in leaf and "tensor" in leaf:  # P2POp: the row comes from its tensor
+            tensor = leaf["tensor"]
+            if isinstance(tensor, dict):
+                self.leaf(op, name, state, tensor)
+            return
+        dtype = leaf.get("dtype")
+        md5 = leaf.get("md5")
+        if md5 is not None and not isinstance(md5, str):
+            raise InputError(f"md5 of '{name}' must be a string, got {type(md5).__name__}", self.path)
+        if dtype is not None:  # a tensor
+            if not isinstance(dtype, str):
+                raise InputError(f"dtype of '{name}' must be a string, got {type(dtype).__name__}", self.path)
+            shape = leaf.get("shape")
+            if shape is not None and not isinstance(shape, list):
+                raise InputError(
+                    f"shape of input or output of {op} is not a list: '{name}' has {type(shape).__name__}",
+                    self.path,
+                )
+            rg_raw = leaf.get("requires_grad")
+            if rg_raw is None:
+                rg = RG_MISSING
+            elif isinstance(rg_raw, bool):
+                rg = RG_TRUE if rg_raw else RG_FALSE
+            else:
+                raise InputError(
+                    f"requires_grad of input or output of {op} is not a bool: '{name}' has {rg_raw!r}",
+                    self.path,
+                )
+            values = tuple(leaf.get(k) for k in STAT_KEYS)
+            for v in values:
+                if v is not None and not isinstance(v, (int, float, bool)):
+                    raise InputError(f"statistic of '{name}' must be a number or null, got {v!r}", self.path)
+            self.add_row(name, state, dtype, str(shape), values, rg, md5, data_name)  # type: ignore[arg-type]
+            return
+        self._scalar(name, state, leaf, md5, data_name)
+
+    def _scalar(self, name: str, state: int, leaf: dict[str, Any], md5: str | None, data_name: str) -> None:
+        """A non-tensor leaf (spec §3.1 step 3)."""
+        kind = leaf["type"]
+        value = leaf.get("value")
+        stat: Any = None
+        if kind == "torch.Size":
+            dtype, shape = "torch.Size", str(value)
+        elif kind == "slice":
+            dtype, shape = "slice", str(np.shape(value)) if value is not None else "()"
+        elif kind == "ellipsis":
+            dtype, shape, stat = "ellipsis", "[]", value
+        elif name.endswith((".src", ".dst", ".group_src", ".group_dst")):
+            dtype, shape, stat = kind, "[]", str(value)
+            md5 = md5 or stat
+        elif kind == "torch.ProcessGroup":
+            ranks = str(leaf.get("group_ranks"))
+            dtype, shape, stat = "torch.ProcessGroup", "[]", ranks
+            md5 = md5 or ranks
+        else:
+            dtype, shape, stat = f"<class '{_pytype(value)}'>", "[]", value
+        if md5 is None:
+            md5 = f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}"
+        self.add_row(name, state, dtype, shape, (stat, stat, stat, stat), RG_MISSING, md5, data_name)
+
+    def null(self, name: str, state: int) -> None:
+        self.add_row(name, state, "None", "None", (None, None, None, None), RG_MISSING, None, "-1")
+
+    # -- structure ------------------------------------------------------------------------------
+    def walk(self, op: str, node: Any, name: str, state: int, depth: int, index_lists: bool = True) -> None:
+        if depth > MAX_DEPTH:
+            raise InputError(f"entry '{op}' is nested deeper than {MAX_DEPTH} levels", self.path)
+        if node is None:
+            self.null(name, state)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                self.walk(op, item, f"{name}.{i}" if index_lists else name, state, depth + 1)
+        elif isinstance(node, dict):
+            if isinstance(node.get("type"), str) or "class_type" in node:
+                self.leaf(op, name, state, node)
+            else:
+                for key, item in node.items():
+                    self.walk(op, item, f"{name}.{key}", state, depth + 1)
+        else:
+            raise InputError(
+                f"entry '{op}' has a {type(node).__name__} where an argument description was expected", self.path
+            )
+
+    def entry(self, op: str, body: Any) -> None:
+        if not isinstance(body, dict):
+            raise InputError(f"entry '{op}' must be an object, got {type(body).__name__}", self.path)
+        self.entries.append(op)
+        last = op.rsplit(".", 1)[-1]
+        if last == "debug":
+            self.walk(op, body, op, State.DEBUG, 0)
+        elif last == "parameters_grad":
+            for param, value in body.items():
+                self.walk(op, value, f"{op}.{param}", State.PARAMETERS_GRAD, 1, index_lists=False)
+        else:
+            for key, suffix, state in _FIELDS:
+                if key in body:
+                    self.walk(op, body[key], op + suffix, state, 1)
+
+    def build(self, stacks: dict[str, list[str]]) -> RowTable:
+        n = len(self.names)
+        return RowTable(
+            entries=self.entries,
+            names=self.names,
+            entry_index=np.asarray(self.entry_index, dtype=np.int32),
+            state=np.asarray(self.state, dtype=np.int8),
+            dtype=self.dtype,
+            shape=self.shape,
+            stats=np.asarray(self.stats, dtype=np.float64).reshape(n, 4),
+            stat_kind=np.asarray(self.kinds, dtype=np.int8).reshape(n, 4),
+            raw=self.raw,
+            requires_grad=np.asarray(self.rg, dtype=np.int8),
+            md5=self.md5,
+            data_name=self.data_name,
+            stacks=stacks,
+        )
+
+
+def _pytype(value: Any) -> str:
+    if value is None:
+        return "NoneType"
+    return type(value).__name__
+
+
+def _pyrepr(value: Any) -> str:
+    """str() of a JSON value as Python prints it (True/False/None, lists with repr items)."""
+    return str(value)
+
+
+def flatten(path: Path, data: dict[str, Any], stacks: dict[str, list[str]] | None = None) -> RowTable:
+    """All entries of a dump.json `data` object -> RowTable, in dump order."""
+    builder = _Builder(path)
+    for op, body in data.items():
+        builder.entry(op, body)
+    return builder.build(stacks or {})
+
+
+def entry_names(table: RowTable) -> Iterable[str]:
+    return (table.entries[i] for i in table.entry_index)

@@ -1,0 +1,520 @@
+"""Read one dumped tensor file into TensorData: `.pt` (torch.save zip archives) and `.npy`.
+
+No torch import and no pickle code execution: `data.pkl` is unpickled by `_SafeUnpickler`, whose
+`find_class` hands out only inert stand-ins for the few torch globals that describe a tensor, and whose
+`persistent_load` turns storage records into references to the archive's `data/<key>` members. Storage
+members written uncompressed (torch.save's default) are memory-mapped, not copied; every array returned
+is read-only.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pickle
+import re
+import stat
+import struct
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from msprobe_compare.errors import TensorFileError
+from msprobe_compare.load.tensor_data import BF16, TensorData
+
+__all__ = ["load_tensor", "read_npy", "read_pt", "resolve_tensor_path"]
+
+# torch storage class -> logical dtype name ("bfloat16" is stored as uint16 bit patterns).
+_STORAGE_DTYPES: dict[str, str] = {
+    "BoolStorage": "bool",
+    "ByteStorage": "uint8",
+    "CharStorage": "int8",
+    "ShortStorage": "int16",
+    "IntStorage": "int32",
+    "LongStorage": "int64",
+    "HalfStorage": "float16",
+    "BFloat16Storage": BF16,
+    "FloatStorage": "float32",
+    "DoubleStorage": "float64",
+}
+# torch storage classes that exist but hold dtypes we do not read.
+_UNSUPPORTED_STORAGES: dict[str, str] = {
+    "ComplexFloatStorage": "complex64",
+    "ComplexDoubleStorage": "complex128",
+    "QInt8Storage": "qint8",
+    "QUInt8Storage": "quint8",
+    "QInt32Storage": "qint32",
+    "QUInt4x2Storage": "quint4x2",
+    "QUInt2x4Storage": "quint2x4",
+}
+# torch dtype objects (pickled as GLOBAL 'torch <name>', used by _rebuild_tensor_v3) that we read.
+_SUPPORTED_TORCH_DTYPES = frozenset(set(_STORAGE_DTYPES.values()) | {"uint16", "uint32", "uint64"})
+# torch dtype names we recognise but do not read (gives "unsupported" instead of "unsafe").
+_UNSUPPORTED_TORCH_DTYPE = re.compile(r"complex\d+|float[48]_e\w+|bits\w+|qu?int\d+(x\d+)?|u?int[1-7]")
+# torch._utils rebuild functions for tensors we do not read (sparse, quantized, nested, meta, subclasses).
+_UNSUPPORTED_REBUILDS = frozenset(
+    {
+        "_rebuild_qtensor",
+        "_rebuild_sparse_tensor",
+        "_rebuild_nested_tensor",
+        "_rebuild_meta_tensor_no_storage",
+        "_rebuild_wrapper_subclass",
+        "_rebuild_device_tensor_from_numpy",
+        "_rebuild_device_tensor_from_cpu_tensor",
+    }
+)
+_NUMPY_DTYPES: dict[str, np.dtype] = {
+    name: np.dtype("<u2" if name == BF16 else name).newbyteorder("<")
+    for name in _SUPPORTED_TORCH_DTYPES
+}
+_MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is a few hundred bytes
+_ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
+_ZIP_LOCAL_MAGIC = b"PK\x03\x04"
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+# ----------------------------------------------------------------------------------------------- paths
+
+
+def resolve_tensor_path(tensor_dir: Path, data_name: str) -> Path:
+    """The regular file `data_name` inside `tensor_dir` (a dump's `dump_tensor_data` folder).
+
+    Refused as "unsafe": an absolute name, a name with `..`, backslashes or NUL, a symlinked folder or
+    file on the way, a special file. "missing": the folder or file does not exist.
+    """
+    name = str(data_name)
+    if not name or "\x00" in name or "\\" in name:
+        raise TensorFileError("unsafe", name, "data_name is empty or contains NUL or a backslash")
+    posix = PurePosixPath(name)
+    if posix.is_absolute() or PureWindowsPath(name).anchor:
+        raise TensorFileError("unsafe", name, "data_name is an absolute path")
+    parts = posix.parts
+    if any(part in ("..", ".") for part in parts) or not parts:
+        raise TensorFileError("unsafe", name, "data_name escapes the tensor folder")
+
+    tensor_dir = Path(tensor_dir)
+    current = tensor_dir
+    for index, part in enumerate((None, *parts)):
+        if part is not None:
+            current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            raise TensorFileError("missing", name, f"{current} does not exist") from None
+        except OSError as exc:
+            raise TensorFileError("missing", name, f"cannot stat {current}: {exc.strerror}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise TensorFileError("unsafe", name, f"{current} is a symbolic link")
+        last = index == len(parts)
+        if not last and not stat.S_ISDIR(info.st_mode):
+            raise TensorFileError("missing", name, f"{current} is not a folder")
+        if last and not stat.S_ISREG(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                raise TensorFileError("missing", name, f"{current} is a folder, not a file")
+            raise TensorFileError("unsafe", name, f"{current} is not a regular file")
+    return current
+
+
+def load_tensor(tensor_dir: Path, data_name: str) -> TensorData:
+    """Resolve `data_name` safely inside `tensor_dir` and read it by its suffix (.pt or .npy)."""
+    path = resolve_tensor_path(tensor_dir, data_name)
+    suffix = path.suffix.lower()
+    if suffix == ".pt":
+        return read_pt(path, data_name)
+    if suffix == ".npy":
+        return read_npy(path, data_name)
+    raise TensorFileError("unsupported", data_name, f"unknown tensor file type {suffix or '(no suffix)'!r}")
+
+
+def _open_regular(path: Path, name: str) -> BinaryIO:
+    """Open `path` for reading without following a final symlink; it must be a regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise TensorFileError("missing", name, f"{path} does not exist") from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise TensorFileError("unsafe", name, f"{path} is a symbolic link") from None
+        raise TensorFileError("missing", name, f"cannot open {path}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TensorFileError("unsafe", name, f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array = array.view(np.ndarray)
+    array.flags.writeable = False
+    return array
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return _readonly(np.empty(shape, dtype=dtype))
+
+
+# ------------------------------------------------------------------------------------------------ .npy
+
+
+def read_npy(path: Path, name: str) -> TensorData:
+    """A `.npy` file (no pickled objects), memory-mapped when it holds any data."""
+    with _open_regular(path, name) as fp:
+        file_size = os.fstat(fp.fileno()).st_size
+        if fp.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise TensorFileError("unsupported", name, "not an .npy file")
+        fp.seek(0)
+        try:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+            else:
+                raise TensorFileError("unsupported", name, f"npy format version {version}")
+        except TensorFileError:
+            raise
+        except (ValueError, EOFError, OSError, SyntaxError) as exc:
+            raise TensorFileError("corrupt", name, f"bad npy header: {exc}") from None
+        _check_npy_dtype(dtype, name)
+        offset = fp.tell()
+        count = math.prod(shape)
+        nbytes = count * dtype.itemsize
+        if offset + nbytes > file_size:
+            raise TensorFileError(
+                "corrupt", name, f"npy data is {file_size - offset} bytes, shape {shape} needs {nbytes}"
+            )
+        order = "F" if fortran else "C"
+        if count == 0:
+            array = _empty(shape, dtype)
+        else:
+            try:
+                array = np.memmap(fp, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+            except (ValueError, OSError):  # e.g. a file system without mmap: read it instead
+                fp.seek(offset)
+                data = fp.read(nbytes)
+                array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order=order)
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+    return TensorData(_readonly(array), array.dtype.name)
+
+
+def _check_npy_dtype(dtype: np.dtype, name: str) -> None:
+    if dtype.hasobject:
+        raise TensorFileError("unsafe", name, "npy holds Python objects (pickle)")
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise TensorFileError("unsupported", name, f"structured npy dtype {dtype}")
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise TensorFileError("unsupported", name, f"npy dtype {dtype.name}")
+
+
+# ------------------------------------------------------------------------------------------------- .pt
+
+
+class _PickleRefused(Exception):
+    """Raised inside the unpickler; carries the TensorFileError kind and detail out of pickle's hands."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def _refuse_state(self: object, state: object) -> None:
+    """`__setstate__` of every stand-in: pickle's BUILD may not alter them."""
+    raise _PickleRefused("corrupt", f"pickle tried to set the state of a {type(self).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class _StorageType:
+    """Stand-in for a torch storage class (torch.FloatStorage, ..., torch.UntypedStorage)."""
+
+    __setstate__ = _refuse_state
+
+    dtype_name: str | None  # None for UntypedStorage (bytes; the dtype comes from _rebuild_tensor_v3)
+
+
+@dataclass(frozen=True, slots=True)
+class _TorchDtype:
+    """Stand-in for a torch dtype object such as torch.float32."""
+
+    __setstate__ = _refuse_state
+
+    dtype_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _StorageRef:
+    """A storage record from data.pkl: archive member `data/<key>` holding `numel` items of its type."""
+
+    __setstate__ = _refuse_state
+
+    storage_type: _StorageType
+    key: str
+    numel: int
+
+
+@dataclass(frozen=True, slots=True)
+class _TensorRecord:
+    """What a tensor rebuild call produced: a view on a storage."""
+
+    __setstate__ = _refuse_state
+
+    storage: _StorageRef
+    dtype_name: str
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or not all(_is_int(v) and v >= 0 for v in value):
+        raise _PickleRefused("corrupt", f"tensor {what} {value!r} is not a tuple of non-negative ints")
+    return tuple(value)
+
+
+def _tensor_record(storage: Any, offset: Any, size: Any, stride: Any, dtype_name: str | None) -> _TensorRecord:
+    if not isinstance(storage, _StorageRef):
+        raise _PickleRefused("corrupt", "tensor storage is not a storage record")
+    if dtype_name is None:
+        dtype_name = storage.storage_type.dtype_name
+        if dtype_name is None:
+            raise _PickleRefused("unsupported", "tensor on an untyped storage without a dtype")
+    if not _is_int(offset) or offset < 0:
+        raise _PickleRefused("corrupt", f"storage offset {offset!r} is not a non-negative int")
+    shape = _int_tuple(size, "size")
+    strides = _int_tuple(stride, "stride")
+    if len(shape) != len(strides):
+        raise _PickleRefused("corrupt", f"size {shape} and stride {strides} differ in length")
+    return _TensorRecord(storage, dtype_name, offset, shape, strides)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rebuild:
+    """Stand-in for one allowed torch._utils rebuild function; calling it only records arguments."""
+
+    __setstate__ = _refuse_state
+
+    which: str
+
+    def __call__(self, *args: Any) -> _TensorRecord:
+        if self.which in ("_rebuild_tensor_v2", "_rebuild_tensor"):
+            # (storage, storage_offset, size, stride[, requires_grad, backward_hooks[, metadata]])
+            if len(args) not in (4, 6, 7):
+                raise _PickleRefused("corrupt", f"{self.which} called with {len(args)} arguments")
+            return _tensor_record(*args[:4], dtype_name=None)
+        if self.which == "_rebuild_tensor_v3":
+            # (storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype[, metadata])
+            if len(args) not in (7, 8) or not isinstance(args[6], _TorchDtype):
+                raise _PickleRefused("corrupt", "_rebuild_tensor_v3 called with unexpected arguments")
+            return _tensor_record(*args[:4], dtype_name=args[6].dtype_name)
+        # _rebuild_parameter(data, requires_grad, hooks[, state]): a Parameter is its data tensor.
+        if not args or not isinstance(args[0], _TensorRecord):
+            raise _PickleRefused("corrupt", f"{self.which} without tensor data")
+        return args[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _OrderedDictStandIn:
+    """Stand-in for collections.OrderedDict (backward hooks, metadata): builds a plain dict."""
+
+    __setstate__ = _refuse_state
+
+    def __call__(self, *args: Any) -> dict[Any, Any]:
+        if len(args) > 1:
+            raise _PickleRefused("corrupt", "OrderedDict called with more than one argument")
+        return dict(*args)
+
+
+_ALLOWED_REBUILDS = frozenset(
+    {"_rebuild_tensor_v2", "_rebuild_tensor", "_rebuild_tensor_v3", "_rebuild_parameter", "_rebuild_parameter_with_state"}
+)
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Unpickler for torch's data.pkl that can only produce inert stand-ins, never call real code."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 - pickle hook
+        if module == "torch._utils":
+            if name in _ALLOWED_REBUILDS:
+                return _Rebuild(name)
+            if name in _UNSUPPORTED_REBUILDS:
+                raise _PickleRefused("unsupported", f"tensor kind {name} (sparse, quantized, nested or subclass)")
+        elif module == "collections" and name == "OrderedDict":
+            return _OrderedDictStandIn()
+        elif module in ("torch", "torch.storage") and name == "UntypedStorage":
+            return _StorageType(None)
+        elif module == "torch":
+            if name in _STORAGE_DTYPES:
+                return _StorageType(_STORAGE_DTYPES[name])
+            if name in _UNSUPPORTED_STORAGES:
+                raise _PickleRefused("unsupported", f"dtype {_UNSUPPORTED_STORAGES[name]} ({name})")
+            if name in _SUPPORTED_TORCH_DTYPES:
+                return _TorchDtype(name)
+            if _UNSUPPORTED_TORCH_DTYPE.fullmatch(name):
+                raise _PickleRefused("unsupported", f"dtype {name}")
+        raise _PickleRefused("unsafe", f"pickle global {module}.{name} is not allowed")
+
+    def persistent_load(self, pid: Any) -> _StorageRef:  # noqa: D102 - pickle hook
+        if not isinstance(pid, tuple) or len(pid) != 5:
+            raise _PickleRefused("corrupt", f"unexpected persistent id {pid!r:.80}")
+        typename, storage_type, key, _location, numel = pid
+        if isinstance(typename, bytes):
+            typename = typename.decode("ascii", "replace")
+        if typename != "storage" or not isinstance(storage_type, _StorageType):
+            raise _PickleRefused("corrupt", f"unexpected persistent id {pid!r:.80}")
+        if not isinstance(key, str) or not _is_int(numel) or numel < 0:
+            raise _PickleRefused("corrupt", f"bad storage record {pid!r:.80}")
+        return _StorageRef(storage_type, key, numel)
+
+
+def read_pt(path: Path, name: str) -> TensorData:
+    """A tensor (or Parameter) saved by torch.save in the zip format, read without torch."""
+    with _open_regular(path, name) as fp:
+        head = fp.read(4)
+        if len(head) < 4:
+            raise TensorFileError("corrupt", name, "file is empty or truncated")
+        if head != _ZIP_LOCAL_MAGIC:
+            if head[:1] == b"\x80":
+                raise TensorFileError("unsupported", name, "legacy (non-zip) torch.save format")
+            raise TensorFileError("unsupported", name, "not a torch.save zip archive")
+        fp.seek(0)
+        try:
+            with zipfile.ZipFile(fp) as archive:
+                return _read_archive(archive, fp, name)
+        except TensorFileError:
+            raise
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, struct.error, OSError) as exc:
+            raise TensorFileError("corrupt", name, f"bad zip archive: {exc}") from None
+
+
+def _read_archive(archive: zipfile.ZipFile, fp: BinaryIO, name: str) -> TensorData:
+    members = {info.filename: info for info in archive.infolist()}
+    pickles = [m for m in members if m.endswith("/data.pkl") and m.count("/") == 1]
+    if len(pickles) != 1:
+        problem = "no data.pkl" if not pickles else "several data.pkl"
+        raise TensorFileError("corrupt", name, f"{problem} in the archive")
+    prefix = pickles[0][: -len("data.pkl")]
+
+    byteorder = members.get(prefix + "byteorder")
+    if byteorder is not None:
+        order = _read_member(archive, byteorder, 16, name).strip()
+        if order != b"little":
+            raise TensorFileError("unsupported", name, f"byte order {order.decode('ascii', 'replace')!r}")
+
+    record = _unpickle(_read_member(archive, members[pickles[0]], _MAX_PICKLE_BYTES, name), name)
+    dtype = _NUMPY_DTYPES.get(record.dtype_name)
+    if dtype is None:
+        raise TensorFileError("unsupported", name, f"dtype {record.dtype_name}")
+    storage = record.storage
+    member = members.get(f"{prefix}data/{storage.key}")
+    if member is None:
+        raise TensorFileError("corrupt", name, f"storage data/{storage.key} is missing")
+    # Storage numel counts items of its own type (bytes for UntypedStorage).
+    storage_bytes = storage.numel * (1 if storage.storage_type.dtype_name is None else dtype.itemsize)
+    if member.file_size < storage_bytes:
+        raise TensorFileError("corrupt", name, f"storage holds {member.file_size} bytes, {storage_bytes} expected")
+    available = storage_bytes // dtype.itemsize
+    needed = _elements_needed(record)
+    if needed > available:
+        raise TensorFileError(
+            "corrupt",
+            name,
+            f"storage of {available} items is too short for shape {record.shape}, "
+            f"stride {record.strides}, offset {record.offset}",
+        )
+    if needed == 0:
+        return TensorData(_empty(record.shape, dtype), record.dtype_name)
+    flat = _storage_items(archive, fp, member, dtype, record.offset, needed, name)
+    return TensorData(_view(flat, record), record.dtype_name)
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str) -> bytes:
+    if info.file_size > limit:
+        raise TensorFileError("unsupported", name, f"{info.filename} is {info.file_size} bytes (limit {limit})")
+    with archive.open(info) as member:
+        return member.read(limit + 1)[:limit]
+
+
+def _unpickle(data: bytes, name: str) -> _TensorRecord:
+    try:
+        top = _SafeUnpickler(io.BytesIO(data)).load()
+    except _PickleRefused as exc:
+        raise TensorFileError(exc.kind, name, exc.detail) from None
+    except Exception as exc:  # hostile input: any failure of the unpickler is a broken file
+        raise TensorFileError("corrupt", name, f"bad data.pkl: {type(exc).__name__}: {exc}") from None
+    if not isinstance(top, _TensorRecord):
+        raise TensorFileError("unsupported", name, f"data.pkl holds a {type(top).__name__}, not a tensor")
+    return top
+
+
+def _elements_needed(record: _TensorRecord) -> int:
+    """Storage items a view needs from its offset on (0 for an empty tensor)."""
+    if any(dim == 0 for dim in record.shape):
+        return 0
+    return record.offset + 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.strides))
+
+
+def _storage_items(
+    archive: zipfile.ZipFile, fp: BinaryIO, info: zipfile.ZipInfo, dtype: np.dtype, start: int, stop: int, name: str
+) -> np.ndarray:
+    """Items [start, stop) of a storage member, memory-mapped when the member is stored uncompressed."""
+    count = stop - start
+    if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1:
+        data_offset = _member_data_offset(fp, info, name)
+        try:
+            mapped = np.memmap(fp, dtype=dtype, mode="r", offset=data_offset + start * dtype.itemsize, shape=(count,))
+            return _readonly(mapped)
+        except (ValueError, OSError):
+            pass  # no mmap on this file system: read the bytes below
+    with archive.open(info) as member:
+        skip = start * dtype.itemsize
+        while skip:  # ZipExtFile.seek exists but re-reads; skip in bounded chunks
+            chunk = member.read(min(skip, 1 << 24))
+            if not chunk:
+                break
+            skip -= len(chunk)
+        data = member.read(count * dtype.itemsize)
+    if len(data) != count * dtype.itemsize:
+        raise TensorFileError("corrupt", name, f"storage {info.filename} is truncated")
+    return _readonly(np.frombuffer(data, dtype=dtype, count=count))
+
+
+def _member_data_offset(fp: BinaryIO, info: zipfile.ZipInfo, name: str) -> int:
+    """File offset of an uncompressed member's bytes, from its local header, checked against the file size."""
+    fp.seek(info.header_offset)
+    header = fp.read(_ZIP_LOCAL_HEADER.size)
+    if len(header) != _ZIP_LOCAL_HEADER.size or header[:4] != _ZIP_LOCAL_MAGIC:
+        raise TensorFileError("corrupt", name, f"bad local header for {info.filename}")
+    name_length, extra_length = struct.unpack("<2H", header[26:30])
+    data_offset = info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+    file_size = os.fstat(fp.fileno()).st_size
+    if data_offset + info.file_size > file_size:
+        raise TensorFileError("corrupt", name, f"{info.filename} runs past the end of the file")
+    return data_offset
+
+
+def _view(flat: np.ndarray, record: _TensorRecord) -> np.ndarray:
+    """The tensor's view on `flat`, whose item 0 is the tensor's storage offset."""
+    shape, strides = record.shape, record.strides
+    contiguous = [1] * len(shape)
+    for axis in range(len(shape) - 2, -1, -1):
+        contiguous[axis] = contiguous[axis + 1] * shape[axis + 1]
+    if all(step == want for dim, step, want in zip(shape, strides, contiguous) if dim != 1):
+        return _readonly(flat[: math.prod(shape)].reshape(shape))
+    itemsize = flat.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        flat, shape=shape, strides=tuple(step * itemsize for step in strides), writeable=False
+    )
+    return _readonly(view)

@@ -1,0 +1,67 @@
+"""Statistics diffs of matched rows, vectorised over rows (spec §4.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from msprobe_compare.load.rows import RowTable, StatKind
+
+WARN_MAGNITUDE = 0.5
+MAGNITUDE_EPS = 1e-10
+
+
+class Cell(IntEnum):
+    """Kind of a computed cell: a number, or one of the reference's marker texts."""
+
+    VALUE = 0
+    INT = 1  # integral value (both statistics were integers)
+    NAN = 2  # "Nan"
+    NA = 3  # "N/A"
+
+
+@dataclass(frozen=True)
+class StatDiffs:
+    diff: np.ndarray  # float64 (n, 4): NPU - bench
+    diff_kind: np.ndarray  # int8 (n, 4) Cell
+    rel: np.ndarray  # float64 (n, 4): |(N - B) / B * 100|, rendered with a '%'
+    rel_kind: np.ndarray  # int8 (n, 4) Cell
+    warning: np.ndarray  # bool (n,): some statistic differs by more than WARN_MAGNITUDE
+
+
+def gather(bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bench statistics aligned to NPU rows (kind NONE where unmatched)."""
+    n = len(match)
+    vals = np.zeros((n, 4))
+    kinds = np.full((n, 4), StatKind.NONE, dtype=np.int8)
+    ok = match >= 0
+    if len(bench):
+        vals[ok] = bench.stats[match[ok]]
+        kinds[ok] = bench.stat_kind[match[ok]]
+    return vals, kinds
+
+
+def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
+    n_val, n_kind = npu.stats, npu.stat_kind
+    b_val, b_kind = gather(bench, match)
+    numeric_kinds = (StatKind.NUMBER, StatKind.INT, StatKind.NAN)
+    numeric = np.isin(n_kind, numeric_kinds) & np.isin(b_kind, numeric_kinds) & (match >= 0)[:, None]
+    n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
+    b_num = np.where(b_kind == StatKind.NAN, np.nan, b_val)
+    with np.errstate(all="ignore"):
+        diff = n_num - b_num
+        rel = np.abs(diff / b_num * 100)
+        magnitude = np.abs(diff) / (np.abs(np.maximum(n_num, b_num)) + MAGNITUDE_EPS)
+    is_nan = numeric & np.isnan(diff)
+    diff_kind = np.full(diff.shape, Cell.NA, dtype=np.int8)
+    diff_kind[numeric] = Cell.VALUE
+    diff_kind[numeric & (n_kind == StatKind.INT) & (b_kind == StatKind.INT)] = Cell.INT
+    diff_kind[is_nan] = Cell.NAN
+    rel_kind = np.where(diff_kind == Cell.INT, Cell.VALUE, diff_kind).astype(np.int8)
+    rel_kind[(rel_kind == Cell.VALUE) & (b_num == 0)] = Cell.NA
+    valued = (diff_kind == Cell.VALUE) | (diff_kind == Cell.INT)
+    with np.errstate(invalid="ignore"):
+        warning = np.any(valued & (magnitude > WARN_MAGNITUDE), axis=1)
+    return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)

@@ -1,0 +1,406 @@
+"""Real-data metrics of one NPU/bench tensor pair (spec §4.8): Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the
+one/five-thousandths error ratios, plus the Err_message codes and the `Accuracy Reached or Not` verdict.
+
+Each pair is read once, in C-order chunks of `chunk_elems` elements, with float64 accumulators, so peak memory is a
+few chunk-sized buffers whatever the tensor size. Input arrays (possibly read-only memmaps) are never written.
+
+Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 (decisions.md):
+* Cosine, EucDist, MaxAbsErr use float64 copies of the data (bfloat16 widened exactly, ints/bools cast).
+* The relative error RE = |(N' - B') / B'| is computed in the pair's own float dtype when that is float32
+  (float32/bfloat16 data, also float16 vs float32), otherwise in float64. Where B == 0 both N' and B' get
+  + eps (float64 machine epsilon) added in that dtype. float16 pairs use float64 (D5), so a zero in the bench
+  never turns into NaN/inf and identical tensors always give MaxRelativeErr 0 and ratios 1.
+* NaN/inf positions identical on both sides count as 0 on both sides; otherwise every metric is N/A.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from msprobe_compare.load.tensor_data import BF16, TensorData
+
+__all__ = [
+    "Accuracy",
+    "MSG_TEXT",
+    "Metric",
+    "MetricState",
+    "STATE_TEXT",
+    "TensorMetrics",
+    "TensorMsg",
+    "accuracy_reached",
+    "compare_tensors",
+    "messages_text",
+]
+
+FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; also the Cosine zero-norm bound
+ONE_THOUSANDTH = 0.001
+FIVE_THOUSANDTHS = 0.005
+COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
+DEFAULT_CHUNK_ELEMS = 1 << 20
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
+
+
+class MetricState(enum.IntEnum):
+    """What a metric cell holds: a number, or one of the reference's placeholder states."""
+
+    VALUE = 0
+    NAN = 1  # "Nan"
+    UNSUPPORTED = 2  # "unsupported"
+    SHAPE_UNMATCHED = 3  # "shape unmatched"
+    NOT_AVAILABLE = 4  # "N/A"
+
+
+STATE_TEXT: dict[MetricState, str] = {
+    MetricState.NAN: "Nan",
+    MetricState.UNSUPPORTED: "unsupported",
+    MetricState.SHAPE_UNMATCHED: "shape unmatched",
+    MetricState.NOT_AVAILABLE: "N/A",
+}
+
+
+class TensorMsg(enum.IntEnum):
+    """Real-data Err_message sentences; the member order is the order the reference concatenates them in."""
+
+    NPU_NO_DATA_FILE = 1
+    BENCH_NO_DATA_FILE = 2
+    BENCH_UNMATCHED = 3
+    READ_FAILED = 4  # template: format with the file name or the [npu, bench] pair
+    EMPTY = 5
+    ZERO_DIM = 6
+    SHAPE_MISMATCH = 7
+    NAN_INF_MISMATCH = 8
+    UNREADABLE = 9
+    DTYPE_MISMATCH = 10
+    ONE_ELEMENT = 11
+    COSINE_NPU_ZERO = 12
+    COSINE_BENCH_ZERO = 13
+    COSINE_NAN = 14
+    MAX_ABS_NAN = 15
+    MAX_REL_NAN = 16
+
+
+MSG_TEXT: dict[TensorMsg, str] = {
+    TensorMsg.NPU_NO_DATA_FILE: "NPU does not have data file.",
+    TensorMsg.BENCH_NO_DATA_FILE: "Bench does not have data file.",
+    TensorMsg.BENCH_UNMATCHED: "Bench api/module unmatched.",
+    TensorMsg.READ_FAILED: "Dump file: {} not found or read failed.",
+    TensorMsg.EMPTY: "This is empty data, can not compare.",
+    TensorMsg.ZERO_DIM: (
+        "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
+        "'Five Thousandths Err Ratio'. "
+    ),
+    TensorMsg.SHAPE_MISMATCH: "Shape of NPU and bench tensor do not match. Skipped.",
+    TensorMsg.NAN_INF_MISMATCH: "The position of inf or nan in NPU and bench Tensor do not match.",
+    TensorMsg.UNREADABLE: "Data is unreadable.",
+    TensorMsg.DTYPE_MISMATCH: "Dtype of NPU and bench tensor do not match.",
+    TensorMsg.ONE_ELEMENT: "This is a 1-d tensor of length 1.",
+    TensorMsg.COSINE_NPU_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.",
+    TensorMsg.COSINE_BENCH_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.",
+    TensorMsg.COSINE_NAN: "Cannot compare by Cosine Similarity, the dump data has NaN.",
+    TensorMsg.MAX_ABS_NAN: "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
+    TensorMsg.MAX_REL_NAN: "Cannot compare by MaxRelativeError, the data contains nan/inf/-inf in dump data.",
+}
+
+
+def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
+    """The Err_message text of `messages`: the reference sentences concatenated without separators."""
+    return "".join(MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else MSG_TEXT[m]
+                   for m in messages)
+
+
+class Accuracy(enum.IntEnum):
+    """`Accuracy Reached or Not`: Yes / No / Unmatched / None."""
+
+    YES = 0
+    NO = 1
+    UNMATCHED = 2
+    NONE = 3
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric cell: `value` is meaningful only when `state` is VALUE."""
+
+    state: MetricState
+    value: float = math.nan
+
+    @classmethod
+    def of(cls, value: float) -> Metric:
+        return cls(MetricState.VALUE, float(value))
+
+
+_UNSUPPORTED = Metric(MetricState.UNSUPPORTED)
+_NAN = Metric(MetricState.NAN)
+
+
+@dataclass(frozen=True)
+class TensorMetrics:
+    """The six real-data metrics of one row and its real-data messages (reference order, each at most once)."""
+
+    cosine: Metric
+    euc_dist: Metric
+    max_abs_err: Metric
+    max_rel_err: Metric
+    one_thousandth: Metric
+    five_thousandths: Metric
+    messages: tuple[TensorMsg, ...] = ()
+
+    @classmethod
+    def uniform(cls, state: MetricState, *messages: TensorMsg) -> TensorMetrics:
+        """All six metrics in `state` (rows that are not compared: no data file, unmatched, unreadable...)."""
+        m = Metric(state)
+        return cls(m, m, m, m, m, m, tuple(sorted(set(messages))))
+
+
+def accuracy_reached(m: TensorMetrics) -> Accuracy:
+    """`Accuracy Reached or Not` from Cosine C and MaxAbsErr A (spec §4.8; D6: a `Nan` Cosine gives No)."""
+    c, a = m.cosine, m.max_abs_err
+    if c.state is MetricState.SHAPE_UNMATCHED:
+        return Accuracy.UNMATCHED
+    if MetricState.NOT_AVAILABLE in (c.state, a.state):
+        return Accuracy.NO
+    if c.state in (MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED) or a.state in (
+        MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED
+    ):
+        return Accuracy.NONE
+    if MetricState.NAN in (c.state, a.state):  # D6 (the reference lets NaN compare as "not below threshold")
+        return Accuracy.NO
+    if c.value < 0.99 and a.value > 0.001:
+        return Accuracy.NO
+    if c.value < 0.9 or a.value > 1:
+        return Accuracy.NO
+    return Accuracy.YES
+
+
+def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> TensorMetrics:
+    """The real-data metrics of one pair, after the reference's pre-checks (empty, 0-d, shape, unreadable,
+    NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements."""
+    if chunk_elems < 1:
+        raise ValueError("chunk_elems must be positive")
+    n_arr, b_arr = np.asarray(npu.array), np.asarray(bench.array)
+    if n_arr.size == 0:
+        return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.EMPTY)
+    readable = _readable(npu) and _readable(bench)
+    if n_arr.ndim == 0:
+        if not readable:
+            return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.UNREADABLE)
+        if b_arr.size == 0:  # the reference crashes on this broadcast; call it a shape mismatch
+            return TensorMetrics.uniform(MetricState.SHAPE_UNMATCHED, TensorMsg.SHAPE_MISMATCH)
+        return _compare_zero_dim(npu, bench, chunk_elems)
+    if n_arr.shape != b_arr.shape:
+        return TensorMetrics.uniform(MetricState.SHAPE_UNMATCHED, TensorMsg.SHAPE_MISMATCH)
+    if not readable:
+        return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.UNREADABLE)
+
+    n_dtype, b_dtype = npu.compute_dtype, bench.compute_dtype
+    acc = _Accumulator(n_arr.size, min(chunk_elems, n_arr.size), _re_dtype(n_dtype, b_dtype))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for start in range(0, n_arr.size, chunk_elems):
+            stop = min(start + chunk_elems, n_arr.size)
+            if not acc.add(_chunk(npu, n_arr, start, stop), _chunk(bench, b_arr, start, stop)):
+                return TensorMetrics.uniform(MetricState.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
+    return acc.finish(dtype_mismatch=n_dtype != b_dtype)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# internals
+
+
+def _readable(t: TensorData) -> bool:
+    return t.dtype_name == BF16 or np.asarray(t.array).dtype.kind in _READABLE_KINDS
+
+
+def _re_dtype(n_dtype: np.dtype, b_dtype: np.dtype) -> np.dtype:
+    """dtype of the relative error: float32 when the pair promotes to float32, else float64 (incl. float16, D5)."""
+    if n_dtype.kind == "f" and b_dtype.kind == "f" and np.result_type(n_dtype, b_dtype) == _F32:
+        return _F32
+    return _F64
+
+
+def _format12(x: float) -> float:
+    """The reference's `format_value`: the value rounded to 12 decimals (inf/nan unchanged)."""
+    return float(f"{x:.12f}")
+
+
+def _flat_range(a: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Elements start..stop-1 of `a` in C order as a 1-D array; copies at most stop-start elements."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1)[start:stop]
+    if a.ndim == 1:
+        return a[start:stop]
+    inner = math.prod(a.shape[1:])
+    i0, r0 = divmod(start, inner)
+    i1, r1 = divmod(stop, inner)
+    if i0 == i1:
+        return _flat_range(a[i0], r0, r1)
+    parts = []
+    if r0:
+        parts.append(_flat_range(a[i0], r0, inner))
+        i0 += 1
+    if i1 > i0:
+        parts.append(a[i0:i1].reshape(-1))
+    if r1:
+        parts.append(_flat_range(a[i1], 0, r1))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _chunk(t: TensorData, arr: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """A chunk in the tensor's compute dtype (bfloat16 bits widened to float32)."""
+    raw = _flat_range(arr, start, stop)
+    return t.to_float(raw) if t.dtype_name == BF16 else raw
+
+
+class _Accumulator:
+    """Float64 running sums and maxima over the chunks of one pair, with reusable chunk-sized buffers."""
+
+    def __init__(self, size: int, chunk: int, re_dtype: np.dtype) -> None:
+        self.size = size
+        self.re_dtype = re_dtype
+        self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
+        self.eps = re_dtype.type(FLOAT_EPSILON)
+        self.n64 = np.empty(chunk, _F64)
+        self.b64 = np.empty(chunk, _F64)
+        self.diff = np.empty(chunk, _F64)
+        self.rel = None if re_dtype == _F64 else np.empty(chunk, re_dtype)
+        self.n_re = None if re_dtype == _F64 else np.empty(chunk, re_dtype)
+        self.b_re = None if re_dtype == _F64 else np.empty(chunk, re_dtype)
+        self.below = np.empty(chunk, np.bool_)
+        self.dot = self.nn = self.bb = self.ss = 0.0
+        self.max_abs = self.max_rel = 0.0
+        self.count1 = self.count5 = 0
+
+    def add(self, n: np.ndarray, b: np.ndarray) -> bool:
+        """Fold one chunk pair in; False when the NaN/inf positions of the two sides differ."""
+        k = n.shape[0]
+        n64, b64, diff = self.n64[:k], self.b64[:k], self.diff[:k]
+        np.copyto(n64, n, casting="unsafe")
+        np.copyto(b64, b, casting="unsafe")
+        nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
+        if not (math.isfinite(nn) and math.isfinite(bb)):  # some NaN/inf (or a float64 overflow)
+            n_nan, b_nan = np.isnan(n64), np.isnan(b64)
+            n_inf, b_inf = np.isinf(n64), np.isinf(b64)
+            if not (np.array_equal(n_nan, b_nan) and np.array_equal(n_inf, b_inf)):
+                return False
+            bad = n_nan | n_inf
+            if bad.any():
+                n64[bad] = 0.0
+                b64[bad] = 0.0
+                n = np.where(bad, n.dtype.type(0), n)
+                b = np.where(bad, b.dtype.type(0), b)
+                nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
+        self.nn += nn
+        self.bb += bb
+        self.dot += float(np.dot(n64, b64))
+        np.subtract(n64, b64, out=diff)
+        self.ss += float(np.dot(diff, diff))
+        np.abs(diff, out=diff)
+        self.max_abs = _nan_max(self.max_abs, float(diff.max()))
+        if self.re_dtype == _F64:
+            n_re, b_re, rel = n64, b64, diff  # |N-B| / B, in place: equals (N-B)/B in float64 up to the sign
+            np.divide(diff, b64, out=rel)
+        else:
+            n_re, b_re, rel = self.n_re[:k], self.b_re[:k], self.rel[:k]
+            np.copyto(n_re, n, casting="unsafe")
+            np.copyto(b_re, b, casting="unsafe")
+            np.subtract(n_re, b_re, out=rel)
+            np.divide(rel, b_re, out=rel)
+        np.abs(rel, out=rel)
+        top = rel.max()
+        if not np.isfinite(top):  # x/0 or 0/0 where the bench is 0 (or a genuine overflow)
+            zero = b_re == 0
+            if zero.any():
+                eps = self.eps
+                rel[zero] = np.abs(((n_re[zero] + eps) - eps) / eps)  # B' = 0 + eps = eps
+                top = rel.max()
+        self.max_rel = _nan_max(self.max_rel, float(top))
+        t1, t5 = self.thresholds
+        if top < t1:
+            self.count1 += k
+            self.count5 += k
+        else:
+            below = self.below[:k]
+            self.count1 += int(np.count_nonzero(np.less(rel, t1, out=below)))
+            self.count5 += k if top < t5 else int(np.count_nonzero(np.less(rel, t5, out=below)))
+        return True
+
+    def finish(self, dtype_mismatch: bool) -> TensorMetrics:
+        messages: list[TensorMsg] = [TensorMsg.DTYPE_MISMATCH] if dtype_mismatch else []
+        cosine = _cosine(self.size, self.dot, self.nn, self.bb, messages)
+        euc = Metric.of(math.sqrt(self.ss))
+        max_abs = _max_metric(self.max_abs, TensorMsg.MAX_ABS_NAN, messages)
+        max_rel = _max_metric(self.max_rel, TensorMsg.MAX_REL_NAN, messages)
+        one = Metric.of(_format12(self.count1 / self.size))
+        five = Metric.of(_format12(self.count5 / self.size))
+        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages))
+
+
+def _nan_max(a: float, b: float) -> float:
+    """max that keeps NaN (like np.max over the whole array)."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return a if a >= b else b
+
+
+def _max_metric(value: float, nan_msg: TensorMsg, messages: list[TensorMsg]) -> Metric:
+    if math.isnan(value):
+        messages.append(nan_msg)
+        return _NAN
+    return Metric.of(_format12(value))
+
+
+def _cosine(size: int, dot: float, nn: float, bb: float, messages: list[TensorMsg]) -> Metric:
+    if size == 1:
+        messages.append(TensorMsg.ONE_ELEMENT)
+        return _UNSUPPORTED
+    n_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
+    if n_norm <= FLOAT_EPSILON and b_norm <= FLOAT_EPSILON:
+        return Metric.of(1.0)
+    if n_norm <= FLOAT_EPSILON:
+        messages.append(TensorMsg.COSINE_NPU_ZERO)
+        return _NAN
+    if b_norm <= FLOAT_EPSILON:
+        messages.append(TensorMsg.COSINE_BENCH_ZERO)
+        return _NAN
+    with np.errstate(all="ignore"):
+        cos = float(np.float64(dot) / (np.float64(n_norm) * np.float64(b_norm)))
+    if math.isnan(cos):
+        messages.append(TensorMsg.COSINE_NAN)
+        return _NAN
+    value = _format12(cos)
+    return Metric.of(round(value, 6) if value > COSINE_SHORT_ROUNDING else value)
+
+
+def _compare_zero_dim(npu: TensorData, bench: TensorData, chunk_elems: int) -> TensorMetrics:
+    """0-d NPU tensor: only MaxAbsErr and MaxRelativeErr, without the NaN/inf masking; the reference subtracts
+    in the promoted float dtype (float64 for ints/bools) and broadcasts the scalar over a non-0-d bench."""
+    n_dtype, b_dtype = npu.compute_dtype, bench.compute_dtype
+    arith = np.result_type(n_dtype, b_dtype) if n_dtype.kind == "f" and b_dtype.kind == "f" else _F64
+    re_dtype = _re_dtype(n_dtype, b_dtype)
+    n_val = _chunk(npu, np.asarray(npu.array).reshape(1), 0, 1)
+    b_arr = np.asarray(bench.array)
+    b_arr = b_arr.reshape(1) if b_arr.ndim == 0 else b_arr
+    eps = re_dtype.type(FLOAT_EPSILON)
+    max_abs = max_rel = 0.0
+    with np.errstate(all="ignore"):
+        for start in range(0, b_arr.size, chunk_elems):
+            b = _chunk(bench, b_arr, start, min(start + chunk_elems, b_arr.size))
+            d = np.abs(n_val.astype(arith) - b.astype(arith))
+            max_abs = _nan_max(max_abs, float(d.max()))
+            n_re, b_re = np.broadcast_to(n_val.astype(re_dtype), b.shape), b.astype(re_dtype)
+            zero = b_re == 0
+            n_re = np.where(zero, n_re + eps, n_re)
+            b_re = np.where(zero, b_re + eps, b_re)
+            max_rel = _nan_max(max_rel, float(np.abs((n_re - b_re) / b_re).max()))
+    messages = [TensorMsg.ZERO_DIM]
+    abs_metric = _max_metric(max_abs, TensorMsg.MAX_ABS_NAN, messages)
+    rel_metric = _max_metric(max_rel, TensorMsg.MAX_REL_NAN, messages)
+    return TensorMetrics(_UNSUPPORTED, _UNSUPPORTED, abs_metric, rel_metric, _UNSUPPORTED, _UNSUPPORTED,
+                         tuple(messages))

@@ -1,0 +1,80 @@
+"""Every user-visible text of the result table and advisor, produced from codes in one place."""
+
+from __future__ import annotations
+
+from msprobe_compare.judge.advisor import Advice
+from msprobe_compare.judge.highlight import Reason
+from msprobe_compare.judge.verdict import Msg, Result
+
+RESULT_TEXT = {
+    Result.EMPTY: "",
+    Result.WARNING: "Warning",
+    Result.NA: "N/A",
+    Result.PASS: "pass",
+    Result.DIFFERENT: "Different",
+}
+
+MSG_TEXT = {
+    Msg.NO_BENCH: "No bench data matched.",
+    Msg.DOUBLE_CHECK: "Need double check api accuracy. ",
+    Msg.REQUIRES_GRAD: "Requires_grad inconsistent. ",
+}
+
+FUZZY_TEXT = " Fuzzy matching data, the comparison accuracy may be affected."
+
+REASON_TEXT = {
+    Reason.RED_NAN_INF: "maximum or minimum is nan, -inf, or inf",
+    Reason.RED_MAX_ABS: "maximum absolute error exceeds 1e+10",
+    Reason.RED_ONE_K: "The input/parameter's one thousandth err ratio exceeds 0.9, while the output's is below 0.6",
+    Reason.RED_MAX_REL: "maximum relative error exceeds 0.5",
+    Reason.YELLOW_REQUIRES_GRAD: "requires_grad is inconsistent",
+    Reason.YELLOW_MAGNITUDE: (
+        "maximum absolute error of both input/parameters and output exceed 1, "
+        "with the output larger by an order of magnitude"
+    ),
+    Reason.YELLOW_ONE_K: (
+        "The output's one thousandth err ratio decreases by more than 0.1 compared to the input/parameter's"
+    ),
+    Reason.YELLOW_COSINE: "The output's cosine decreases by more than 0.1 compared to the input/parameter's",
+    Reason.YELLOW_MAX_REL: (
+        "The output's maximum relative error exceeds 0.1, while the input/parameter's is below 0.01"
+    ),
+}
+
+ADVICE_TEXT = {
+    Advice.ALL_PASS: "All data in comparison result meets the accuracy requirements.",
+    Advice.FORWARD_INPUT: (
+        "1. Analyze the model to view the input source.\n"
+        "2. Check whether an inplace API causes the output result to overwrite the input result. "
+        "That is, the fault is actually caused by a computation error.\n"
+        "3. The fault may be caused by memory corruption and further analysis is required."
+    ),
+    Advice.FORWARD_OUTPUT: "This is a forward API computation error. Check the computation implementation.",
+    Advice.BACKWARD_INPUT: "Check whether the forward computation result is affected.",
+    Advice.BACKWARD_OUTPUT: "This is a backward API computation error. Check the computation implementation.",
+    Advice.DETERMINISTIC: (
+        "This torch api may be uncertainty in the calculation, "
+        "can seed_all(mode=True) to enable deterministic computing."
+    ),
+    Advice.BATCH_NORM: (
+        "Torch API batch_norm input not fixed, the following suggestions may fix it:\n"
+        "1. If use torch.nn.functional.batch_norm, you can set parameter training=False.\n"
+        "2. If use torch.nn.BatchNormXXX, you can set parameter affine=False.\n"
+        "3. Use seed_all(mode=True) to enable deterministic computing."
+    ),
+}
+
+
+def base_message(flags: int) -> str:
+    return "".join(text for flag, text in MSG_TEXT.items() if flags & flag)
+
+
+def reason_lines(flags: int) -> list[str]:
+    return [text for flag, text in REASON_TEXT.items() if flags & flag]
+
+
+def join_message(base: str, reasons: list[str]) -> str:
+    """Highlight reasons replace an empty message or follow it, each after a newline."""
+    parts = [base] if base else []
+    parts.extend(reasons)
+    return "\n".join(parts)
