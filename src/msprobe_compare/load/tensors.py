@@ -20,7 +20,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -69,8 +69,7 @@ _UNSUPPORTED_REBUILDS = frozenset(
     }
 )
 _NUMPY_DTYPES: dict[str, np.dtype] = {
-    name: np.dtype("<u2" if name == BF16 else name).newbyteorder("<")
-    for name in _SUPPORTED_TORCH_DTYPES
+    name: np.dtype("<u2" if name == BF16 else name).newbyteorder("<") for name in _SUPPORTED_TORCH_DTYPES
 }
 _MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is a few hundred bytes
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
@@ -191,7 +190,7 @@ def read_npy(path: Path, name: str) -> TensorData:
             raise TensorFileError(
                 "corrupt", name, f"npy data is {file_size - offset} bytes, shape {shape} needs {nbytes}"
             )
-        order = "F" if fortran else "C"
+        order: Literal["C", "F"] = "F" if fortran else "C"
         if count == 0:
             array = _empty(shape, dtype)
         else:
@@ -313,12 +312,12 @@ class _Rebuild:
             # (storage, storage_offset, size, stride[, requires_grad, backward_hooks[, metadata]])
             if len(args) not in (4, 6, 7):
                 raise _PickleRefused("corrupt", f"{self.which} called with {len(args)} arguments")
-            return _tensor_record(*args[:4], dtype_name=None)
+            return _tensor_record(args[0], args[1], args[2], args[3], None)
         if self.which == "_rebuild_tensor_v3":
             # (storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype[, metadata])
             if len(args) not in (7, 8) or not isinstance(args[6], _TorchDtype):
                 raise _PickleRefused("corrupt", "_rebuild_tensor_v3 called with unexpected arguments")
-            return _tensor_record(*args[:4], dtype_name=args[6].dtype_name)
+            return _tensor_record(args[0], args[1], args[2], args[3], args[6].dtype_name)
         # _rebuild_parameter(data, requires_grad, hooks[, state]): a Parameter is its data tensor.
         if not args or not isinstance(args[0], _TensorRecord):
             raise _PickleRefused("corrupt", f"{self.which} without tensor data")
@@ -338,14 +337,20 @@ class _OrderedDictStandIn:
 
 
 _ALLOWED_REBUILDS = frozenset(
-    {"_rebuild_tensor_v2", "_rebuild_tensor", "_rebuild_tensor_v3", "_rebuild_parameter", "_rebuild_parameter_with_state"}
+    {
+        "_rebuild_tensor_v2",
+        "_rebuild_tensor",
+        "_rebuild_tensor_v3",
+        "_rebuild_parameter",
+        "_rebuild_parameter_with_state",
+    }
 )
 
 
 class _SafeUnpickler(pickle.Unpickler):
     """Unpickler for torch's data.pkl that can only produce inert stand-ins, never call real code."""
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 - pickle hook
+    def find_class(self, module: str, name: str) -> Any:
         if module == "torch._utils":
             if name in _ALLOWED_REBUILDS:
                 return _Rebuild(name)
@@ -366,7 +371,7 @@ class _SafeUnpickler(pickle.Unpickler):
                 raise _PickleRefused("unsupported", f"dtype {name}")
         raise _PickleRefused("unsafe", f"pickle global {module}.{name} is not allowed")
 
-    def persistent_load(self, pid: Any) -> _StorageRef:  # noqa: D102 - pickle hook
+    def persistent_load(self, pid: Any) -> _StorageRef:
         if not isinstance(pid, tuple) or len(pid) != 5:
             raise _PickleRefused("corrupt", f"unexpected persistent id {pid!r:.80}")
         typename, storage_type, key, _location, numel = pid
@@ -437,7 +442,10 @@ def _read_archive(archive: zipfile.ZipFile, fp: BinaryIO, name: str) -> TensorDa
     if needed == 0:
         return TensorData(_empty(record.shape, dtype), record.dtype_name)
     flat = _storage_items(archive, fp, member, dtype, record.offset, needed, name)
-    return TensorData(_view(flat, record), record.dtype_name)
+    try:
+        return TensorData(_view(flat, record), record.dtype_name)
+    except ValueError as exc:  # e.g. a zero-stride view too big for numpy
+        raise TensorFileError("unsupported", name, f"cannot view shape {record.shape}: {exc}") from None
 
 
 def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str) -> bytes:
@@ -463,7 +471,7 @@ def _elements_needed(record: _TensorRecord) -> int:
     """Storage items a view needs from its offset on (0 for an empty tensor)."""
     if any(dim == 0 for dim in record.shape):
         return 0
-    return record.offset + 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.strides))
+    return record.offset + 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.strides, strict=True))
 
 
 def _storage_items(
@@ -497,8 +505,8 @@ def _member_data_offset(fp: BinaryIO, info: zipfile.ZipInfo, name: str) -> int:
     header = fp.read(_ZIP_LOCAL_HEADER.size)
     if len(header) != _ZIP_LOCAL_HEADER.size or header[:4] != _ZIP_LOCAL_MAGIC:
         raise TensorFileError("corrupt", name, f"bad local header for {info.filename}")
-    name_length, extra_length = struct.unpack("<2H", header[26:30])
-    data_offset = info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+    name_length, extra_length = _ZIP_LOCAL_HEADER.unpack(header)[-2:]
+    data_offset = int(info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length)
     file_size = os.fstat(fp.fileno()).st_size
     if data_offset + info.file_size > file_size:
         raise TensorFileError("corrupt", name, f"{info.filename} runs past the end of the file")
@@ -511,7 +519,7 @@ def _view(flat: np.ndarray, record: _TensorRecord) -> np.ndarray:
     contiguous = [1] * len(shape)
     for axis in range(len(shape) - 2, -1, -1):
         contiguous[axis] = contiguous[axis + 1] * shape[axis + 1]
-    if all(step == want for dim, step, want in zip(shape, strides, contiguous) if dim != 1):
+    if all(step == want for dim, step, want in zip(shape, strides, contiguous, strict=True) if dim != 1):
         return _readonly(flat[: math.prod(shape)].reshape(shape))
     itemsize = flat.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(

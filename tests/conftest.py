@@ -1,0 +1,48 @@
+"""Shared test helpers: fixture cases and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from msprobe_compare.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    out_dir: Path
+
+    def files(self, pattern: str) -> list[Path]:
+        return sorted(self.out_dir.glob(pattern))
+
+    def one(self, pattern: str) -> Path:
+        found = self.files(pattern)
+        assert len(found) == 1, f"expected one {pattern} in {self.out_dir}, found {found}"
+        return found[0]
+
+
+@pytest.fixture
+def run_cli(tmp_path, capsys):
+    """Run `msprobe -f FW compare -i compare.json -o OUT ...` from `cwd` (a case folder)."""
+
+    def _run(cwd: Path, framework: str, *flags: str, out_dir: Path | None = None,
+             input_name: str = "compare.json") -> Run:  # fmt: skip
+        out = out_dir or (tmp_path / "out")
+        old = Path.cwd()
+        os.chdir(cwd)
+        try:
+            code = main(["-f", framework, "compare", "-i", input_name, "-o", str(out), *flags])
+        finally:
+            os.chdir(old)
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err, out)
+
+    return _run
