@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,23 +108,21 @@ def tensor_pickle(
     parameter: bool = False,
 ) -> bytes:
     """data.pkl as torch writes it for one tensor (v2: typed storage; v3: UntypedStorage plus a dtype)."""
-    storage_module = "torch"
-    storage_record = p_tuple(p_str("storage"), p_global(storage_module, storage_type), p_str(key), p_str("cpu"), p_int(numel))
+    hooks = p_global("collections", "OrderedDict") + b")R"  # backward hooks: OrderedDict()
+    storage_record = p_tuple(p_str("storage"), p_global("torch", storage_type), p_str(key), p_str("cpu"), p_int(numel))
     args = [
         storage_record + b"Q",  # BINPERSID
         p_int(offset),
         p_tuple(*map(p_int, shape)),
         p_tuple(*map(p_int, stride)),
         b"\x89",  # requires_grad False
-        p_global("collections", "OrderedDict") + b")R",
+        hooks,
     ]
     if dtype is not None:
         args.append(p_global("torch", dtype))
     body = p_global("torch._utils", rebuild) + b"(" + b"".join(args) + b"tR"
     if parameter:
-        body = p_global("torch._utils", "_rebuild_parameter") + b"(" + body + b"\x88" + p_global(
-            "collections", "OrderedDict"
-        ) + b")R" + b"tR"
+        body = p_global("torch._utils", "_rebuild_parameter") + b"(" + body + b"\x88" + hooks + b"tR"
     return b"\x80\x02" + body + b"."
 
 
@@ -289,7 +288,8 @@ def test_crafted_zero_d_empty_expanded_and_parameter(tmp_path: Path) -> None:
     assert scalar.shape == () and scalar.array == 7.0
     empty = read_pt(write_pt(tmp_path / "e.pt", tensor_pickle("DoubleStorage", 0, 0, (0, 3), (3, 1)), {"0": b""}), "e")
     assert empty.shape == (0, 3) and empty.size == 0 and empty.dtype_name == "float64"
-    expanded = read_pt(write_pt(tmp_path / "x.pt", tensor_pickle("DoubleStorage", 10, 2, (4, 3), (0, 1)), storages), "x")
+    expanded_pkl = tensor_pickle("DoubleStorage", 10, 2, (4, 3), (0, 1))
+    expanded = read_pt(write_pt(tmp_path / "x.pt", expanded_pkl, storages), "x")
     np.testing.assert_array_equal(expanded.array, np.tile(base[2:5], (4, 1)))
     param_pkl = tensor_pickle("DoubleStorage", 10, 0, (2, 5), (5, 1), parameter=True)
     param = read_pt(write_pt(tmp_path / "p.pt", param_pkl, storages), "p.pt")
@@ -315,7 +315,8 @@ def test_crafted_compressed_member_is_read_not_mapped(tmp_path: Path) -> None:
 
 def test_archive_without_byteorder_is_little_endian(tmp_path: Path) -> None:
     base = np.arange(4, dtype=np.float32)
-    path = write_pt(tmp_path / "t.pt", tensor_pickle("FloatStorage", 4, 0, (4,), (1,)), {"0": base.tobytes()}, byteorder=None)
+    pkl = tensor_pickle("FloatStorage", 4, 0, (4,), (1,))
+    path = write_pt(tmp_path / "t.pt", pkl, {"0": base.tobytes()}, byteorder=None)
     np.testing.assert_array_equal(read_pt(path, "t.pt").array, base)
 
 
@@ -451,6 +452,13 @@ def test_storage_shorter_than_tensor_is_corrupt(
     assert _kind(exc_info) == "corrupt"
 
 
+def test_zero_stride_view_too_big_for_numpy_is_unsupported(tmp_path: Path) -> None:
+    pkl = tensor_pickle("FloatStorage", 1, 0, (2**40, 2**40), (0, 0))
+    with pytest.raises(TensorFileError) as exc_info:
+        read_pt(write_pt(tmp_path / "t.pt", pkl, {"0": bytes(4)}), "t.pt")
+    assert _kind(exc_info) == "unsupported"
+
+
 def test_real_pt_with_short_storage_is_corrupt(tmp_path: Path) -> None:
     short = replace_member(REAL_PT, tmp_path / "short.pt", "/data/0", b"\x00" * 8)
     with pytest.raises(TensorFileError) as exc_info:
@@ -472,7 +480,8 @@ def test_missing_data_pkl_is_corrupt(tmp_path: Path) -> None:
 
 
 def test_big_endian_archive_is_unsupported(tmp_path: Path) -> None:
-    path = write_pt(tmp_path / "t.pt", tensor_pickle("FloatStorage", 4, 0, (4,), (1,)), {"0": bytes(16)}, byteorder=b"big")
+    pkl = tensor_pickle("FloatStorage", 4, 0, (4,), (1,))
+    path = write_pt(tmp_path / "t.pt", pkl, {"0": bytes(16)}, byteorder=b"big")
     with pytest.raises(TensorFileError) as exc_info:
         read_pt(path, "t.pt")
     assert _kind(exc_info) == "unsupported"
@@ -511,7 +520,17 @@ def test_empty_file_is_corrupt(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "data_name",
-    ["../outside.pt", "a/../../outside.pt", "sub/../x.pt", "/etc/passwd", "..", "", "a\\..\\x.pt", "x\x00.pt", "C:\\x.pt"],
+    [
+        "../outside.pt",
+        "a/../../outside.pt",
+        "sub/../x.pt",
+        "/etc/passwd",
+        "..",
+        "",
+        "a\\..\\x.pt",
+        "x\x00.pt",
+        "C:\\x.pt",
+    ],
 )
 def test_escaping_or_odd_names_are_unsafe(tmp_path: Path, data_name: str) -> None:
     tensor_dir = tmp_path / "dump_tensor_data"
@@ -707,7 +726,9 @@ def test_torch_saved_unsupported_kinds(tmp_path: Path, label: str) -> None:
     elif label == "float8":
         value = torch.ones(3).to(torch.float8_e4m3fn)
     elif label == "quantized":
-        value = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8)
+        with warnings.catch_warnings():  # quantized creation functions are deprecated
+            warnings.simplefilter("ignore")
+            value = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8)
     else:
         value = torch.eye(3).to_sparse()
     torch.save(value, tmp_path / "u.pt")
