@@ -11,11 +11,20 @@ from msprobe_compare.config import CompareConfig
 from msprobe_compare.errors import InputError
 from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import HighlightInputs, highlight, stat_max
-from msprobe_compare.judge.verdict import Result, md5_verdict, summary_verdict
+from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.dumpjson import DumpFile, check_input_file, has_md5, read_dump_json, read_stack_json
 from msprobe_compare.load.rows import RowTable, flatten
 from msprobe_compare.log import Console
 from msprobe_compare.measure.stats import Cell, stat_diffs
+from msprobe_compare.measure.tensor_metrics import (
+    STATE_TEXT,
+    Accuracy,
+    MetricState,
+    TensorMetrics,
+    TensorMsg,
+    messages_text,
+)
+from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.pair.exact import match_data_mapping, match_exact
 from msprobe_compare.render import report
@@ -41,6 +50,9 @@ def detect_mode(npu: DumpFile, bench: DumpFile) -> Mode:
             f"only one side has md5 values ({with_md5}); dump both sides with the same summary_mode", npu.path
         )
     return Mode.MD5 if npu_md5 else Mode.SUMMARY
+
+
+PRECHECK_MSGS = (TensorMsg.NPU_NO_DATA_FILE, TensorMsg.BENCH_NO_DATA_FILE, TensorMsg.BENCH_UNMATCHED)
 
 
 def _stack_decision(cfg: CompareConfig, console: Console) -> Path | None:
@@ -90,8 +102,38 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         match = match_data_mapping(npu, bench, read_data_mapping(opts.data_mapping))
     else:
         match = match_exact(npu, bench)
-    return judge(mode, npu, bench, match, show_stack=stack_path is not None,
+    tensors = None
+    if mode is Mode.ALL:
+        tensors = measure_tensors(cfg, npu, bench, match, console)
+    return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors,
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze)  # fmt: skip
+
+
+def measure_tensors(
+    cfg: CompareConfig, npu: RowTable, bench: RowTable, match: np.ndarray, console: Console
+) -> TensorColumns:
+    """Real-data metrics of every row, with the per-row log lines when `is_print_compare_log` is on."""
+    npu_dir = cfg.npu_path.parent / "dump_tensor_data"
+    bench_dir = cfg.bench_path.parent / "dump_tensor_data"
+    for side, directory in (("npu", npu_dir), ("bench", bench_dir)):
+        if not directory.is_dir():
+            raise InputError(f"the {side} dump has task 'tensor' but no dump_tensor_data folder", directory)
+
+    def log_row(task: RowTask, metrics: TensorMetrics, failure: Failure) -> None:
+        console.info(f"start compare: {task.npu_name}")
+        if metrics.messages and metrics.messages[0] in PRECHECK_MSGS:
+            console.info(f"[{task.npu_name}] Compare result: {messages_text(metrics.messages[:1], failure[0])}")
+            return
+        values = [getattr(metrics, f) for f in METRIC_FIELDS]
+        shown = [f"{m.value}" if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)] for m in values]
+        console.info(
+            f"[{task.npu_name}] Compare result: cosine {shown[0]}, euc_dist {shown[1]}, max_abs_err {shown[2]}, "
+            f"max_relative_err {shown[3]}, one_thousand_err_ratio {shown[4]}, five_thousand_err_ratio {shown[5]}, "
+            f"{messages_text(metrics.messages)}"
+        )
+
+    on_row = log_row if cfg.print_compare_log else None
+    return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row)
 
 
 def judge(
@@ -103,9 +145,11 @@ def judge(
     show_stack: bool,
     highlight_on: bool,
     auto_analyze: bool,
+    tensors: TensorColumns | None = None,
 ) -> CompareOutcome:
-    """Measure and judge matched rows of one rank."""
+    """Measure and judge matched rows of one rank (real-data metrics come measured in `tensors`)."""
     diffs = marks = advice = None
+    unmatched = None
     if mode is Mode.MD5:
         verdict = md5_verdict(npu, bench, match)
         failing = verdict.result == Result.DIFFERENT
@@ -126,10 +170,26 @@ def judge(
                 ),
             )
     else:
-        raise InputError("real-data (task tensor) compare is not available yet", None)
+        assert tensors is not None
+        verdict = real_data_verdict(npu, bench, match)
+        failing = tensors.accuracy == Accuracy.NO
+        unmatched = tensors.accuracy == Accuracy.UNMATCHED
+        if highlight_on:
+            marks = highlight(
+                npu,
+                HighlightInputs(
+                    max_diff=tensors.column("max_abs_err"),
+                    npu_max=stat_max(npu),
+                    bench_max=stat_max(bench, match),
+                    consistent=verdict.requires_grad_consistent,
+                    one_k=tensors.column("one_thousandth"),
+                    cosine=tensors.column("cosine"),
+                ),
+            )
     if auto_analyze:
-        advice = advise(npu.names, failing)
-    return CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, marks=marks, advisor=advice)
+        advice = advise(npu.names, failing, unmatched)
+    return CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
+                          marks=marks, advisor=advice)  # fmt: skip
 
 
 def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:

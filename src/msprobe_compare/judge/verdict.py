@@ -68,3 +68,12 @@ def md5_verdict(npu: RowTable, bench: RowTable, match: np.ndarray) -> BaseVerdic
     )
     result = np.where(same, Result.PASS, np.where(matched, Result.DIFFERENT, Result.NA)).astype(np.int8)
     return BaseVerdict(matched, consistent, result, np.zeros(len(match), dtype=np.int8))
+
+
+def real_data_verdict(npu: RowTable, bench: RowTable, match: np.ndarray) -> BaseVerdict:
+    """Base messages of real-data rows: "No bench data matched." is replaced by the requires_grad note."""
+    matched = match >= 0
+    consistent = requires_grad_consistent(npu, bench, match)
+    msgs = np.where(consistent, np.where(matched, 0, Msg.NO_BENCH), Msg.REQUIRES_GRAD).astype(np.int8)
+    result = np.where(matched, Result.EMPTY, Result.NA).astype(np.int8)
+    return BaseVerdict(matched, consistent, result, msgs)

@@ -141,7 +141,7 @@ def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[list[Any], Col
                 base = texts.base_message(int(v.messages[i]))
             else:
                 cells.append(tensors.accuracy_text(i))
-                base = tensors.message(i, int(v.messages[i]))
+                base = tensors.message(i, texts.base_message(int(v.messages[i])))
             if outcome.fuzzy is not None and outcome.fuzzy[i]:
                 base += texts.FUZZY_TEXT
             reasons = texts.reason_lines(int(marks.reasons[i])) if marks is not None else []

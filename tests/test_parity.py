@@ -1,4 +1,4 @@
-"""Parity with the reference on every statistics and md5 fixture case (coloured and plain runs)."""
+"""Parity with the reference on every single-rank fixture case: statistics, md5 and tensor (coloured and plain)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ CASES = sorted(
     str(p.relative_to(DATA))
     for fw in ("pytorch", "mindspore")
     for p in (DATA / fw).iterdir()
-    if (p / "expected" / "hl.csv").exists() and ("stat" in p.name or "md5" in p.name)
+    if (p / "expected" / "hl.csv").exists()
 )
 
 
