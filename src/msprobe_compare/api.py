@@ -28,6 +28,7 @@ from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask,
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.pair.exact import match_data_mapping, match_exact
 from msprobe_compare.render import report
+from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 
 
@@ -132,8 +133,31 @@ def measure_tensors(
             f"{messages_text(metrics.messages)}"
         )
 
-    on_row = log_row if cfg.print_compare_log else None
-    return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row)
+    sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
+             for i, j in enumerate(match.tolist())]  # fmt: skip
+    progress = Progress("API/Module Item Compare Process", sum(sizes), unit="B")
+
+    def on_row(task: RowTask, metrics: TensorMetrics, failure: Failure) -> None:
+        if cfg.print_compare_log:
+            log_row(task, metrics, failure)
+        progress.advance(sizes[task.row])
+
+    try:
+        return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row)
+    finally:
+        progress.close()
+
+
+def _pair_bytes(npu_dir: Path, npu_name: str, bench_dir: Path, bench_name: str) -> int:
+    """Size of a row's two tensor files (0 for missing ones), for the progress bar."""
+    total = 0
+    for directory, name in ((npu_dir, npu_name), (bench_dir, bench_name)):
+        if name not in ("-1", "N/A"):
+            try:
+                total += (directory / name).stat().st_size
+            except (OSError, ValueError):
+                pass
+    return total
 
 
 def judge(
