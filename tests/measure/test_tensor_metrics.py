@@ -364,7 +364,7 @@ def tensor_pairs(draw: st.DrawFn) -> tuple[TensorData, TensorData]:
     return _as_dtype(n_vals, n_dtype), _as_dtype(b_vals, b_dtype)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=tensor_pairs(), chunk=st.integers(1, 300))
 def test_random_pairs_match_whole_array_formula(pair: tuple[TensorData, TensorData], chunk: int) -> None:
     npu, bench = pair
@@ -380,8 +380,10 @@ def test_random_pairs_match_whole_array_formula(pair: tuple[TensorData, TensorDa
 def test_chunk_size_does_not_change_results(dtypes: tuple[str, str]) -> None:
     rng = np.random.default_rng(7)
     base = rng.standard_normal((37, 41, 13))
-    base[rng.random(base.shape) < 0.05] = 0.0
+    zero_share = np.where(np.arange(base.size).reshape(base.shape) < base.size // 2, 0.5, 0.01)  # both fix paths
+    base[rng.random(base.shape) < zero_share] = 0.0
     bench_vals = base * (1 + rng.choice([0.0, 3e-4, 3e-3, 3e-2], size=base.shape))
+    bench_vals[rng.random(base.shape) < 0.02] = 0.0
     npu, bench = _as_dtype(base, dtypes[0]), _as_dtype(bench_vals, dtypes[1])
     whole = compare_tensors(npu, bench, chunk_elems=base.size)
     assert_matches_reference(whole, reference(npu, bench))
@@ -539,3 +541,12 @@ def test_messages_text_concatenates_reference_sentences() -> None:
         "Dump file: ['a.pt', 'b.pt'] not found or read failed.")
     assert messages_text([TensorMsg.ZERO_DIM, TensorMsg.MAX_ABS_NAN]).endswith("in dump data.")
     assert parse_messages(messages_text(list(TensorMsg)[4:]) + "\nrequires_grad is inconsistent") == list(TensorMsg)[4:]
+
+
+def test_results_survive_pickling() -> None:
+    """Rows come back from worker processes: equality must not depend on the identity of the NaN placeholder."""
+    import pickle
+
+    ours = compare_tensors(_td([0.0, 0.0]), _td([0.5, 0.0]))
+    assert pickle.loads(pickle.dumps(ours)) == ours
+    assert Metric(S.NAN, float("nan")) == Metric(S.NAN) != Metric.of(0.0)

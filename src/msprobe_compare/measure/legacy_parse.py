@@ -1,0 +1,247 @@
+"""The reference's lossy text -> float parse of statistics values.
+
+The reference converts each statistic to text (``str(v)``, i.e. Python's
+shortest round-trip repr) and parses it back with pandas 2.0.3
+``to_numeric(..., errors='coerce')``.  That parser is not correctly rounded;
+its behaviour, determined empirically against pandas 2.0.3, is:
+
+1. Walk the mantissa's digit characters left to right (leading zeros such as
+   the ``0`` of ``0.00123`` and trailing zeros such as ``1200.0`` count too).
+   Only the first 17 digit characters are used; later ones are dropped
+   (truncated, not rounded).  The kept digits are accumulated in double
+   precision as ``acc = acc * 10 + d`` (each step rounded to float64).
+2. The decimal exponent is ``I - K + e``: ``I`` the number of digit
+   characters before the decimal point, ``K`` the number kept (<= 17) and
+   ``e`` the value after ``e``/``E``.
+3. The sign is applied, then ``acc`` is scaled by a correctly rounded
+   double ``10**|x|``: multiplied for ``x > 0``, divided for ``-308 <= x < 0``,
+   divided by ``10**(-308 - x)`` and then by ``1e308`` for ``x < -308``
+   (0.0 below -616).  ``x > 308`` or an infinite result is a parse error,
+   which ``errors='coerce'`` turns into NaN.
+
+Texts without a decimal point (``str(4)`` -> ``'4'``) go through the same
+parse: small integers are exact; an all-integer column comes back as int64
+(exact) in the reference, which is outside this module's float64 contract.
+
+``reference_parse`` is vectorised with numpy over a fixed-width byte matrix
+of the reprs; ``reference_parse_one``/``reference_parse_text`` are the
+scalar forms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MAX_DIGITS = 17
+
+# Correctly rounded doubles 10**0 .. 10**308 (what the C literals 1e0..1e308 are).
+_POW10 = np.array([float(f"1e{k}") for k in range(309)], dtype=np.float64)
+_POW10_LIST = _POW10.tolist()
+
+_D0 = ord("0")
+_DIGITS = "0123456789"
+_DOT = ord(".")
+_MINUS = ord("-")
+
+
+def _scale(acc: float, exponent: int) -> float:
+    if exponent > 308:
+        return math.nan
+    if exponent > 0:
+        r = acc * _POW10_LIST[exponent]
+    elif exponent < -308:
+        if exponent < -616:
+            return 0.0
+        r = acc / _POW10_LIST[-308 - exponent] / _POW10_LIST[308]
+    else:
+        r = acc / _POW10_LIST[-exponent]
+    return math.nan if math.isinf(r) else r
+
+
+def reference_parse_text(text: str) -> float:
+    """The float pandas 2.0.3 ``to_numeric(errors='coerce')`` gives for ``text``.
+
+    Covers the texts Python's ``str`` of a float or an int produces (plus
+    ``E``, a ``+`` sign and surrounding blanks); anything else is NaN.
+    """
+    s = text.strip()
+    low = s.lower()
+    if low in ("inf", "+inf", "infinity", "+infinity"):
+        return math.inf
+    if low in ("-inf", "-infinity"):
+        return -math.inf
+    i, n = 0, len(s)
+    negative = False
+    if i < n and s[i] in "+-":
+        negative = s[i] == "-"
+        i += 1
+    acc = 0.0
+    ndig = 0  # digit characters seen in the mantissa
+    kept = 0
+    int_digits = 0
+    while i < n and s[i] in _DIGITS:
+        if kept < MAX_DIGITS:
+            acc = acc * 10.0 + (ord(s[i]) - _D0)
+            kept += 1
+        ndig += 1
+        int_digits += 1
+        i += 1
+    if i < n and s[i] == ".":
+        i += 1
+        while i < n and s[i] in _DIGITS:
+            if kept < MAX_DIGITS:
+                acc = acc * 10.0 + (ord(s[i]) - _D0)
+                kept += 1
+            ndig += 1
+            i += 1
+    if ndig == 0:
+        return math.nan
+    exp10 = 0
+    if i < n and s[i] in "eE":
+        j = i + 1
+        eneg = False
+        if j < n and s[j] in "+-":
+            eneg = s[j] == "-"
+            j += 1
+        k = j
+        while j < n and s[j] in _DIGITS:
+            j += 1
+        if j > k:  # 'e' without digits is left unconsumed -> trailing junk
+            exp10 = int(s[k:j])
+            exp10 = -exp10 if eneg else exp10
+            i = j
+    if i != n:
+        return math.nan
+    if negative:
+        acc = -acc
+    return _scale(acc, int_digits - kept + exp10)
+
+
+def _parse_repr(s: str) -> float:
+    """``reference_parse_text`` for Python's own float/int texts ([-]d+[.d+][e[+-]d+])."""
+    mant, _, exp = s.partition("e")
+    negative = mant[0] == "-"
+    if negative:
+        mant = mant[1:]
+    int_part, _, frac = mant.partition(".")
+    digits = (int_part + frac)[:MAX_DIGITS]
+    if len(digits) <= 15:
+        acc = float(int(digits))  # every prefix < 2**53: accumulation is exact
+    else:
+        acc = float(int(digits[:15]))
+        for c in digits[15:]:
+            acc = acc * 10.0 + (ord(c) - _D0)
+    if negative:
+        acc = -acc
+    return _scale(acc, len(int_part) - len(digits) + (int(exp) if exp else 0))
+
+
+def reference_parse_one(v: float) -> float:
+    """``reference_parse`` for one value (a Python int is parsed from ``str(v)`` too)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return _parse_repr(str(int(v)))
+    v = float(v)
+    if v - v != 0.0:  # NaN / inf pass through
+        return v
+    return _parse_repr(float.__repr__(v))
+
+
+_CHUNK = 1 << 14
+_WIDTH = 26  # longest float repr is 24 bytes ('-2.2250738585072014e-308'); + NUL padding
+
+
+def reference_parse(values: np.ndarray) -> np.ndarray:
+    """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged)."""
+    arr = np.asarray(values, dtype=np.float64)
+    out = arr.copy()
+    flat = out.reshape(-1)
+    fin = np.flatnonzero(np.isfinite(flat))
+    if fin.size == 0:
+        return out
+    # Python's repr is what the reference parses (pandas astype(str) of a float).
+    # Chunked so the per-text work arrays stay cache-sized.
+    for lo in range(0, fin.size, _CHUNK):
+        idx = fin[lo : lo + _CHUNK]
+        texts = np.array(list(map(float.__repr__, flat[idx].tolist())), dtype=f"S{_WIDTH}")
+        flat[idx] = _parse_repr_texts(texts)
+    return out
+
+
+_K = np.arange(MAX_DIGITS)
+_HORNER15 = _POW10[14::-1].copy()  # 1e14 .. 1e0
+_DIGIT_VALUE = np.zeros(256)  # byte -> digit value, 0.0 for non-digits
+_DIGIT_VALUE[_D0 : _D0 + 10] = np.arange(10)
+
+
+def _parse_repr_texts(texts: np.ndarray) -> np.ndarray:
+    """Vectorised ``_parse_repr`` over an ``S{_WIDTH}`` array of repr texts."""
+    m = texts.size
+    w = _WIDTH
+    b = texts.view(np.uint8).reshape(m, w)  # NUL-padded ASCII
+    neg = b[:, 0] == _MINUS
+    length = np.char.str_len(texts).astype(np.intp)
+
+    flat = b.reshape(-1)
+    e_at = np.flatnonzero(flat == ord("e"))  # at most one per text
+    e_row = e_at // w
+    end = length.copy()  # end of the mantissa
+    end[e_row] = e_at - e_row * w
+    dot_at = np.flatnonzero(flat == _DOT)
+    dot_row = dot_at // w
+    has_dot = np.zeros(m, dtype=np.intp)
+    has_dot[dot_row] = 1
+    ineg = neg.astype(np.intp)
+    ndig = end - ineg - has_dot  # digit characters in the mantissa
+    int_digits = ndig.copy()
+    int_digits[dot_row] = dot_at - dot_row * w - ineg[dot_row]
+    kept = np.minimum(ndig, MAX_DIGITS)
+
+    # The mantissa's digit characters, left-aligned: blank the exponent, drop
+    # the '-' then the '.'; non-digits read as 0 (only beyond the kept digits).
+    if e_at.size:
+        blanked = flat.copy()
+        for j in range(5):  # 'e', sign, up to 3 digits; all inside the row
+            blanked[e_at + j] = 0
+        b = blanked.reshape(m, w)
+    a = np.where(neg[:, None], b[:, 1 : MAX_DIGITS + 2], b[:, : MAX_DIGITS + 1])
+    a = np.where(_K >= int_digits[:, None], a[:, 1:], a[:, :-1])
+    d = _DIGIT_VALUE[a]
+
+    # acc = acc * 10 + d over the kept digits, in float64 as the reference does.
+    # Prefixes of <= 15 digits are below 2**53, so that part is exact integer
+    # arithmetic (one dot product); digits 16 and 17 are stepped in float64.
+    acc = d[:, :15] @ _HORNER15  # kept digits followed by zeros: exact
+    short = kept < 15
+    acc[short] /= _POW10[15 - kept[short]]  # exact: drops the zero padding
+    for j in (15, 16):
+        acc = np.where(kept > j, acc * 10.0 + d[:, j], acc)
+    acc[neg] *= -1.0
+
+    x = int_digits - kept
+    if e_at.size:
+        ev = np.zeros(e_at.size, dtype=np.intp)
+        pos = e_at + 1
+        eneg = flat[pos] == _MINUS
+        pos = pos + (eneg | (flat[pos] == ord("+")))
+        going = np.ones(e_at.size, dtype=bool)
+        for j in range(4):
+            c = flat[np.minimum(pos + j, flat.size - 1)]
+            going &= (c >= _D0) & (c <= _D0 + 9)
+            ev = np.where(going, ev * 10 + (c.astype(np.intp) - _D0), ev)
+        x[e_row] += np.where(eneg, -ev, ev)
+
+    res = np.empty(m)
+    with np.errstate(over="ignore", under="ignore"):
+        up = x > 0
+        res[up] = acc[up] * _POW10[np.minimum(x[up], 308)]
+        mid = (x <= 0) & (x >= -308)
+        res[mid] = acc[mid] / _POW10[-x[mid]]
+        low = x < -308
+        if low.any():
+            xl = x[low]
+            r = acc[low] / _POW10[np.clip(-308 - xl, 0, 308)] / _POW10[308]
+            res[low] = np.where(xl < -616, 0.0, r)
+    res[(x > 308) | np.isinf(res)] = np.nan
+    return res
