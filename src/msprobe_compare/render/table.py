@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.load.rows import RG_FALSE, RG_TRUE
+from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RowTable, StatKind
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
@@ -86,69 +86,114 @@ def _stack_cells(outcome: CompareOutcome) -> list[str]:
     return cells
 
 
-def _diff_cell(value: float, kind: int, style: Style, percent: bool) -> Any:
-    if kind == Cell.NA:
-        return NA
-    if kind == Cell.NAN:
-        return "Nan"
+def _take(values: list[Any], match: np.ndarray) -> list[Any]:
+    """Bench values aligned to NPU rows, N/A where unmatched."""
+    return [values[j] if j >= 0 else NA for j in match.tolist()]
+
+
+def _numbers(values: np.ndarray, style: Style) -> np.ndarray:
+    """float array -> object array of cell values (+-inf as the style's text)."""
+    out = values.astype(object)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        out[bad] = [style.number(x) for x in values[bad].tolist()]
+    return out
+
+
+def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None) -> list[Any]:
+    """A statistic column of `table` (rows `rows_idx`, -1 = N/A) as cell values."""
+    idx = np.arange(len(table)) if rows_idx is None else rows_idx
+    hit = idx >= 0
+    safe = np.where(hit, idx, 0)
+    if len(table) == 0:
+        return [NA] * len(idx)
+    vals, kinds = table.stats[safe, col], table.stat_kind[safe, col]
+    out = _numbers(vals, style)
+    ints = kinds == StatKind.INT
+    out[ints] = vals[ints].astype(np.int64).astype(object)
+    out[kinds == StatKind.NAN] = "Nan"
+    out[kinds == StatKind.NONE] = "None"
+    for k in np.flatnonzero(kinds == StatKind.RAW).tolist():
+        out[k] = style.raw(table.raw[(int(safe[k]), col)])
+    out[~hit] = NA
+    return out.tolist()
+
+
+def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: bool) -> list[Any]:
     if percent:
-        return f"{float(value)!r}%"
-    if kind == Cell.INT:
-        return int(value)
-    return style.number(float(value))
+        out = np.empty(len(values), dtype=object)
+        ok = kinds == Cell.VALUE
+        out[ok] = [f"{x!r}%" for x in values[ok].tolist()]
+    else:
+        out = _numbers(values, style)
+        ints = kinds == Cell.INT
+        out[ints] = values[ints].astype(np.int64).astype(object)
+    out[kinds == Cell.NAN] = "Nan"
+    out[kinds == Cell.NA] = NA
+    return out.tolist()
 
 
-def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[list[Any], Colour]]:
-    """Yield (cells, colour) for every result row, in NPU order."""
+def _lookup(codes: np.ndarray, table: dict[int, Any]) -> list[Any]:
+    return [table[c] for c in codes.tolist()]
+
+
+def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
+    """Yield (cells, colour) for every result row, in NPU order. Columns are built vectorised first."""
     npu, bench, match = outcome.npu, outcome.bench, outcome.match
     v = outcome.verdict
-    stacks = _stack_cells(outcome) if outcome.show_stack else None
     marks = outcome.marks
-    diffs = outcome.diffs
-    tensors = outcome.tensors
-    for i in range(len(npu)):
-        j = int(match[i])
-        hit = j >= 0
-        cells: list[Any] = [
-            npu.names[i],
-            bench.names[j] if hit else NA,
-            npu.dtype[i],
-            bench.dtype[j] if hit else NA,
-            npu.shape[i],
-            bench.shape[j] if hit else NA,
-            _rg_text(npu.requires_grad[i]),
-            _rg_text(bench.requires_grad[j]) if hit else NA,
-        ]
-        if outcome.mode is Mode.MD5:
-            cells += [
-                npu.md5[i] or NA,
-                (bench.md5[j] or NA) if hit else NA,
-                style.boolean(bool(v.requires_grad_consistent[i])),
-                texts.RESULT_TEXT[v.result[i]],
-            ]
+    n = len(npu)
+    rg = {RG_TRUE: "True", RG_FALSE: "False", -1: NA}
+    consistent = _lookup(v.requires_grad_consistent.astype(np.int8), {1: style.boolean(True), 0: style.boolean(False)})
+    bench_rg = np.where(match >= 0, bench.requires_grad[np.maximum(match, 0)] if len(bench) else -1, -1)
+    cols: list[list[Any]] = [
+        npu.names, _take(bench.names, match), npu.dtype, _take(bench.dtype, match),
+        npu.shape, _take(bench.shape, match), _lookup(npu.requires_grad, rg), _lookup(bench_rg, rg),
+    ]  # fmt: skip
+    if outcome.mode is Mode.MD5:
+        cols += [[m or NA for m in npu.md5], [m or NA for m in _take(bench.md5, match)], consistent,
+                 _lookup(v.result, texts.RESULT_TEXT)]  # fmt: skip
+    else:
+        if outcome.mode is Mode.SUMMARY:
+            d = outcome.diffs
+            assert d is not None
+            cols += [_diff_column(d.diff[:, c], d.diff_kind[:, c], style, False) for c in range(4)]
+            cols += [_diff_column(d.rel[:, c], d.rel_kind[:, c], style, True) for c in range(4)]
         else:
-            if outcome.mode is Mode.SUMMARY:
-                assert diffs is not None
-                cells += [_diff_cell(diffs.diff[i, c], diffs.diff_kind[i, c], style, False) for c in range(4)]
-                cells += [_diff_cell(diffs.rel[i, c], diffs.rel_kind[i, c], style, True) for c in range(4)]
-            else:
-                cells += tensors.metric_cells(i, style)
-            cells += [style.raw(npu.stat_display(i, c)) for c in range(4)]
-            cells += [style.raw(bench.stat_display(j, c)) if hit else NA for c in range(4)]
-            cells.append(style.boolean(bool(v.requires_grad_consistent[i])))
-            if outcome.mode is Mode.SUMMARY:
-                cells.append(texts.RESULT_TEXT[v.result[i]])
-                base = texts.base_message(int(v.messages[i]))
-            else:
-                cells.append(tensors.accuracy_text(i))
-                base = tensors.message(i, texts.base_message(int(v.messages[i])))
-            if outcome.fuzzy is not None and outcome.fuzzy[i]:
-                base += texts.FUZZY_TEXT
-            reasons = texts.reason_lines(int(marks.reasons[i])) if marks is not None else []
-            cells.append(texts.join_message(base, reasons))
-        if stacks is not None:
-            cells.append(stacks[i])
-        if outcome.mode is Mode.ALL:
-            cells.append(tensors.data_name_cell(i))
-        colour = Colour(int(marks.colour[i])) if marks is not None else Colour.NONE
-        yield cells, colour
+            cols += [list(c) for c in zip(*(outcome.tensors.metric_cells(i, style) for i in range(n)))] or [[]] * 6
+        cols += [_stat_column(npu, c, style) for c in range(4)]
+        cols += [_stat_column(bench, c, style, match) for c in range(4)]
+        cols.append(consistent)
+        if outcome.mode is Mode.SUMMARY:
+            cols.append(_lookup(v.result, texts.RESULT_TEXT))
+        else:
+            cols.append([outcome.tensors.accuracy_text(i) for i in range(n)])
+        cols.append(_messages(outcome))
+    if outcome.show_stack:
+        cols.append(_stack_cells(outcome))
+    if outcome.mode is Mode.ALL:
+        cols.append([outcome.tensors.data_name_cell(i) for i in range(n)])
+    colours = [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * n
+    return zip(zip(*cols), colours)
+
+
+def _messages(outcome: CompareOutcome) -> list[str]:
+    """Err_message per row: base message (+ real-data sentences, fuzzy note), then highlight reasons."""
+    v, marks, n = outcome.verdict, outcome.marks, len(outcome)
+    reasons = marks.reasons if marks is not None else np.zeros(n, dtype=np.int32)
+    fuzzy = outcome.fuzzy if outcome.fuzzy is not None else np.zeros(n, dtype=bool)
+    if outcome.mode is Mode.ALL:
+        out = []
+        for i, (flags, why, fz) in enumerate(zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist())):
+            base = outcome.tensors.message(i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
+            out.append(texts.join_message(base, texts.reason_lines(why)))
+        return out
+    cache: dict[tuple[int, int, bool], str] = {}
+    out = []
+    for key in zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist()):
+        text = cache.get(key)
+        if text is None:
+            base = texts.base_message(key[0]) + (texts.FUZZY_TEXT if key[2] else "")
+            text = cache[key] = texts.join_message(base, texts.reason_lines(key[1]))
+        out.append(text)
+    return out
