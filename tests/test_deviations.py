@@ -109,3 +109,26 @@ def test_d9_symlinked_dump_refused(run_cli, tmp_path):
 def test_d11_print_log_default_on(tmp_path):
     cfg = _write_pair(tmp_path, {}, {})
     assert load_config(cfg, Options(framework="pytorch")).print_compare_log is True
+
+
+def test_d11_per_row_logs_without_the_key(run_cli, tmp_path):
+    src = DATA / "pytorch/mlp_same_tensor"
+    doc = json.loads((src / "compare.json").read_text())
+    doc.pop("is_print_compare_log")
+    cfg = tmp_path / "compare.json"
+    cfg.write_text(json.dumps({k: str((src / v).resolve()) for k, v in doc.items()}))
+    run = run_cli(src, "pytorch", "-s", input_name=str(cfg))
+    assert run.code == 0
+    assert "[INFO] start compare: Functional.linear.0.forward.input.0" in run.out
+    assert "[Functional.linear.0.forward.input.0] Compare result: cosine 1.0, euc_dist 0.0" in run.out
+
+
+def test_per_row_logs_off(run_cli, tmp_path):
+    src = DATA / "pytorch/mlp_same_tensor"
+    doc = json.loads((src / "compare.json").read_text())
+    doc = {k: str((src / v).resolve()) if isinstance(v, str) else v for k, v in doc.items()}
+    doc["is_print_compare_log"] = False
+    cfg = tmp_path / "compare.json"
+    cfg.write_text(json.dumps(doc))
+    run = run_cli(src, "pytorch", "-s", input_name=str(cfg))
+    assert run.code == 0 and "start compare" not in run.out

@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.error("interrupted")
         return 130
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as exc:  # a defect of ours: one line, the traceback only on request
+        if os.environ.get("MSPROBE_DEBUG"):
+            raise
+        console.error(f"internal error: {type(exc).__name__}: {exc} (set MSPROBE_DEBUG=1 for the traceback)")
+        return EXIT_ERROR
     if written.xlsx is not None:
         console.banner()
     return EXIT_OK
