@@ -102,7 +102,8 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     if opts.data_mapping is not None:
         match = match_data_mapping(npu, bench, read_data_mapping(opts.data_mapping))
     else:
-        match = match_exact(npu, bench)
+        cross = npu_dump.framework == "mindspore" and bench_dump.framework == "pytorch"
+        match = match_exact(npu, bench, cross_framework=cross)
     tensors = None
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)

@@ -18,13 +18,30 @@ FLOAT_GROUPS = (
 )
 
 
-def dtypes_compatible(npu: str, bench: str) -> bool:
+_CATEGORY_PREFIXES = (("uint", "int"), ("int", "int"), ("float", "float"), ("bfloat", "float"),
+                      ("bool", "bool"), ("complex", "complex"))  # fmt: skip
+
+
+def dtype_category(dtype: str) -> str:
+    """MindSpore or PyTorch tensor dtype -> int/float/bool/complex (other texts unchanged), spec §3.2."""
+    base = dtype.removeprefix("torch.").lower()
+    for prefix, category in _CATEGORY_PREFIXES:
+        if base.startswith(prefix) and base[len(prefix):].isdigit() or base == prefix == "bool":
+            return category
+    return dtype
+
+
+def dtypes_compatible(npu: str, bench: str, cross_framework: bool = False) -> bool:
     if npu == bench:
         return True
+    if cross_framework:
+        return dtype_category(npu) == dtype_category(bench)
     return any(npu in group and bench in group for group in FLOAT_GROUPS)
 
 
-def match_exact(npu: RowTable, bench: RowTable, keys: list[str] | None = None) -> np.ndarray:
+def match_exact(
+    npu: RowTable, bench: RowTable, keys: list[str] | None = None, cross_framework: bool = False
+) -> np.ndarray:
     """Join on (compare key, shape), keep NPU order, then apply the dtype gate."""
     keys = npu.names if keys is None else keys
     index: dict[tuple[str, str], int] = {}
@@ -33,7 +50,7 @@ def match_exact(npu: RowTable, bench: RowTable, keys: list[str] | None = None) -
     out = np.full(len(npu), -1, dtype=np.int64)
     for i, (key, shape, dtype) in enumerate(zip(keys, npu.shape, npu.dtype)):
         j = index.get((key, shape), -1)
-        if j >= 0 and dtypes_compatible(dtype, bench.dtype[j]):
+        if j >= 0 and dtypes_compatible(dtype, bench.dtype[j], cross_framework):
             out[i] = j
     return out
 
