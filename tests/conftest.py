@@ -30,7 +30,7 @@ class Run:
 
 
 @pytest.fixture
-def run_cli(tmp_path, capsys):
+def run_cli(tmp_path, capfd):
     """Run `msprobe -f FW compare -i compare.json -o OUT ...` from `cwd` (a case folder)."""
 
     def _run(cwd: Path, framework: str, *flags: str, out_dir: Path | None = None,
@@ -42,7 +42,7 @@ def run_cli(tmp_path, capsys):
             code = main(["-f", framework, "compare", "-i", input_name, "-o", str(out), *flags])
         finally:
             os.chdir(old)
-        captured = capsys.readouterr()
+        captured = capfd.readouterr()
         return Run(code, captured.out, captured.err, out)
 
     return _run

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from msprobe_compare.config import CompareConfig
-from msprobe_compare.errors import InputError
+from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import HighlightInputs, highlight, stat_max
 from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
+from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks
 from msprobe_compare.load.dumpjson import DumpFile, check_input_file, has_md5, read_dump_json, read_stack_json
 from msprobe_compare.load.rows import RowTable, flatten
 from msprobe_compare.log import Console
@@ -28,6 +32,7 @@ from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask,
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.pair.exact import match_data_mapping, match_exact
 from msprobe_compare.render import report
+from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 
@@ -225,3 +230,81 @@ def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Wri
         return Written(None, None)
     return report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                             coloured=cfg.options.highlight)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    label: str  # "rank0", "rank", or "graph/step0/rank1" in mix dumps
+    written: Written | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a compare of step folders produced. `ok` is False when any rank failed."""
+
+    ranks: list[RankOutcome]
+    unpaired: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.error is None for r in self.ranks) and not self.unpaired
+
+
+def _rank_config(cfg: CompareConfig, npu_rank: RankDir, bench_rank: RankDir, out_dir: Path) -> CompareConfig:
+    stack = npu_rank.path / "stack.json"
+    return replace(
+        cfg,
+        npu_path=npu_rank.path / "dump.json",
+        bench_path=bench_rank.path / "dump.json",
+        stack_path=stack if stack.is_file() else None,
+        options=replace(cfg.options, output_dir=out_dir, stack_mode=stack.is_file()),
+    )
+
+
+def _compare_rank(cfg: CompareConfig, label: str, suffix: str) -> RankOutcome:
+    """One rank, in a worker process: its own log prefix; errors become a result, not an exception."""
+    console = Console(prefix=f"[{label}] ")
+    try:
+        for side, path in (("npu", cfg.npu_path), ("bench", cfg.bench_path)):
+            if not path.is_file():
+                raise InputError(f"the {side} rank folder has no dump.json", path.parent)
+        out_dir = prepare_output_dir(cfg.options.output_dir)
+        written = compare_files(replace(cfg, options=replace(cfg.options, output_dir=out_dir)), console, suffix)
+    except CompareError as exc:
+        console.error(exc.message)
+        return RankOutcome(label, None, exc.message)
+    except Exception as exc:  # a defect of ours must not stop the other ranks
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        console.error(message)
+        return RankOutcome(label, None, message)
+    if written.xlsx is not None:
+        console.banner()
+    return RankOutcome(label, written, None)
+
+
+def compare_directories(cfg: CompareConfig, console: Console) -> RunSummary:
+    """Compare step folders rank by rank (ranks paired by number), or every step of a mix dump."""
+    steps = mix_steps(cfg.npu_path, cfg.bench_path)
+    roots = [Path()] if steps is None else steps
+    jobs_list: list[tuple[CompareConfig, str, str]] = []
+    unpaired: list[str] = []
+    for rel in roots:
+        pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
+        prefix = "" if steps is None else f"{rel.as_posix()}/"
+        out_dir = cfg.options.output_dir / rel
+        console.info("rank pairing: " + ", ".join(
+            f"npu {prefix}{n.name} <-> bench {prefix}{b.name}" for n, b in pairing.pairs))  # fmt: skip
+        for side, only in (("npu", pairing.npu_only), ("bench", pairing.bench_only)):
+            for rank in only:
+                console.error(f"{prefix}{rank.name} exists only on the {side} side ({rank.path}); it is not compared")
+                unpaired.append(f"{side} {prefix}{rank.name}")
+        for npu_rank, bench_rank in pairing.pairs:
+            jobs_list.append((_rank_config(cfg, npu_rank, bench_rank, out_dir), prefix + npu_rank.name, npu_rank.suffix))
+    workers = min(len(jobs_list), max(1, cfg.options.jobs or os.cpu_count() or 1))
+    if workers <= 1:
+        results = [_compare_rank(*job) for job in jobs_list]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(_compare_rank, *zip(*jobs_list)))
+    return RunSummary(results, unpaired)

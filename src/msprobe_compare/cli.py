@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from msprobe_compare.api import compare_files
+from msprobe_compare.api import compare_directories, compare_files
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.errors import CompareError
 from msprobe_compare.log import Console
@@ -65,6 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.input_path, options)
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
+        if cfg.is_directory_compare:
+            summary = compare_directories(cfg, console)
+            failed = [r for r in summary.ranks if r.error is not None]
+            for rank in failed:
+                console.error(f"{rank.label} failed: {rank.error}")
+            if not summary.ok:
+                console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed"
+                              + (f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""))  # fmt: skip
+                return EXIT_ERROR
+            return EXIT_OK
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
     except CompareError as exc:

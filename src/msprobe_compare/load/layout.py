@@ -1,0 +1,84 @@
+"""Dump folder layout: step folders with rank folders, and graph/pynative mix dumps (spec §1.4, §7.1, §7.4)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from msprobe_compare.errors import InputError
+
+RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
+MIX_KINDS = ("graph", "pynative")
+
+
+@dataclass(frozen=True)
+class RankDir:
+    number: int | None  # None for a plain "rank" folder (not distributed)
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def suffix(self) -> str:
+        """File name suffix of this rank's results: `_rank3`, or `_rank` for a plain `rank` folder."""
+        return f"_{self.name}"
+
+
+@dataclass(frozen=True)
+class RankPairing:
+    pairs: list[tuple[RankDir, RankDir]]
+    npu_only: list[RankDir]
+    bench_only: list[RankDir]
+
+
+def find_ranks(step_dir: Path) -> dict[int | None, RankDir]:
+    """The rank folders of a step folder. Anything else in it is an error naming the entry."""
+    if step_dir.is_symlink():
+        raise InputError("is a symbolic link; links are refused for safety", step_dir)
+    ranks: dict[int | None, RankDir] = {}
+    for child in sorted(step_dir.iterdir()):
+        m = RANK_NAME.match(child.name)
+        if not m or not child.is_dir():
+            raise InputError(
+                f"contains '{child.name}'; a step folder must hold only rank folders (rank, rank0, rank1, ...)",
+                step_dir,
+            )
+        number = int(m.group(1)) if m.group(1) is not None else None
+        ranks[number] = RankDir(number, child)
+    if not ranks:
+        raise InputError("holds no rank folders (rank, rank0, rank1, ...)", step_dir)
+    return ranks
+
+
+def _order(key: int | None) -> int:
+    return -1 if key is None else key
+
+
+def pair_ranks(npu_step: Path, bench_step: Path) -> RankPairing:
+    """Pair rank folders by rank number (decision D8), listing ranks found on one side only."""
+    npu, bench = find_ranks(npu_step), find_ranks(bench_step)
+    both = sorted(set(npu) & set(bench), key=_order)
+    return RankPairing(
+        pairs=[(npu[k], bench[k]) for k in both],
+        npu_only=[npu[k] for k in sorted(set(npu) - set(bench), key=_order)],
+        bench_only=[bench[k] for k in sorted(set(bench) - set(npu), key=_order)],
+    )
+
+
+def mix_steps(npu_root: Path, bench_root: Path) -> list[Path] | None:
+    """For mix dumps (`graph`/`pynative` children on both sides): the relative step folders to compare.
+
+    Returns None when the dumps are not mix dumps.
+    """
+    kinds = [k for k in MIX_KINDS if (npu_root / k).is_dir() and (bench_root / k).is_dir()]
+    if not kinds:
+        return None
+    steps: list[Path] = []
+    for kind in kinds:
+        for step in sorted(p.name for p in (npu_root / kind).iterdir() if p.is_dir()):
+            if (bench_root / kind / step).is_dir():
+                steps.append(Path(kind) / step)
+    return steps
