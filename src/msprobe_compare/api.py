@@ -30,7 +30,8 @@ from msprobe_compare.measure.tensor_metrics import (
 )
 from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome, Mode
-from msprobe_compare.pair.exact import match_data_mapping, match_exact
+from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
+from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.render import report
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.progress import Progress
@@ -104,15 +105,25 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     npu = flatten(cfg.npu_path, npu_dump.data, stacks)
     bench = flatten(cfg.bench_path, bench_dump.data)
     opts = cfg.options
+    cross = npu_dump.framework == "mindspore" and bench_dump.framework == "pytorch"
+    fuzzy = None
     if opts.data_mapping is not None:
         match = match_data_mapping(npu, bench, read_data_mapping(opts.data_mapping))
+    elif opts.fuzzy_match:
+        found = match_fuzzy(npu, bench)
+        for npu_name, bench_name in found.failed_tests:
+            console.warning(f"{npu_name} and {bench_name} can not fuzzy match")
+        if found.failed_count > len(found.failed_tests):
+            console.warning(f"... and {found.failed_count - len(found.failed_tests)} more pairs can not fuzzy match")
+        match = apply_dtype_gate(npu, bench, found.match, cross)
+        fuzzy = (match >= 0) & (np.asarray(npu.names, dtype=object) != np.asarray(
+            [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
-        cross = npu_dump.framework == "mindspore" and bench_dump.framework == "pytorch"
         match = match_exact(npu, bench, cross_framework=cross)
     tensors = None
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)
-    return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors,
+    return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze)  # fmt: skip
 
 
@@ -176,6 +187,7 @@ def judge(
     highlight_on: bool,
     auto_analyze: bool,
     tensors: TensorColumns | None = None,
+    fuzzy: np.ndarray | None = None,
 ) -> CompareOutcome:
     """Measure and judge matched rows of one rank (real-data metrics come measured in `tensors`)."""
     diffs = marks = advice = None
@@ -219,7 +231,7 @@ def judge(
     if auto_analyze:
         advice = advise(npu.names, failing, unmatched)
     return CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
-                          marks=marks, advisor=advice)  # fmt: skip
+                          marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
 
 
 def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:

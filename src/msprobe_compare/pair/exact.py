@@ -47,11 +47,16 @@ def match_exact(
     index: dict[tuple[str, str], int] = {}
     for j, (name, shape) in enumerate(zip(bench.names, bench.shape)):
         index.setdefault((name, shape), j)
-    out = np.full(len(npu), -1, dtype=np.int64)
-    for i, (key, shape, dtype) in enumerate(zip(keys, npu.shape, npu.dtype)):
-        j = index.get((key, shape), -1)
-        if j >= 0 and dtypes_compatible(dtype, bench.dtype[j], cross_framework):
-            out[i] = j
+    out = np.fromiter((index.get(k, -1) for k in zip(keys, npu.shape)), dtype=np.int64, count=len(npu))
+    return apply_dtype_gate(npu, bench, out, cross_framework)
+
+
+def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_framework: bool) -> np.ndarray:
+    """Unmatch pairs whose dtypes are incompatible (spec §3.2)."""
+    out = match.copy()
+    for i, j in enumerate(match.tolist()):
+        if j >= 0 and not dtypes_compatible(npu.dtype[i], bench.dtype[j], cross_framework):
+            out[i] = -1
     return out
 
 
