@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     colour.add_argument("--no-highlight", dest="highlight", action="store_false",
                         help="write the table without colour marks")  # fmt: skip
     cmp.add_argument("-dm", "--data_mapping", type=Path, help="YAML mapping NPU row names to bench row names")
+    cmp.add_argument("-cm", "--cell_mapping", nargs="?", const=True, default=None,
+                     help="MindSpore cell -> PyTorch module mapping (optional YAML)")  # fmt: skip
+    cmp.add_argument("-am", "--api_mapping", nargs="?", const=True, default=None,
+                     help="MindSpore API -> PyTorch API mapping (built-in table, optional YAML)")  # fmt: skip
+    cmp.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None,
+                     help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
     return parser
 
@@ -51,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
             "msprobe is being run as root. To avoid security risks, "
             "it is recommended to switch to a regular user to run it."
         )
+    if args.framework == "pytorch" and (args.cell_mapping is not None or args.api_mapping is not None):
+        console.error("Argument -cm or -am is not supported in PyTorch framework")
+        return EXIT_ERROR
     options = Options(
         framework=args.framework,
         output_dir=Path(args.output_path),
@@ -59,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         fuzzy_match=args.fuzzy_match,
         highlight=args.highlight is not False,
         data_mapping=args.data_mapping,
+        cell_mapping=_mapping_arg(args.cell_mapping),
+        api_mapping=_mapping_arg(args.api_mapping),
+        layer_mapping=_mapping_arg(args.layer_mapping) if args.framework == "mindspore" else None,
         jobs=args.jobs,
     )
     try:
@@ -94,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     if written.xlsx is not None:
         console.banner()
     return EXIT_OK
+
+
+def _mapping_arg(value: object) -> Path | bool | None:
+    """-cm/-am/-lm: absent -> None, bare flag -> True, with a value -> the YAML path."""
+    if value is None or value is True:
+        return value  # type: ignore[return-value]
+    return Path(str(value))
 
 
 def _with_output(cfg, out_dir: Path):  # type: ignore[no-untyped-def]

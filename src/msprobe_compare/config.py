@@ -22,6 +22,9 @@ class Options:
     fuzzy_match: bool = False
     highlight: bool = True  # decision D1: colour marks on by default
     data_mapping: Path | None = None
+    cell_mapping: Path | bool | None = None  # None: off; True: built-in rule only; Path: with a YAML
+    api_mapping: Path | bool | None = None
+    layer_mapping: Path | bool | None = None
     jobs: int | None = None
 
 
