@@ -11,6 +11,7 @@ from msprobe_compare.api import compare_directories, compare_files
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.errors import CompareError
 from msprobe_compare.log import Console
+from msprobe_compare.merge import merge_results
 from msprobe_compare.render.files import prepare_output_dir
 
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -41,7 +42,22 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None,
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
+    merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
+    merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
+    merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
+    merge.add_argument("-config", "--config-path", dest="config_path", required=True, type=Path,
+                       help="YAML with 'api' (and optional 'compare_index') lists")  # fmt: skip
     return parser
+
+
+def _merge(args: argparse.Namespace, console: Console) -> int:
+    try:
+        out_dir = prepare_output_dir(Path(args.output_path))
+        merge_results(args.input_path, out_dir, args.config_path, console)
+    except CompareError as exc:
+        console.error(exc.message)
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             "msprobe is being run as root. To avoid security risks, "
             "it is recommended to switch to a regular user to run it."
         )
+    if args.command == "merge_result":
+        return _merge(args, console)
     if args.framework == "pytorch" and (args.cell_mapping is not None or args.api_mapping is not None):
         console.error("Argument -cm or -am is not supported in PyTorch framework")
         return EXIT_ERROR

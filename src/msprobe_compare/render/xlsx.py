@@ -172,22 +172,26 @@ def write_xlsx(
     n_rows: int,
     sheet_name: str = "Sheet",
 ) -> None:
-    sheets = sheet_sizes(n_rows, sheet_name)
+    """One result table, split into sheets part_0, part_1, ... above MAX_SHEET_ROWS rows."""
     it = iter(rows)
+    write_workbook(path, [(name, header, it, size) for name, size in sheet_sizes(n_rows, sheet_name)])
+
+
+def write_workbook(path: Path, sheets: list[tuple[str, Sequence[str], Iterable[tuple[Sequence[Any], Colour]], int]]) -> None:
+    """Sheets given as (name, header, rows, row count); rows are consumed in sheet order."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for k, (_, size) in enumerate(sheets, start=1):
-            _write_sheet(zf, k, header, it, size, selected=k == 1)
+        for k, (_, header, rows, size) in enumerate(sheets, start=1):
+            _write_sheet(zf, k, header, iter(rows), size, selected=k == 1)
         n = len(sheets)
         zf.writestr("[Content_Types].xml", _CONTENT_TYPES.format(
             sheets="".join(_SHEET_TYPE.format(k=k) for k in range(1, n + 1))))  # fmt: skip
         zf.writestr("_rels/.rels", _ROOT_RELS)
-        last_col = column_letter(len(header) - 1)
         zf.writestr("xl/workbook.xml", _WORKBOOK.format(
             sheets="".join(f'<sheet name="{escape(name)}" sheetId="{k}" r:id="rId{k}"/>'
-                           for k, (name, _) in enumerate(sheets, start=1)),
+                           for k, (name, *_rest) in enumerate(sheets, start=1)),
             names="".join(f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
-                          f"'{escape(name)}'!$A$1:${last_col}${size + 1}</definedName>"
-                          for k, (name, size) in enumerate(sheets))))  # fmt: skip
+                          f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
+                          for k, (name, header, _, size) in enumerate(sheets))))  # fmt: skip
         zf.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(
             rels="".join(_SHEET_REL.format(k=k) for k in range(1, n + 1))))  # fmt: skip
         zf.writestr("xl/styles.xml", _STYLES)
