@@ -13,6 +13,7 @@ from msprobe_compare.errors import CompareError
 from msprobe_compare.log import Console
 from msprobe_compare.merge import merge_results
 from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.render.report import FORMATS
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -41,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="MindSpore API -> PyTorch API mapping (built-in table, optional YAML)")  # fmt: skip
     cmp.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None,
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
+    cmp.add_argument("--format", default="xlsx", type=_formats,
+                     help="result formats, comma-separated: xlsx (default), csv, jsonl")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         api_mapping=_mapping_arg(args.api_mapping),
         layer_mapping=_mapping_arg(args.layer_mapping) if args.framework == "mindspore" else None,
         jobs=args.jobs,
+        formats=args.format,
     )
     try:
         cfg = load_config(args.input_path, options)
@@ -124,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     if written.xlsx is not None:
         console.banner()
     return EXIT_OK
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    bad = [f for f in chosen if f not in FORMATS]
+    if not chosen or bad:
+        raise argparse.ArgumentTypeError(f"unknown format {bad or text!r}; choose from {', '.join(FORMATS)}")
+    return chosen
 
 
 def _mapping_arg(value: object) -> Path | bool | None:

@@ -26,6 +26,7 @@ class Options:
     api_mapping: Path | bool | None = None
     layer_mapping: Path | bool | None = None
     jobs: int | None = None
+    formats: tuple[str, ...] = ("xlsx",)
 
 
 @dataclass(frozen=True)

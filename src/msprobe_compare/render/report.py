@@ -10,6 +10,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import table, texts
 from msprobe_compare.render.files import atomic_output, free_timestamp
+from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.render.xlsx import write_xlsx
 
 
@@ -45,21 +46,44 @@ def log_advisor(console: Console, mode_name: str, result: AdvisorResult) -> None
         console.info(line)
 
 
-def write_all(outcome: CompareOutcome, out_dir: Path, console: Console, *, suffix: str, coloured: bool) -> Written:
-    xlsx_name = f"compare_result{suffix}_{{ts}}.xlsx"
+FORMATS = ("xlsx", "csv", "jsonl")
+
+
+def write_all(
+    outcome: CompareOutcome,
+    out_dir: Path,
+    console: Console,
+    *,
+    suffix: str,
+    coloured: bool,
+    formats: tuple[str, ...] = ("xlsx",),
+) -> Written:
+    """Write the table in each requested format, then the advisor file; one time stamp for all."""
+    names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats}
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
-    ts = free_timestamp(out_dir, [xlsx_name, advisor_name])
-    xlsx_path = out_dir / xlsx_name.format(ts=ts)
-    console.info(f"Saving result excel file in progress. The file path is: {xlsx_path}.")
-    style = table.Style(text_booleans=coloured)
-    with atomic_output(xlsx_path) as tmp:
-        write_xlsx(tmp, table.header(outcome), table.rows(outcome, style), len(outcome),
-                   sheet_name="Sheet" if coloured else "Sheet1")  # fmt: skip
-    console.info(f"Compare result is {xlsx_path}")
+    ts = free_timestamp(out_dir, [*names.values(), advisor_name])
+    header = table.header(outcome)
+    first: Path | None = None
+    for fmt, name in names.items():
+        path = out_dir / name.format(ts=ts)
+        # the coloured style (text booleans, "inf\t") belongs to the coloured xlsx only
+        style = table.Style(text_booleans=coloured and fmt == "xlsx")
+        rows = table.rows(outcome, style)
+        if fmt == "xlsx":
+            console.info(f"Saving result excel file in progress. The file path is: {path}.")
+        with atomic_output(path) as tmp:
+            if fmt == "xlsx":
+                write_xlsx(tmp, header, rows, len(outcome), sheet_name="Sheet" if coloured else "Sheet1")
+            elif fmt == "csv":
+                write_csv(tmp, header, rows)
+            else:
+                write_jsonl(tmp, header, rows)
+        console.info(f"Compare result is {path}")
+        first = first or path
     advisor_path = None
     if outcome.advisor is not None:
         log_advisor(console, outcome.mode.value, outcome.advisor)
         advisor_path = out_dir / advisor_name.format(ts=ts)
         write_advisor(advisor_path, outcome.advisor)
         console.info(f"The advisor summary is saved in: {advisor_path}")
-    return Written(xlsx_path, advisor_path)
+    return Written(first, advisor_path)
