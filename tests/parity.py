@@ -125,3 +125,10 @@ def mismatches(ours: Path, expected: Path, *, colours: bool = True, limit: int =
         if len(errs) >= limit:
             break
     return errs
+
+
+def advisor_head(path: Path) -> str:
+    """The reference's three advisor entries (our file adds a root-cause section after them)."""
+    text = path.read_text()
+    head, sep, _ = text.partition("\n\nRoot cause (")
+    return head + "\n" if sep else text

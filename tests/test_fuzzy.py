@@ -14,7 +14,7 @@ import pytest
 
 from conftest import DATA
 from msprobe_compare.pair.fuzzy import rename_api
-from parity import mismatches, read_xlsx
+from parity import advisor_head, mismatches, read_xlsx
 
 FUZZY_NOTE = "Fuzzy matching data, the comparison accuracy may be affected."
 
@@ -36,7 +36,7 @@ def test_tensor_matches_reference(run_cli):
     run = run_cli(case, "pytorch", "-s", "-f", "--no-highlight")
     assert run.code == 0, run.out
     assert not mismatches(run.one("compare_result_*.xlsx"), case / "expected/fuzzy.csv", colours=False)
-    assert run.one("advisor_*.txt").read_text() == (case / "expected/fuzzy.advisor.txt").read_text()
+    assert advisor_head(run.one("advisor_*.txt")) == (case / "expected/fuzzy.advisor.txt").read_text()
     assert run.out.count("can not fuzzy match") == 27  # as the reference logged
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
-from parity import mismatches
+from parity import advisor_head, mismatches
 
 CASES = sorted(
     str(p.relative_to(DATA))
@@ -30,7 +30,7 @@ def test_matches_reference(run_cli, case, variant):
     problems = mismatches(xlsx, folder / "expected" / f"{variant}.csv", colours=variant == "hl")
     assert not problems, "\n".join(problems)
     advisor = run.one("advisor_*.txt")
-    assert advisor.read_text() == (folder / "expected" / f"{variant}.advisor.txt").read_text()
+    assert advisor_head(advisor) == (folder / "expected" / f"{variant}.advisor.txt").read_text()
     assert "msprobe compare ends successfully." in run.out
     assert f"Compare result is {xlsx}" in run.out
     assert f"The advisor summary is saved in: {advisor}" in run.out

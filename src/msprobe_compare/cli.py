@@ -15,7 +15,7 @@ from msprobe_compare.merge import merge_results
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.report import FORMATS
 
-EXIT_OK, EXIT_ERROR = 0, 1
+EXIT_OK, EXIT_ERROR, EXIT_GATE = 0, 1, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
     cmp.add_argument("--format", default="xlsx", type=_formats,
                      help="result formats, comma-separated: xlsx (default), csv, jsonl")  # fmt: skip
+    cmp.add_argument("--fail-on", choices=["error", "warning"], default=None,
+                     help="exit with code 3 when rows at this level (or worse) exist, for CI gates")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _with_output(cfg, out_dir)
         if cfg.is_directory_compare:
             summary = compare_directories(cfg, console)
+            _log_rank_origins(console, summary)
             failed = [r for r in summary.ranks if r.error is not None]
             for rank in failed:
                 console.error(f"{rank.label} failed: {rank.error}")
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed"
                               + (f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""))  # fmt: skip
                 return EXIT_ERROR
-            return EXIT_OK
+            return _gate(console, args.fail_on, [r.written for r in summary.ranks if r.written])
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
     except CompareError as exc:
@@ -127,7 +130,32 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     if written.xlsx is not None:
         console.banner()
+    return _gate(console, args.fail_on, [written])
+
+
+def _gate(console: Console, fail_on: str | None, results: list) -> int:  # type: ignore[type-arg]
+    """--fail-on: exit code 3 when rows at that level exist."""
+    if fail_on is None:
+        return EXIT_OK
+    errors = sum(w.errors for w in results)
+    warnings = sum(w.warnings for w in results)
+    hits = errors + (warnings if fail_on == "warning" else 0)
+    if hits:
+        console.error(f"--fail-on {fail_on}: {errors} error row(s), {warnings} warning row(s)")
+        return EXIT_GATE
     return EXIT_OK
+
+
+def _log_rank_origins(console: Console, summary) -> None:  # type: ignore[no-untyped-def]
+    """First origin per rank, and the earliest across ranks (errors cross ranks at communication calls)."""
+    found = [(r.written.first_origin, r.label) for r in summary.ranks if r.written and r.written.first_origin]
+    for (pos, text), label in found:
+        console.info(f"Root cause of {label}: {text}")
+    if found:
+        (pos, text), label = min(found, key=lambda item: item[0][0])
+        console.warning(f"Earliest root cause across ranks: {label}: {text}")
+    elif summary.ranks:
+        console.info("Root cause: no origin in any rank; every compared call agrees within tolerance.")
 
 
 def _formats(text: str) -> tuple[str, ...]:

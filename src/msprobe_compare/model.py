@@ -36,6 +36,7 @@ class CompareOutcome:
     marks: Marks | None = None  # colour marks, when highlighting is on
     advisor: AdvisorResult | None = None
     fuzzy: np.ndarray | None = None  # bool: matched with a different name (fuzzy matching)
+    rootcause: Any = None  # judge.rootcause.RootCause
 
     def __len__(self) -> int:
         return len(self.npu)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe_compare.judge.advisor import AdvisorResult
+from msprobe_compare.judge.advisor import AdvisorResult, advice_for
+from msprobe_compare.judge.gate import level_counts
+from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import table, texts
@@ -20,6 +22,9 @@ class Written:
 
     xlsx: Path | None
     advisor: Path | None
+    first_origin: tuple[int, str] | None = None  # (position in execution order, description)
+    errors: int = 0  # rows at error level (see judge.gate)
+    warnings: int = 0
 
 
 def advisor_lines(result: AdvisorResult) -> list[str]:
@@ -28,9 +33,56 @@ def advisor_lines(result: AdvisorResult) -> list[str]:
     return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
 
 
-def write_advisor(path: Path, result: AdvisorResult) -> None:
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.6g}"
+
+
+def origin_advice(origin: Origin) -> str:
+    if origin.kind is OriginKind.BOUNDARY:
+        after = f"{origin.after}'s output" if origin.after else "the start of the dump"
+        return (f"The data changed between two recorded calls: code the dump did not record (an in-place edit, "
+                f"a hook, an op that is not hooked) changed it after {after} and before {origin.entry} read it. "
+                "Dump that region at level mix or L1, and look for in-place writes.")  # fmt: skip
+    if origin.kind is OriginKind.CONFIGURATION:
+        return (f"The call was made with different arguments ({', '.join(origin.differing_args)}): check the "
+                "code or configuration that passes them.")  # fmt: skip
+    return texts.ADVICE_TEXT[advice_for(origin.entry + ".output")]
+
+
+def rootcause_lines(rc: RootCause | None, limit: int = 10) -> list[str]:
+    """The advisor's `Root cause` section: ranked origins, their evidence and advice."""
+    if rc is None:
+        return []
+    lines = ["", "Root cause (where the two runs first part, in execution order):"]
+    if not rc.origins:
+        lines.append("No origin: every compared call agrees within tolerance.")
+        return lines
+    for k, o in enumerate(rc.origins[:limit], start=1):
+        ev = o.evidence
+        lines.append(f"{k}. [{o.kind.value}, {o.phase}] {o.description}")
+        lines.append(f"   Evidence: {ev.metric}: inputs {_fmt(ev.inputs)}, outputs {_fmt(ev.outputs)} "
+                     f"(differs above {ev.threshold:g}); first differing row: {ev.first_row or 'n/a'}")  # fmt: skip
+        lines.append(f"   Advice: {origin_advice(o)}")
+    if len(rc.origins) > limit:
+        lines.append(f"... and {len(rc.origins) - limit} more origins")
+    return lines
+
+
+def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None) -> None:
+    """The reference's three lines first, then our root-cause section."""
+    lines = advisor_lines(result) + rootcause_lines(rc)
     with atomic_output(path) as tmp:
-        tmp.write_text("".join(line + "\n" for line in advisor_lines(result)), encoding="utf-8")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def log_rootcause(console: Console, rc: RootCause | None) -> None:
+    if rc is None:
+        return
+    if rc.first is None:
+        console.info("Root cause: no origin; every compared call agrees within tolerance.")
+    else:
+        console.warning(f"Root cause: {rc.first.description} ({rc.first.kind.value}; "
+                        f"{len(rc.origins)} origin(s) in all)")  # fmt: skip
 
 
 def log_advisor(console: Console, mode_name: str, result: AdvisorResult) -> None:
@@ -80,10 +132,14 @@ def write_all(
                 write_jsonl(tmp, header, rows)
         console.info(f"Compare result is {path}")
         first = first or path
+    log_rootcause(console, outcome.rootcause)
     advisor_path = None
     if outcome.advisor is not None:
         log_advisor(console, outcome.mode.value, outcome.advisor)
         advisor_path = out_dir / advisor_name.format(ts=ts)
-        write_advisor(advisor_path, outcome.advisor)
+        write_advisor(advisor_path, outcome.advisor, outcome.rootcause)
         console.info(f"The advisor summary is saved in: {advisor_path}")
-    return Written(first, advisor_path)
+    rc = outcome.rootcause
+    origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
+    errors, warnings = level_counts(outcome)
+    return Written(first, advisor_path, origin, errors, warnings)
