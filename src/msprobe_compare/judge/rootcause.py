@@ -83,6 +83,7 @@ class RootCause:
     metric: str = ""
     in_scores: np.ndarray | None = None  # per entry, worst input metric (NaN when none)
     out_scores: np.ndarray | None = None
+    parents: dict[str, str | None] = field(default_factory=dict)  # module tree from construct.json
 
     @property
     def first(self) -> Origin | None:
@@ -270,7 +271,8 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> 
             candidates.append(origin)
 
     origins = _innermost(candidates, parents or {})
-    return RootCause(list(entries), [s or CallState.UNKNOWN for s in states], origins, metric, in_scores, out_scores)
+    return RootCause(list(entries), [s or CallState.UNKNOWN for s in states], origins, metric, in_scores, out_scores,
+                     dict(parents or {}))
 
 
 def _innermost(origins: list[Origin], parents: dict[str, str | None]) -> list[Origin]:
