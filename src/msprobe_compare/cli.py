@@ -12,6 +12,7 @@ from msprobe_compare.config import Options, load_config
 from msprobe_compare.errors import CompareError
 from msprobe_compare.log import Console
 from msprobe_compare.merge import merge_results
+from msprobe_compare.render.diff_analyze import write_diff_analyze
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.report import FORMATS
 
@@ -44,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
     cmp.add_argument("--format", default="xlsx", type=_formats,
                      help="result formats, comma-separated: xlsx (default), csv, jsonl")  # fmt: skip
+    cmp.add_argument("-da", "--diff_analyze", action="store_true",
+                     help="write diff_analyze_{ts}.json with the origins of every rank")  # fmt: skip
     cmp.add_argument("--fail-on", choices=["error", "warning"], default=None,
                      help="exit with code 3 when rows at this level (or worse) exist, for CI gates")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
@@ -111,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                 console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed"
                               + (f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""))  # fmt: skip
                 return EXIT_ERROR
+            if args.diff_analyze:
+                _write_diff_analyze(console, cfg.options.output_dir,
+                                    {r.label: r.written.origins for r in summary.ranks if r.written})  # fmt: skip
             return _gate(console, args.fail_on, [r.written for r in summary.ranks if r.written])
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
@@ -128,9 +134,18 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.error(f"internal error: {type(exc).__name__}: {exc} (set MSPROBE_DEBUG=1 for the traceback)")
         return EXIT_ERROR
+    if args.diff_analyze and written.xlsx is not None:
+        _write_diff_analyze(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
     if written.xlsx is not None:
         console.banner()
     return _gate(console, args.fail_on, [written])
+
+
+def _write_diff_analyze(console: Console, out_dir: Path, per_rank: dict) -> None:  # type: ignore[type-arg]
+    if not any(per_rank.values()):
+        console.info("Cannot find any diff node, no need to generate analyze file.")
+        return
+    console.info(f"The analyze result is saved in: {write_diff_analyze(out_dir, per_rank)}")
 
 
 def _gate(console: Console, fail_on: str | None, results: list) -> int:  # type: ignore[type-arg]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
 from msprobe_compare.judge.gate import level_counts
+from msprobe_compare.render.diff_analyze import origin_items
 from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome
@@ -25,6 +26,7 @@ class Written:
     first_origin: tuple[int, str] | None = None  # (position in execution order, description)
     errors: int = 0  # rows at error level (see judge.gate)
     warnings: int = 0
+    origins: list = field(default_factory=list)  # diff-analyze items of the origins (render.diff_analyze)
 
 
 def advisor_lines(result: AdvisorResult) -> list[str]:
@@ -142,4 +144,4 @@ def write_all(
     rc = outcome.rootcause
     origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
     errors, warnings = level_counts(outcome)
-    return Written(first, advisor_path, origin, errors, warnings)
+    return Written(first, advisor_path, origin, errors, warnings, origin_items(outcome))

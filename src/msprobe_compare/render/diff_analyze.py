@@ -1,0 +1,63 @@
+"""`-da/--diff_analyze`: the origins of each rank as `diff_analyze_{ts}.json`, in the reference's layout
+(spec §7.3): {"rank_<N>": [{"op_name", "data_info": {"input": {row: stats}, "output": {...}}, "stack_info"}]}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+
+from msprobe_compare.load.rows import State
+from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.render.files import atomic_output, free_timestamp
+
+STAT_KEYS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "Nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
+    """One item per origin (ranked), with the NPU statistics of its input and output rows."""
+    rc = outcome.rootcause
+    if rc is None or not rc.origins:
+        return []
+    npu = outcome.npu
+    rows_of: dict[int, list[int]] = {}
+    for i, e in enumerate(npu.entry_index.tolist()):
+        rows_of.setdefault(e, []).append(i)
+    items = []
+    for origin in rc.origins:
+        e = npu.entries.index(origin.entry)
+        info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
+        for i in rows_of.get(e, []):
+            side = "output" if npu.state[i] in (State.OUTPUT, State.PARAMETERS_GRAD) else "input"
+            if outcome.mode is Mode.MD5:
+                info[side][npu.names[i]] = {"NPU MD5": npu.md5[i] or "N/A"}
+            else:
+                info[side][npu.names[i]] = {k: _json_safe(npu.stat_display(i, c)) for c, k in enumerate(STAT_KEYS)}
+        items.append({"op_name": origin.entry, "data_info": info, "stack_info": npu.stacks.get(origin.entry, [])})
+    return items
+
+
+def rank_key(label: str) -> str:
+    """`rank3` -> `rank_3`; a plain `rank` (or any other label) stays as it is."""
+    return f"rank_{label[4:]}" if label.startswith("rank") and label[4:].isdigit() else label
+
+
+def write_diff_analyze(out_dir: Path, per_rank: dict[str, list[dict[str, Any]]]) -> Path:
+    name = "diff_analyze_{ts}.json"
+    path = out_dir / name.format(ts=free_timestamp(out_dir, [name]))
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps({rank_key(k): v for k, v in per_rank.items()}, indent=1, ensure_ascii=False))
+    return path
+
+
+

@@ -1,0 +1,53 @@
+"""-da writes diff_analyze_{ts}.json in the reference's layout, from our origins, for files and folders."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import DATA
+
+
+def _read(run) -> dict:
+    return json.loads(run.one("diff_analyze_*.json").read_text())
+
+
+def test_single_file(run_cli):
+    run = run_cli(DATA / "pytorch/mlp_bug_stat", "pytorch", "-s", "-da")
+    assert run.code == 0, run.out
+    doc = _read(run)
+    [item] = doc["rank"]
+    assert item["op_name"] == "Functional.relu.1.forward"
+    assert set(item["data_info"]) == {"input", "output"}
+    row = item["data_info"]["input"]["Functional.relu.1.forward.input.0"]
+    assert set(row) == {"NPU max", "NPU min", "NPU mean", "NPU l2norm"}
+    assert item["stack_info"] and item["stack_info"][0].startswith("File ")
+    assert run.one("compare_result_*.xlsx")  # the normal compare still runs (the reference skips it)
+
+
+def test_md5_layout(run_cli):
+    run = run_cli(DATA / "pytorch/mlp_bug_md5", "pytorch", "-s", "-da")
+    item = _read(run)["rank"][0]
+    assert all(set(v) == {"NPU MD5"} for side in item["data_info"].values() for v in side.values())
+
+
+def test_no_origin_no_file(run_cli):
+    run = run_cli(DATA / "pytorch/mlp_same_stat", "pytorch", "-da")
+    assert run.code == 0 and not run.files("diff_analyze_*.json")
+    assert "Cannot find any diff node" in run.out
+
+
+def test_directories(run_cli, tmp_path):
+    import shutil
+
+    case = tmp_path / "case"
+    shutil.copytree(DATA / "pytorch/dist_same_stat", case, ignore=shutil.ignore_patterns("expected"))
+    path = case / "npu/step0/rank1/dump.json"
+    doc = json.loads(path.read_text())
+    target = next(n for n in doc["data"] if n.startswith("Functional.relu.0.forward"))
+    doc["data"][target]["output"][0]["Max"] *= 2
+    path.write_text(json.dumps(doc))
+    (case / "compare.json").write_text(json.dumps({"npu_path": str(case / "npu/step0"),
+                                                  "bench_path": str(case / "bench/step0")}))  # fmt: skip
+    run = run_cli(case, "pytorch", "-da")
+    doc = _read(run)
+    assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == target
