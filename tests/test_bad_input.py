@@ -156,5 +156,5 @@ def test_existing_result_is_never_overwritten(run_cli, case, tmp_path):
     second = run_cli(case, "pytorch", out_dir=out)
     assert second.code == 0
     after = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert len(after) == 4
+    assert len(after) == 2 * len(before)
     assert all(after[name] == data for name, data in before.items())
