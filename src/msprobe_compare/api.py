@@ -10,14 +10,16 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from msprobe_compare.config import CompareConfig
-from msprobe_compare.errors import CompareError, InputError
+from msprobe_compare.config import CompareConfig, Options
+from msprobe_compare.errors import CompareError, InputError, OutputError
 from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import HighlightInputs, highlight, stat_max
+from msprobe_compare.judge.rootcause import analyse
 from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks
-from msprobe_compare.load.dumpjson import DumpFile, check_input_file, has_md5, read_dump_json, read_stack_json
+from msprobe_compare.load.dumpjson import check_input_file, read_construct_json, read_stack_json
 from msprobe_compare.load.rows import RowTable, flatten
+from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
 from msprobe_compare.measure.stats import Cell, stat_diffs
 from msprobe_compare.measure.tensor_metrics import (
@@ -30,27 +32,35 @@ from msprobe_compare.measure.tensor_metrics import (
 )
 from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping
+from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mapping
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
 from msprobe_compare.pair.fuzzy import match_fuzzy
+from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
+from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.render import report
-from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.render.files import atomic_output, free_timestamp, prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 
 
-def detect_mode(npu: DumpFile, bench: DumpFile) -> Mode:
-    """Dump mode from the two tasks and the presence of md5 fields (spec §2.7)."""
+def check_tasks(npu: DumpHeader, bench: DumpHeader) -> None:
+    """Both dumps must have the same task, one that can be compared (spec §2.7); checked before reading entries."""
     if npu.task != bench.task:
         raise InputError(
             f"the dump tasks differ: npu is '{npu.task}' but bench ({bench.path}) is '{bench.task}'; "
             "compare dumps made with the same task",
             npu.path,
         )
+    if npu.task not in ("tensor", "statistics"):
+        raise InputError(f"task '{npu.task}' cannot be compared; only 'tensor' and 'statistics' dumps", npu.path)
+
+
+def detect_mode(npu: DumpHeader, bench: DumpHeader, npu_md5: bool, bench_md5: bool) -> Mode:
+    """Dump mode from the two tasks and the presence of md5 fields (spec §2.7; `RowTable.has_md5`)."""
+    check_tasks(npu, bench)
     if npu.task == "tensor":
         return Mode.ALL
-    if npu.task != "statistics":
-        raise InputError(f"task '{npu.task}' cannot be compared; only 'tensor' and 'statistics' dumps", npu.path)
-    npu_md5, bench_md5 = has_md5(npu.data), has_md5(bench.data)
     if npu_md5 != bench_md5:
         with_md5 = npu.path if npu_md5 else bench.path
         raise InputError(
@@ -88,29 +98,74 @@ def read_data_mapping(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in doc.items()}
 
 
+def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str] | None:
+    """NPU compare keys under -am or -cm (-am wins when both are given, as in the reference), else None."""
+    if opts.api_mapping is not None:
+        if opts.cell_mapping is not None:
+            console.warning("-cm is ignored when -am is given")
+        user = read_api_mapping(opts.api_mapping) if isinstance(opts.api_mapping, Path) else None
+        return api_mapping_keys(npu, bench, user, warn=console.warning)
+    if opts.cell_mapping is not None:
+        cells = read_cell_mapping(opts.cell_mapping) if isinstance(opts.cell_mapping, Path) else None
+        return cell_mapping_keys(npu, cells)
+    return None
+
+
+def _save_data_mapping(out_dir: Path, mapping: dict[str, str], console: Console) -> Path:
+    """Write the -lm row mapping as `data_mapping_{ts}.yaml` (never replacing a file)."""
+    text = mapping_yaml(mapping)
+    for _ in range(100):  # ranks compared in parallel may race for the same second
+        final = out_dir / "data_mapping_{ts}.yaml".format(ts=free_timestamp(out_dir, ["data_mapping_{ts}.yaml"]))
+        try:
+            with atomic_output(final) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+        except OutputError:
+            if final.exists():
+                continue
+            raise
+        console.info(f"The data mapping is saved in: {final}")
+        return final
+    raise OutputError("no free name for the data mapping file", out_dir)
+
+
 def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
-    """Everything up to, not including, writing files."""
+    """Everything up to, not including, writing the result files (-lm saves its data mapping here)."""
     check_input_file(cfg.npu_path, "npu_path")
     check_input_file(cfg.bench_path, "bench_path")
-    npu_dump = read_dump_json(cfg.npu_path)
-    bench_dump = read_dump_json(cfg.bench_path)
-    mode = detect_mode(npu_dump, bench_dump)
+    npu_dump, npu_entries = open_dump(cfg.npu_path)  # headers now; entries streamed by flatten
+    bench_dump, bench_entries = open_dump(cfg.bench_path)
+    check_tasks(npu_dump, bench_dump)
     stack_path = _stack_decision(cfg, console)
     stacks = {}
     if stack_path is not None:
         check_input_file(stack_path, "stack_path")
         stacks = read_stack_json(stack_path)
-    if not npu_dump.data:
+    npu = flatten(cfg.npu_path, npu_entries, stacks)
+    if not npu.entries:
         console.warning("No APIs found in dump.json.")
-    npu = flatten(cfg.npu_path, npu_dump.data, stacks)
-    bench = flatten(cfg.bench_path, bench_dump.data)
+    bench = flatten(cfg.bench_path, bench_entries)
+    mode = detect_mode(npu_dump, bench_dump, npu.has_md5, bench.has_md5)
     opts = cfg.options
     cross = npu_dump.framework == "mindspore" and bench_dump.framework == "pytorch"
     fuzzy = None
-    if opts.data_mapping is not None:
-        match = match_data_mapping(npu, bench, read_data_mapping(opts.data_mapping))
+    keys = _mapped_keys(opts, npu, bench, console)
+    data_map = None
+    if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
+        lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
+        data_map = layer_mapping(cfg.npu_path.parent, cfg.bench_path.parent, lm_yaml, npu, bench,
+                                 bench_framework=bench_dump.framework)  # fmt: skip
+        _save_data_mapping(opts.output_dir, data_map, console)
+        data_map = data_map or None
+    elif opts.data_mapping is not None:
+        data_map = read_data_mapping(opts.data_mapping)
+    if data_map is not None:
+        if keys is not None:  # as the reference: -cm/-am give the names, -dm/-lm only the name-only join
+            console.warning("-cm/-am decide the compare names; the -dm/-lm mapping only makes the match ignore "
+                            "shape and dtype")  # fmt: skip
+            data_map = dict(zip(npu.names, keys))
+        match = match_data_mapping(npu, bench, data_map)
     elif opts.fuzzy_match:
-        found = match_fuzzy(npu, bench)
+        found = match_fuzzy(npu, bench, keys=keys)
         for npu_name, bench_name in found.failed_tests:
             console.warning(f"{npu_name} and {bench_name} can not fuzzy match")
         if found.failed_count > len(found.failed_tests):
@@ -119,12 +174,24 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         fuzzy = (match >= 0) & (np.asarray(npu.names, dtype=object) != np.asarray(
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
-        match = match_exact(npu, bench, cross_framework=cross)
+        match = match_exact(npu, bench, keys=keys, cross_framework=cross)
     tensors = None
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)
     return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
-                 highlight_on=opts.highlight, auto_analyze=opts.auto_analyze)  # fmt: skip
+                 highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
+                 parents=_module_tree(cfg.npu_path.parent / "construct.json", console))  # fmt: skip
+
+
+def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
+    """construct.json of the NPU dump, for naming the innermost origin; optional."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return read_construct_json(path)
+    except InputError as exc:
+        console.warning(f"construct.json ignored: {exc.message}")
+        return None
 
 
 def measure_tensors(
@@ -188,6 +255,7 @@ def judge(
     auto_analyze: bool,
     tensors: TensorColumns | None = None,
     fuzzy: np.ndarray | None = None,
+    parents: dict[str, str | None] | None = None,
 ) -> CompareOutcome:
     """Measure and judge matched rows of one rank (real-data metrics come measured in `tensors`)."""
     diffs = marks = advice = None
@@ -230,8 +298,9 @@ def judge(
             )
     if auto_analyze:
         advice = advise(npu.names, failing, unmatched)
-    return CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
-                          marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
+    outcome = CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
+                             marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
+    return replace(outcome, rootcause=analyse(outcome, parents))
 
 
 def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:

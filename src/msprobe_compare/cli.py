@@ -14,7 +14,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.merge import merge_results
 from msprobe_compare.render.diff_analyze import write_diff_analyze
 from msprobe_compare.render.files import prepare_output_dir
-from msprobe_compare.render.report import FORMATS
+from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS
 
 EXIT_OK, EXIT_ERROR, EXIT_GATE = 0, 1, 3
 
@@ -43,8 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="MindSpore API -> PyTorch API mapping (built-in table, optional YAML)")  # fmt: skip
     cmp.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None,
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
-    cmp.add_argument("--format", default="xlsx", type=_formats,
-                     help="result formats, comma-separated: xlsx (default), csv, jsonl")  # fmt: skip
+    cmp.add_argument("--format", default=",".join(DEFAULT_FORMATS), type=_formats,
+                     help="output formats, comma-separated: xlsx, csv, jsonl, html (an interactive report); "
+                          "default xlsx,html")  # fmt: skip
     cmp.add_argument("-da", "--diff_analyze", action="store_true",
                      help="write diff_analyze_{ts}.json with the origins of every rank")  # fmt: skip
     cmp.add_argument("--fail-on", choices=["error", "warning"], default=None,

@@ -26,7 +26,7 @@ class Options:
     api_mapping: Path | bool | None = None
     layer_mapping: Path | bool | None = None
     jobs: int | None = None
-    formats: tuple[str, ...] = ("xlsx",)
+    formats: tuple[str, ...] = ("xlsx", "html")  # see render.report.FORMATS
 
 
 @dataclass(frozen=True)

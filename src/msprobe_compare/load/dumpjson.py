@@ -44,29 +44,32 @@ def read_json(path: Path) -> Any:
 
 
 def read_dump_json(path: Path) -> DumpFile:
-    """Read a dump.json and check `task` and `data` (spec §2.2)."""
+    """Read a whole dump.json into memory and check `task` and `data` (spec §2.2).
+
+    The pipeline reads dumps with `stream.open_dump` instead; this stays for tools and tests."""
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
+    data = doc.get("data")
+    task, level, framework = check_dump_header(path, doc, type(data) if "data" in doc else None)
+    return DumpFile(path=path, task=task, level=level, framework=framework, data=data)
+
+
+def check_dump_header(path: Path, doc: dict[str, Any], data_type: type | None) -> tuple[str, str | None, str | None]:
+    """Check the top-level keys of a dump.json (`data_type`: type of "data", None if missing) -> task, level,
+    framework."""
     task = doc.get("task")
     if not task:
         raise InputError("'task' is missing or empty; expected 'statistics' or 'tensor'", path)
     if not isinstance(task, str):
         raise InputError(f"'task' must be a string, got {type(task).__name__}", path)
-    if "data" not in doc:
+    if data_type is None:
         raise InputError("'data' is missing; this is not a complete msprobe dump.json", path)
-    data = doc["data"]
-    if not isinstance(data, dict):
-        raise InputError(f"'data' must be an object of entries, got {type(data).__name__}", path)
+    if data_type is not dict:
+        raise InputError(f"'data' must be an object of entries, got {data_type.__name__}", path)
     level = doc.get("level")
     framework = doc.get("framework")
-    return DumpFile(
-        path=path,
-        task=task,
-        level=level if isinstance(level, str) else None,
-        framework=framework if isinstance(framework, str) else None,
-        data=data,
-    )
+    return task, level if isinstance(level, str) else None, framework if isinstance(framework, str) else None
 
 
 def read_stack_json(path: Path) -> dict[str, list[str]]:
@@ -115,15 +118,18 @@ def read_construct_json(path: Path) -> dict[str, str | None]:
 
 def has_md5(data: dict[str, Any]) -> bool:
     """Whether a dump carries md5 fields, checked as the reference does (spec §2.7)."""
-    for body in data.values():
-        if not isinstance(body, dict):
-            continue
-        for value in body.values():
-            if isinstance(value, list):
-                if any(isinstance(x, dict) and "md5" in x for x in value):
+    return any(isinstance(body, dict) and body_has_md5(body) for body in data.values())
+
+
+def body_has_md5(body: dict[str, Any]) -> bool:
+    """Whether one entry body has an md5 field where the reference looks for one (its direct values)."""
+    for value in body.values():
+        if isinstance(value, list):
+            for x in value:
+                if isinstance(x, dict) and "md5" in x:
                     return True
-            elif isinstance(value, dict) and "md5" in value:
-                return True
+        elif isinstance(value, dict) and "md5" in value:
+            return True
     return False
 
 

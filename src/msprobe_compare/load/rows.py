@@ -7,14 +7,17 @@ work on the columns: numeric statistics stay numeric, with a small kind code per
 from __future__ import annotations
 
 import zlib
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.load.dumpjson import body_has_md5
 
 MAX_DEPTH = 400
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
@@ -48,6 +51,9 @@ _FIELDS = (
 )
 
 RG_MISSING, RG_FALSE, RG_TRUE = -1, 0, 1
+_NUMBER, _INT, _NAN, _NONE, _RAW = (int(k) for k in StatKind)  # plain ints: IntEnum access is slow in hot loops
+_ALL_NUMBERS = (_NUMBER,) * 4
+INTERN_LIMIT = 1 << 16  # distinct dtype/shape strings shared through the builder's cache
 
 
 @dataclass
@@ -62,11 +68,12 @@ class RowTable:
     shape: list[str]
     stats: np.ndarray  # float64 (n, 4): Max, Min, Mean, Norm
     stat_kind: np.ndarray  # int8 (n, 4) StatKind
-    raw: dict[tuple[int, int], Any]  # (row, stat column) -> raw value for StatKind.RAW
+    raw: RawCells  # (row, stat column) -> raw value for StatKind.RAW
     requires_grad: np.ndarray  # int8: -1 missing, 0 False, 1 True
     md5: list[str | None]
     data_name: list[str]  # "-1" when the leaf has no data file
     stacks: dict[str, list[str]] = field(default_factory=dict)
+    has_md5: bool = False  # some entry has an md5 field where the reference looks (spec §2.7)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -85,21 +92,77 @@ class RowTable:
         return self.raw[(row, col)]
 
 
+class _Cells(tuple):  # type: ignore[type-arg]
+    """The four statistic cells of a row whose raw values differ (`_ABSENT` where not raw)."""
+
+
+_ABSENT = object()
+
+
+class RawCells(Mapping[tuple[int, int], Any]):
+    """Non-numeric statistics by (row, column), one slot per row: a scalar leaf repeats one value in all four."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Any] = {}
+
+    def put(self, row: int, cells: list[Any]) -> None:
+        """Store a row's four cells (`_ABSENT` for the ones that are not raw)."""
+        first = cells[0]
+        if first is not _ABSENT and cells[1] is first and cells[2] is first and cells[3] is first:
+            self._rows[row] = first
+        else:
+            self._rows[row] = _Cells(cells)
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        row, col = key
+        value = self._rows[row]
+        if type(value) is _Cells:
+            value = value[col]
+            if value is _ABSENT:
+                raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for row, value in self._rows.items():
+            if type(value) is _Cells:
+                yield from ((row, col) for col in range(4) if value[col] is not _ABSENT)
+            else:
+                yield from ((row, col) for col in range(4))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class _Builder:
+    """Collects rows in compact columns: typed arrays for numbers, shared strings for dtype and shape."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[str] = []
         self.names: list[str] = []
-        self.entry_index: list[int] = []
-        self.state: list[int] = []
+        self.entry_index = array("i")
+        self.state = array("b")
         self.dtype: list[str] = []
         self.shape: list[str] = []
-        self.stats: list[tuple[float, float, float, float]] = []
-        self.kinds: list[tuple[int, int, int, int]] = []
-        self.raw: dict[tuple[int, int], Any] = {}
-        self.rg: list[int] = []
+        self.stats = array("d")  # 4 per row
+        self.kinds = array("b")  # 4 per row
+        self.raw = RawCells()
+        self.rg = array("b")
         self.md5: list[str | None] = []
         self.data_name: list[str] = []
+        self.has_md5 = False
+        self._strings: dict[str, str] = {}
+
+    def intern(self, text: str) -> str:
+        """One shared object per distinct dtype/shape string (millions of rows hold a few distinct values)."""
+        shared = self._strings.get(text)
+        if shared is not None:
+            return shared
+        if len(self._strings) < INTERN_LIMIT:
+            self._strings[text] = text
+        return text
 
     # -- leaves ---------------------------------------------------------------------------------
     def add_row(
@@ -114,31 +177,42 @@ class _Builder:
         data_name: str,
     ) -> None:
         row = len(self.names)
-        nums = [0.0, 0.0, 0.0, 0.0]
-        kinds = [StatKind.NONE] * 4
-        for col, v in enumerate(values):
-            if v is None:
-                continue
-            tv = type(v)
-            if tv is float:
-                if v != v:
-                    kinds[col] = StatKind.NAN
+        a, b, c, d = values
+        if type(a) is type(b) is type(c) is type(d) is float and a == a and b == b and c == c and d == d:
+            self.stats.extend(values)  # the common case: four floats, none NaN
+            self.kinds.extend(_ALL_NUMBERS)
+        else:
+            nums = [0.0, 0.0, 0.0, 0.0]
+            kinds = [_NONE, _NONE, _NONE, _NONE]
+            raw: list[Any] | None = None
+            for col, v in enumerate(values):
+                if v is None:
+                    continue
+                tv = type(v)
+                if tv is float:
+                    if v != v:
+                        kinds[col] = _NAN
+                    else:
+                        nums[col] = v
+                        kinds[col] = _NUMBER
+                elif tv is int:
+                    nums[col] = float(v)
+                    kinds[col] = _INT
                 else:
-                    nums[col] = v
-                    kinds[col] = StatKind.NUMBER
-            elif tv is int:
-                nums[col] = float(v)
-                kinds[col] = StatKind.INT
-            else:
-                kinds[col] = StatKind.RAW
-                self.raw[(row, col)] = v
+                    kinds[col] = _RAW
+                    if raw is None:
+                        raw = [_ABSENT, _ABSENT, _ABSENT, _ABSENT]
+                    raw[col] = v
+            if raw is not None:
+                self.raw.put(row, raw)
+            self.stats.extend(nums)
+            self.kinds.extend(kinds)
+        strings = self._strings
         self.names.append(name)
         self.entry_index.append(len(self.entries) - 1)
         self.state.append(state)
-        self.dtype.append(dtype)
-        self.shape.append(shape)
-        self.stats.append(tuple(nums))  # type: ignore[arg-type]
-        self.kinds.append(tuple(kinds))  # type: ignore[arg-type]
+        self.dtype.append(strings.get(dtype) or self.intern(dtype))
+        self.shape.append(strings.get(shape) or self.intern(shape))
         self.rg.append(rg)
         self.md5.append(md5)
         self.data_name.append(data_name)
@@ -177,7 +251,7 @@ class _Builder:
                     f"requires_grad of input or output of {op} is not a bool: '{name}' has {rg_raw!r}",
                     self.path,
                 )
-            values = tuple(leaf.get(k) for k in STAT_KEYS)
+            values = (leaf.get("Max"), leaf.get("Min"), leaf.get("Mean"), leaf.get("Norm"))  # STAT_KEYS
             for v in values:
                 if v is not None and not isinstance(v, (int, float, bool)):
                     raise InputError(f"statistic of '{name}' must be a number or null, got {v!r}", self.path)
@@ -206,7 +280,7 @@ class _Builder:
         else:
             dtype, shape, stat = f"<class '{_pytype(value)}'>", "[]", value
         if md5 is None:
-            md5 = f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}"
+            md5 = self.intern(f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}")
         self.add_row(name, state, dtype, shape, (stat, stat, stat, stat), RG_MISSING, md5, data_name)
 
     def null(self, name: str, state: int) -> None:
@@ -236,6 +310,8 @@ class _Builder:
         if not isinstance(body, dict):
             raise InputError(f"entry '{op}' must be an object, got {type(body).__name__}", self.path)
         self.entries.append(op)
+        if not self.has_md5:
+            self.has_md5 = body_has_md5(body)
         last = op.rsplit(".", 1)[-1]
         if last == "debug":
             self.walk(op, body, op, State.DEBUG, 0)
@@ -252,18 +328,26 @@ class _Builder:
         return RowTable(
             entries=self.entries,
             names=self.names,
-            entry_index=np.asarray(self.entry_index, dtype=np.int32),
-            state=np.asarray(self.state, dtype=np.int8),
+            entry_index=_column(self.entry_index, np.int32),
+            state=_column(self.state, np.int8),
             dtype=self.dtype,
             shape=self.shape,
-            stats=np.asarray(self.stats, dtype=np.float64).reshape(n, 4),
-            stat_kind=np.asarray(self.kinds, dtype=np.int8).reshape(n, 4),
+            stats=_column(self.stats, np.float64).reshape(n, 4),
+            stat_kind=_column(self.kinds, np.int8).reshape(n, 4),
             raw=self.raw,
-            requires_grad=np.asarray(self.rg, dtype=np.int8),
+            requires_grad=_column(self.rg, np.int8),
             md5=self.md5,
             data_name=self.data_name,
             stacks=stacks,
+            has_md5=self.has_md5,
         )
+
+
+def _column(values: array, dtype: type) -> np.ndarray:
+    """A typed array as a numpy column, without a copy (it owns the buffer from now on)."""
+    if not values:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(values, dtype=dtype)
 
 
 def _pytype(value: Any) -> str:
@@ -277,10 +361,15 @@ def _pyrepr(value: Any) -> str:
     return str(value)
 
 
-def flatten(path: Path, data: dict[str, Any], stacks: dict[str, list[str]] | None = None) -> RowTable:
-    """All entries of a dump.json `data` object -> RowTable, in dump order."""
+def flatten(
+    path: Path,
+    entries: Iterable[tuple[str, Any]] | Mapping[str, Any],
+    stacks: dict[str, list[str]] | None = None,
+) -> RowTable:
+    """The entries of a dump.json `data` object ((name, body) pairs in dump order, e.g. from
+    `stream.open_dump`, or the object itself) -> RowTable."""
     builder = _Builder(path)
-    for op, body in data.items():
+    for op, body in entries.items() if isinstance(entries, Mapping) else entries:
         builder.entry(op, body)
     return builder.build(stacks or {})
 

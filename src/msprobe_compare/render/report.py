@@ -14,6 +14,7 @@ from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import table, texts
 from msprobe_compare.render.files import atomic_output, free_timestamp
 from msprobe_compare.render.flat import write_csv, write_jsonl
+from msprobe_compare.render.html import write_html
 from msprobe_compare.render.xlsx import write_xlsx
 
 
@@ -21,12 +22,13 @@ from msprobe_compare.render.xlsx import write_xlsx
 class Written:
     """Files one compare produced."""
 
-    xlsx: Path | None
+    xlsx: Path | None  # the result table (xlsx, else the first of csv/jsonl, else the HTML report)
     advisor: Path | None
     first_origin: tuple[int, str] | None = None  # (position in execution order, description)
     errors: int = 0  # rows at error level (see judge.gate)
     warnings: int = 0
     origins: list = field(default_factory=list)  # diff-analyze items of the origins (render.diff_analyze)
+    html: Path | None = None  # the HTML report
 
 
 def advisor_lines(result: AdvisorResult) -> list[str]:
@@ -100,7 +102,8 @@ def log_advisor(console: Console, mode_name: str, result: AdvisorResult) -> None
         console.info(line)
 
 
-FORMATS = ("xlsx", "csv", "jsonl")
+FORMATS = ("xlsx", "csv", "jsonl", "html")
+DEFAULT_FORMATS = ("xlsx", "html")
 
 
 def write_all(
@@ -112,10 +115,11 @@ def write_all(
     coloured: bool,
     formats: tuple[str, ...] = ("xlsx",),
 ) -> Written:
-    """Write the table in each requested format, then the advisor file; one time stamp for all."""
-    names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats}
+    """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp."""
+    names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
+    html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
-    ts = free_timestamp(out_dir, [*names.values(), advisor_name])
+    ts = free_timestamp(out_dir, [*names.values(), html_name, advisor_name])
     header = table.header(outcome)
     first: Path | None = None
     for fmt, name in names.items():
@@ -134,6 +138,12 @@ def write_all(
                 write_jsonl(tmp, header, rows)
         console.info(f"Compare result is {path}")
         first = first or path
+    html_path = None
+    if "html" in formats:
+        html_path = out_dir / html_name.format(ts=ts)
+        with atomic_output(html_path) as tmp:
+            write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}")
+        console.info(f"The HTML report is saved in: {html_path}")
     log_rootcause(console, outcome.rootcause)
     advisor_path = None
     if outcome.advisor is not None:
@@ -144,4 +154,5 @@ def write_all(
     rc = outcome.rootcause
     origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
     errors, warnings = level_counts(outcome)
-    return Written(first, advisor_path, origin, errors, warnings, origin_items(outcome))
+    return Written(first or html_path, advisor_path, origin, errors, warnings, origins=origin_items(outcome),
+                   html=html_path)

@@ -100,6 +100,32 @@ def _numbers(values: np.ndarray, style: Style) -> np.ndarray:
     return out
 
 
+class Cells(list):  # type: ignore[type-arg]
+    """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
+
+    `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
+    itself tells); `values` holds the number of kinds 0-2 (float64). The HTML report reads these.
+    """
+
+    kind: np.ndarray
+    values: np.ndarray
+
+
+KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER = 0, 1, 2, 3
+_SAFE_INT = 2.0**53  # larger integers do not survive a float64
+
+
+def _cells(out: np.ndarray, values: np.ndarray, kind: np.ndarray) -> Cells:
+    cells = Cells(out.tolist())
+    cells.values, cells.kind = values, kind.astype(np.int8)
+    return cells
+
+
+def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return ints & (np.abs(values) <= _SAFE_INT)
+
+
 def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None) -> list[Any]:
     """A statistic column of `table` (rows `rows_idx`, -1 = N/A) as cell values."""
     idx = np.arange(len(table)) if rows_idx is None else rows_idx
@@ -116,7 +142,10 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     for k in np.flatnonzero(kinds == StatKind.RAW).tolist():
         out[k] = style.raw(table.raw[(int(safe[k]), col)])
     out[~hit] = NA
-    return out.tolist()
+    kind = np.where((kinds == StatKind.NUMBER) & np.isfinite(vals), KIND_FLOAT, KIND_OTHER)
+    kind[_int_kind(vals, ints)] = KIND_INT
+    kind[~hit] = KIND_OTHER
+    return _cells(out, vals, kind)
 
 
 def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: bool) -> list[Any]:
@@ -124,13 +153,17 @@ def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: b
         out = np.empty(len(values), dtype=object)
         ok = kinds == Cell.VALUE
         out[ok] = [f"{x!r}%" for x in values[ok].tolist()]
+        kind = np.where(ok, KIND_PERCENT, KIND_OTHER)
     else:
         out = _numbers(values, style)
         ints = kinds == Cell.INT
         out[ints] = values[ints].astype(np.int64).astype(object)
+        kind = np.where((kinds == Cell.VALUE) & np.isfinite(values), KIND_FLOAT, KIND_OTHER)
+        kind[_int_kind(values, ints)] = KIND_INT
     out[kinds == Cell.NAN] = "Nan"
     out[kinds == Cell.NA] = NA
-    return out.tolist()
+    kind[(kinds == Cell.NAN) | (kinds == Cell.NA)] = KIND_OTHER
+    return _cells(out, values, kind)
 
 
 def _lookup(codes: np.ndarray, table: dict[int, Any]) -> list[Any]:
@@ -139,9 +172,16 @@ def _lookup(codes: np.ndarray, table: dict[int, Any]) -> list[Any]:
 
 def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
     """Yield (cells, colour) for every result row, in NPU order. Columns are built vectorised first."""
+    cols = columns(outcome, style)
+    marks = outcome.marks
+    colours = [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
+    return zip(zip(*cols), colours)
+
+
+def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
+    """The cell values of each column of `header(outcome)`, one list per column, in NPU row order."""
     npu, bench, match = outcome.npu, outcome.bench, outcome.match
     v = outcome.verdict
-    marks = outcome.marks
     n = len(npu)
     rg = {RG_TRUE: "True", RG_FALSE: "False", -1: NA}
     consistent = _lookup(v.requires_grad_consistent.astype(np.int8), {1: style.boolean(True), 0: style.boolean(False)})
@@ -173,8 +213,7 @@ def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...
         cols.append(_stack_cells(outcome))
     if outcome.mode is Mode.ALL:
         cols.append([outcome.tensors.data_name_cell(i) for i in range(n)])
-    colours = [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * n
-    return zip(zip(*cols), colours)
+    return cols
 
 
 def _messages(outcome: CompareOutcome) -> list[str]:

@@ -1,0 +1,507 @@
+"""Streaming reader of dump.json: the header first, then the entries of "data" one at a time.
+
+Memory stays proportional to one block of the file (plus the caller's rows), never to the whole document.
+
+Fast path (the dumper's `json.dump(..., indent=n)` layout, n spaces): inside "data" every entry starts at a line
+`<2n spaces>"name": ...` and no line inside "data" has an indent below 2n; "data" closes at the line `<n spaces>}`.
+JSON strings cannot hold a raw newline, so the byte pattern `\\n<2n spaces>"` marks exactly the entry starts. Blocks
+are split on it at C speed and every entry is parsed alone with orjson (the stdlib parser only for entries with
+NaN/Infinity). Each piece is checked (a trailing comma between entries, exactly one key); any surprise hands the
+rest of "data" to the general path, which is exact for any valid JSON.
+
+General path (compact JSON, tabs, odd layouts): a tokenizer whose steps are compiled regular expressions. A first
+pass reads the top-level keys and skips "data" (so header keys written after "data" are known before any entry), a
+second pass splits "data" into entries. A document whose top level is not an object is parsed whole (it is an error
+report anyway).
+
+Results equal `read_dump_json` + `data.items()`, with one exception: a name repeated inside "data" (which a JSON
+object parse silently merges) is refused with an InputError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import orjson
+
+from msprobe_compare.errors import InputError
+from msprobe_compare.load.dumpjson import check_dump_header, read_json
+
+BLOCK = 16 << 20  # bytes read at a time
+HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
+TAIL = 1 << 20  # first tail window searched for the end of "data"
+MAX_TAIL = 64 << 20
+BOM = b"\xef\xbb\xbf"
+JSON_WS = b" \t\r\n"
+
+Entry = tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class DumpHeader:
+    """The top-level keys of a dump.json other than "data"."""
+
+    path: Path
+    task: str
+    level: str | None
+    framework: str | None
+
+
+@dataclass
+class _Layout:
+    """Where "data" lies in the file and the other top-level keys."""
+
+    keys: dict[str, Any]
+    data_type: type | None  # dict when "data" is an object, None when missing
+    data_start: int = -1  # offset of the "{" of "data"
+    data_end: int = -1  # offset just past its "}"
+    indent: int = 0  # n of the indent=n layout; 0 for the general path
+    first: int = -1  # offset of the newline before the first entry (indent=n layout)
+    empty: bool = False
+    values: list[Entry] = field(default_factory=list)  # whole-document fallback only
+
+
+def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
+    """Read the header of a dump.json (checked as `read_dump_json` does) and return it with a lazy iterator over
+    the `(name, body)` entries of "data" in file order. The file is opened again when iteration starts."""
+    size, head = _read_head(path)
+    layout = _fast_layout(path, size, head)
+    if layout is None:
+        layout = _scan_document(path)
+    task, level, framework = check_dump_header(path, layout.keys, layout.data_type)
+    header = DumpHeader(path, task, level, framework)
+    if layout.values:
+        entries: Iterator[Entry] = iter(layout.values)
+    elif layout.empty:
+        entries = iter(())
+    elif layout.indent:
+        entries = _fast_entries(path, layout)
+    else:
+        entries = _general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end)
+    return header, _unique(path, entries)
+
+
+# -- header ---------------------------------------------------------------------------------------------------------
+def _read_head(path: Path) -> tuple[int, bytes]:
+    try:
+        with open(path, "rb") as f:
+            return os.fstat(f.fileno()).st_size, f.read(HEAD)
+    except FileNotFoundError:
+        raise InputError("file does not exist", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a JSON file", path) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror or exc})", path) from None
+
+
+_DATA_KEY = re.compile(rb'\n( +)"data": ')
+
+
+def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
+    """Header and the span of "data" from the head and tail of an indent=n file, or None for another layout."""
+    m = _DATA_KEY.search(head)
+    if m is None:
+        return None
+    n = len(m.group(1))
+    prefix = head[: m.start()].removeprefix(BOM).strip(JSON_WS)
+    if prefix == b"{":
+        before: Any = {}
+    elif prefix.startswith(b"{") and prefix.endswith(b","):
+        before = _loads_or_none(prefix[:-1] + b"}")
+        if not isinstance(before, dict) or "data" in before:
+            return None
+    else:
+        return None
+    start = m.end()
+    if head.startswith(b"{}", start):
+        with open(path, "rb") as f:
+            f.seek(start + 2)
+            rest = f.read()
+        trailing = _trailing_keys(rest)
+        if trailing is None:
+            return None
+        return _Layout({**before, **trailing}, dict, start, start + 2, n, empty=True)
+    opening = b"{\r\n" if head.startswith(b"{\r", start) else b"{\n"
+    if not head.startswith(opening + b" " * (2 * n) + b'"', start):
+        return None
+    found = _find_data_end(path, size, start, n)
+    if found is None:
+        return None
+    end, trailing = found
+    return _Layout({**before, **trailing}, dict, start, end, n, first=start + len(opening) - 1)
+
+
+def _find_data_end(path: Path, size: int, start: int, n: int) -> tuple[int, dict[str, Any]] | None:
+    """Offset just past the "}" closing "data" and the top-level keys after it, from a tail window.
+
+    The lines indented by exactly n spaces after "data" opens are its closing line, then the keys written after
+    it: one line each, or an opening line and a closing line for a multi-line value. They are paired from the end;
+    the closing line left without an opener is the end of "data". When the window does not reach back to "data",
+    that line must have half the window before it, free of such lines (a value after "data" of that size would
+    deceive it), and the guess is checked again when the entries are read (`_general_entries` refuses a mismatch).
+    """
+    depth1 = re.compile(b"\n" + b" " * n + b"(?! )")
+    window = TAIL
+    with open(path, "rb") as f:
+        while True:
+            lo = max(start, size - window)
+            f.seek(lo)
+            text = f.read(size - lo)
+            lines = [x.start() for x in depth1.finditer(text)]
+            i = len(lines) - 1
+            while i >= 0:
+                p = lines[i]
+                kind = text[p + 1 + n : p + 2 + n]
+                if kind in (b"}", b"]"):
+                    if i == 0:
+                        if lo > start and p < len(text) // 2:
+                            break  # its opener may lie before the window: look further back
+                        if kind != b"}":
+                            return None
+                        trailing = _trailing_keys(text[p + 2 + n :])
+                        if trailing is None:
+                            return None
+                        return lo + p + 2 + n, trailing
+                    q = lines[i - 1]
+                    opener = text[q + 1 : text.find(b"\n", q + 1)].rstrip(JSON_WS)
+                    if not (opener[n : n + 1] == b'"' and opener[-1:] in (b"{", b"[")):
+                        return None
+                    i -= 2
+                elif kind == b'"':
+                    i -= 1
+                else:
+                    return None
+            if lo == start or window >= MAX_TAIL:
+                return None
+            window *= 4
+
+
+def _trailing_keys(rest: bytes) -> dict[str, Any] | None:
+    """The top-level keys in the text after the "}" of "data" (`,"k": v ...}` or `}`), or None if malformed."""
+    rest = rest.strip(JSON_WS)
+    if rest == b"}":
+        return {}
+    if not rest.startswith(b","):
+        return None
+    keys = _loads_or_none(b"{" + rest[1:])
+    if not isinstance(keys, dict) or "data" in keys:
+        return None
+    return keys
+
+
+# -- fast path -----------------------------------------------------------------------------------------------------
+def _fast_entries(path: Path, layout: _Layout) -> Iterator[Entry]:
+    """Entries of "data" in an indent=n file, split at the entry-start lines and parsed one by one."""
+    n = layout.indent
+    sep = b"\n" + b" " * (2 * n) + b'"'
+    lsep = len(sep)
+    region_end = layout.data_end - (n + 2)  # the newline before `<n spaces>}`
+    pos = layout.first  # file offset of buf[0]; buf always starts with sep
+    buf = b""
+    with open(path, "rb") as f:
+        f.seek(pos)
+        while True:
+            # geometric growth when one entry spans several blocks
+            chunk = f.read(min(max(BLOCK, len(buf)), region_end - pos - len(buf)))
+            last = pos + len(buf) + len(chunk) >= region_end
+            if not chunk and not last:
+                raise InputError("changed while it was read (it became shorter)", path)
+            buf = buf + chunk if buf else chunk
+            del chunk
+            end = len(buf)
+            i = 0
+            while True:
+                j = buf.find(sep, i + lsep)
+                if j < 0:
+                    if not last:
+                        break
+                    j = end
+                entry = _parse_piece(buf[i + lsep : j], final=j == end)
+                if entry is None:
+                    yield from _general_entries(path, pos + i + lsep - 1, at_key=True, expect_end=layout.data_end)
+                    return
+                yield entry
+                if j == end:
+                    return
+                i = j
+            buf = buf[i:]
+            pos += i
+
+
+def _parse_piece(piece: bytes, final: bool) -> Entry | None:
+    """`name": body,` (the text after an entry-start quote) -> (name, body); None if it is not exactly that."""
+    body = piece.rstrip(JSON_WS)
+    if body.endswith(b","):
+        if final:
+            return None
+        body = body[:-1]
+    elif not final:
+        return None
+    doc = _loads_or_none(b'{"' + body + b"}")
+    if not isinstance(doc, dict) or len(doc) != 1:
+        return None
+    return next(iter(doc.items()))
+
+
+# -- general path --------------------------------------------------------------------------------------------------
+_WS = re.compile(rb"[ \t\r\n]*")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+# text up to the next bracket, whole strings included (an unterminated string stops it at its quote)
+_RUN = re.compile(rb'(?:[^"{}\[\]]+|"[^"\\]*(?:\\.[^"\\]*)*")*', re.S)
+_SCALAR = re.compile(rb'[^ \t\r\n,:{}\[\]"]+')
+_OPEN, _CLOSE = frozenset(b"{["), frozenset(b"}]")
+
+
+class _Scanner:
+    """A forward byte scanner over a file: a sliding buffer, steps by compiled regexes.
+
+    `mark` (a buffer index, or -1) pins the start of a value being captured; everything before min(pos, mark) is
+    dropped when the next block is read.
+    """
+
+    def __init__(self, path: Path, f: BinaryIO, offset: int) -> None:
+        self.path = path
+        self.f = f
+        f.seek(offset)
+        self.buf = b""
+        self.pos = 0
+        self.base = offset  # file offset of buf[0]
+        self.mark = -1
+        self.eof = False
+
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def more(self) -> bool:
+        """Read the next block; False at the end of the file."""
+        if self.eof:
+            return False
+        keep = self.pos if self.mark < 0 else min(self.mark, self.pos)
+        chunk = self.f.read(max(BLOCK, len(self.buf) - keep))
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf = self.buf[keep:] + chunk
+        self.base += keep
+        self.pos -= keep
+        if self.mark >= 0:
+            self.mark -= keep
+        return True
+
+    def peek(self) -> int:
+        """The next non-blank byte (not consumed), -1 at the end of the file."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return -1
+
+    def expect(self, chars: bytes, what: str) -> int:
+        c = self.peek()
+        if c < 0 or c not in chars:
+            self.fail(what)
+        self.pos += 1
+        return c
+
+    def string(self) -> None:
+        while True:
+            m = _STRING.match(self.buf, self.pos)
+            if m is not None:
+                self.pos = m.end()
+                return
+            if not self.more():
+                self.fail("Unterminated string")
+
+    def container(self) -> None:
+        """Skip an object or array (brackets are counted, strings skipped whole; parsing validates the rest)."""
+        depth = 0
+        while True:
+            buf = self.buf
+            end = len(buf)
+            pos = _RUN.match(buf, self.pos).end()  # type: ignore[union-attr]
+            while pos < end:
+                c = buf[pos]
+                if c in _OPEN:
+                    depth += 1
+                elif c in _CLOSE:
+                    depth -= 1
+                    if depth == 0:
+                        self.pos = pos + 1
+                        return
+                else:  # the quote of a string cut by the end of the buffer
+                    break
+                pos = _RUN.match(buf, pos + 1).end()  # type: ignore[union-attr]
+            self.pos = pos
+            if not self.more():
+                self.fail("Unexpected end of data")
+
+    def value(self) -> None:
+        c = self.peek()
+        if c in _OPEN:
+            self.container()
+        elif c == 0x22:  # '"'
+            self.string()
+        else:
+            while True:
+                m = _SCALAR.match(self.buf, self.pos)
+                if m is None:
+                    self.fail("Expecting value")
+                if m.end() < len(self.buf) or not self.more():  # type: ignore[union-attr]
+                    self.pos = m.end()  # type: ignore[union-attr]
+                    return
+
+    def capture(self, step: str) -> bytes:
+        """Run `string` or `value` and return the bytes it consumed."""
+        self.peek()
+        self.mark = self.pos
+        getattr(self, step)()
+        text = self.buf[self.mark : self.pos]
+        self.mark = -1
+        return text
+
+    def parse(self, text: bytes, at: int) -> Any:
+        """A captured JSON text; errors are reported at their file offset (`at` = offset of text[0])."""
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            head = text.decode("utf-8", "replace")[: exc.pos]
+            raise _invalid(self.path, exc.msg, at + len(head.encode())) from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"is not valid JSON ({exc})", self.path) from None
+
+    def fail(self, what: str) -> None:
+        raise _invalid(self.path, what, self.offset())
+
+
+def _invalid(path: Path, what: str, offset: int) -> InputError:
+    """'is not valid JSON' with the line and column of a file offset."""
+    line, last_nl, done = 1, -1, 0
+    try:
+        with open(path, "rb") as f:
+            while done < offset:
+                chunk = f.read(min(BLOCK, offset - done))
+                if not chunk:
+                    break
+                k = chunk.rfind(b"\n")
+                if k >= 0:
+                    line += chunk.count(b"\n")
+                    last_nl = done + k
+                done += len(chunk)
+    except OSError:
+        pass
+    return InputError(f"is not valid JSON ({what}: line {line} column {offset - last_nl} (byte {offset}))", path)
+
+
+def _scan_document(path: Path) -> _Layout:
+    """First pass of the general path: the top-level keys, with "data" skipped and located."""
+    with open(path, "rb") as f:
+        s = _Scanner(path, f, 0)
+        s.more()
+        if s.buf.startswith(BOM):
+            s.pos = len(BOM)
+        if s.peek() != 0x7B:  # not an object: parse it whole for the error report
+            return _whole_document(path)
+        s.pos += 1
+        keys: dict[str, Any] = {}
+        layout = _Layout(keys, None)
+        if s.peek() == 0x7D:
+            s.pos += 1
+        else:
+            while True:
+                if s.peek() != 0x22:
+                    s.fail("Expecting property name enclosed in double quotes")
+                at = s.offset()
+                key = s.parse(s.capture("string"), at)
+                s.expect(b":", "Expecting ':' delimiter")
+                if key == "data" and s.peek() == 0x7B:
+                    layout.data_type, layout.data_start = dict, s.offset()
+                    s.container()
+                    layout.data_end = s.offset()
+                else:
+                    s.peek()
+                    at = s.offset()
+                    value = s.parse(s.capture("value"), at)
+                    if key == "data":
+                        layout.data_type, layout.data_start = type(value), -1
+                    else:
+                        keys[key] = value
+                if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
+                    break
+        if s.peek() >= 0:
+            s.fail("Extra data")
+    return layout
+
+
+def _whole_document(path: Path) -> _Layout:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
+    data = doc.get("data")
+    keys = {k: v for k, v in doc.items() if k != "data"}
+    layout = _Layout(keys, type(data) if "data" in doc else None, empty=not data)
+    if isinstance(data, dict):
+        layout.values = list(data.items())
+    return layout
+
+
+def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> Iterator[Entry]:
+    """Second pass of the general path: the entries of "data" from `offset` (its "{", or an entry's name)."""
+    with open(path, "rb") as f:
+        s = _Scanner(path, f, offset)
+        if not at_key:
+            s.expect(b"{", "Expecting '{'")
+            if s.peek() == 0x7D:
+                s.pos += 1
+                return
+        while True:
+            if s.peek() != 0x22:
+                s.fail("Expecting property name enclosed in double quotes")
+            s.mark = s.pos
+            at = s.offset()
+            s.string()
+            s.expect(b":", "Expecting ':' delimiter")
+            s.value()
+            text = s.buf[s.mark : s.pos]
+            s.mark = -1
+            doc = s.parse(b"{" + text + b"}", at - 1)
+            yield next(iter(doc.items()))
+            if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
+                break
+        if s.offset() != expect_end:
+            raise InputError(
+                "could not be read as one document: the keys after 'data' are laid out unexpectedly "
+                "(re-save it with json.dump(..., indent=1))",
+                path,
+            )
+
+
+def _unique(path: Path, entries: Iterator[Entry]) -> Iterator[Entry]:
+    """Refuse a repeated entry name (a whole-document parse would silently keep only its last body)."""
+    seen: set[str] = set()
+    for name, body in entries:
+        if name in seen:
+            raise InputError(f"entry '{name}' appears more than once in 'data'", path)
+        seen.add(name)
+        yield name, body
+
+
+def _loads_or_none(text: bytes) -> Any:
+    """Parse JSON text (NaN/Infinity accepted); None when it is not valid."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

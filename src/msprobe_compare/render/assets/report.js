@@ -1,0 +1,873 @@
+// msprobe compare report: decodes the embedded payload and builds summary, plot, tree and a virtual table.
+// Every piece of data reaches the page through textContent or canvas text, never as markup.
+'use strict';
+(function () {
+  const K_FLOAT = 0, K_INT = 1, K_PCT = 2, K_STR = 3;
+  const STATE_NAMES = ['ok', 'origin', 'propagated', 'unknown'];
+  const COLOUR_NAMES = ['none', 'yellow', 'red'];
+  const SEVERITY = [1, 3, 2, 0]; // by state code: origin > propagated > ok > unknown
+  const MAX_SCROLL_PX = 8e6; // browsers cap element heights; larger tables scroll proportionally
+  const TREE_CHUNK = 200;
+  const TYPES = { i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array, i4: Int32Array, u4: Uint32Array,
+    f4: Float32Array, f8: Float64Array };
+  const $ = (id) => document.getElementById(id);
+  const timings = {};
+  window.__reportTimings = timings;
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  // ---- numbers as Python prints them (repr), so cells read as in the csv/jsonl files ----
+  function pyRepr(x) {
+    if (x !== x) return 'nan';
+    if (x === Infinity) return 'inf';
+    if (x === -Infinity) return '-inf';
+    if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
+    const e = x.toExponential(); // shortest round-trip digits
+    const at = e.indexOf('e');
+    const exp = parseInt(e.slice(at + 1), 10);
+    const neg = e[0] === '-';
+    const digits = e.slice(neg ? 1 : 0, at).replace('.', '');
+    const sign = neg ? '-' : '';
+    if (exp < -4 || exp >= 16) {
+      const mant = digits.length > 1 ? digits[0] + '.' + digits.slice(1) : digits;
+      const ae = Math.abs(exp);
+      return sign + mant + 'e' + (exp < 0 ? '-' : '+') + (ae < 10 ? '0' + ae : String(ae));
+    }
+    if (exp >= 0) {
+      const whole = digits.length > exp + 1 ? digits.slice(0, exp + 1) : digits + '0'.repeat(exp + 1 - digits.length);
+      const frac = digits.length > exp + 1 ? digits.slice(exp + 1) : '0';
+      return sign + whole + '.' + frac;
+    }
+    return sign + '0.' + '0'.repeat(-exp - 1) + digits;
+  }
+
+  function fmtScore(x) {
+    if (x === null || x === undefined) return 'n/a';
+    if (typeof x === 'string') return x;
+    if (x !== x) return 'n/a';
+    return Math.abs(x) >= 1e-3 && Math.abs(x) < 1e6 || x === 0 ? String(+x.toPrecision(6)) : x.toExponential(3);
+  }
+
+  function textNumber(s) {
+    const t = s.trim();
+    if (t === 'inf' || t === 'inf\t') return Infinity;
+    if (t === '-inf') return -Infinity;
+    if (t === '' || t === 'nan') return NaN;
+    const v = Number(t.endsWith('%') ? t.slice(0, -1) : t);
+    return v;
+  }
+
+  // ---- payload ----
+  function base64Bytes(text) {
+    if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
+    const bin = atob(text);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+
+  async function inflate(bytes) {
+    if (typeof DecompressionStream !== 'function') throw new Error('this browser cannot decompress the report data (no DecompressionStream); use a current Chrome, Edge, Firefox or Safari');
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  function parsePayload(bytes) {
+    const size = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true);
+    const meta = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + size)));
+    let base = 4 + size;
+    base += (8 - base % 8) % 8;
+    const buf = (ref) => new TYPES[ref.t](bytes.buffer, bytes.byteOffset + base + ref.o, ref.n);
+    return { meta, buf };
+  }
+
+  function decodeCodes(ref, buf) {
+    if (ref.a) return buf(ref.a);
+    const out = new Int32Array(ref.n);
+    if (ref.fill) out.fill(ref.fill);
+    if (ref.at) {
+      const at = buf(ref.at), v = buf(ref.v);
+      for (let j = 0; j < at.length; j++) out[at[j]] = v[j];
+    }
+    return out;
+  }
+
+  function prefixSum(codes) {
+    const out = new Int32Array(codes.length);
+    let acc = 0;
+    for (let i = 0; i < codes.length; i++) { acc += codes[i]; out[i] = acc; }
+    return out;
+  }
+
+  function decodeStrings(d, buf) {
+    if (!d.b) return d.s;
+    const text = new TextDecoder().decode(buf(d.b)), ends = buf(d.e), out = new Array(ends.length);
+    let start = 0;
+    for (let i = 0; i < ends.length; i++) { const end = ends[i]; out[i] = text.substring(start, end); start = end; }
+    return out;
+  }
+
+  function decodeNumbers(ref, buf) {
+    let v = buf(ref.v);
+    if (ref.xi) {
+      const at = buf(ref.xi), values = buf(ref.xv);
+      v = new Float64Array(v);
+      for (let j = 0; j < at.length; j++) v[at[j]] = values[j];
+    }
+    return v;
+  }
+
+  function decodeColumns(meta, buf) {
+    const dicts = meta.dicts.map((d) => decodeStrings(d, buf));
+    timings.strings = performance.now();
+    const cols = [];
+    meta.columns.forEach((c) => {
+      let codes = decodeCodes(c.codes, buf);
+      if (c.delta) codes = prefixSum(codes);
+      else if (c.ref !== undefined) {
+        const base = cols[c.ref].codes;
+        const out = new Int32Array(codes.length);
+        for (let i = 0; i < codes.length; i++) out[i] = codes[i] + base[i];
+        codes = out;
+      }
+      cols.push({ name: c.name, codes, num: c.num ? decodeNumbers(c.num, buf) : null, dict: dicts[c.dict], dictId: c.dict,
+        numeric: false });
+    });
+    return cols;
+  }
+
+  function cellText(col, i) {
+    const k = col.codes[i];
+    if (k >= K_STR) return col.dict[k - K_STR];
+    const v = col.num[i];
+    if (k === K_INT) return String(v);
+    return k === K_PCT ? pyRepr(v) + '%' : pyRepr(v);
+  }
+
+  // ---- state ----
+  const R = {};
+
+  async function load() {
+    const node = $('payload');
+    let bytes = base64Bytes(node.textContent);
+    timings.base64 = performance.now();
+    if (node.dataset.encoding === 'zlib') bytes = await inflate(bytes);
+    timings.inflate = performance.now();
+    const { meta, buf } = parsePayload(bytes);
+    timings.parse = performance.now();
+    R.meta = meta;
+    R.n = meta.n;
+    R.cols = decodeColumns(meta, buf);
+    R.colour = decodeCodes(meta.colour, buf);
+    R.rowEntry = prefixSum(decodeCodes(meta.entry, buf));
+    const rc = meta.rootcause;
+    if (rc) {
+      R.rc = rc;
+      rc.entries = decodeStrings(rc.entries, buf);
+      R.states = buf(rc.states);
+      R.out = buf(rc.out);
+      R.inScores = buf(rc.in);
+      R.parent = buf(rc.parent);
+    }
+    R.nameCol = Math.max(0, R.cols.findIndex((c) => c.name === 'NPU Name'));
+    R.cols.forEach((c) => { c.numeric = isNumericColumn(c); });
+    timings.decode = performance.now();
+  }
+
+  function isNumericColumn(col) {
+    if (!col.num) return false;
+    const n = Math.min(col.codes.length, 2000);
+    let nums = 0, texts = 0;
+    for (let i = 0; i < n; i++) {
+      const k = col.codes[i];
+      if (k < K_STR) nums++;
+      else if (col.dict[k - K_STR] !== 'N/A') texts++;
+    }
+    return nums >= texts;
+  }
+
+  function rowState(row) {
+    return R.states ? R.states[R.rowEntry[row]] : 3;
+  }
+
+  function entryName(k) {
+    const rc = R.rc;
+    return k < rc.entries.length ? rc.entries[k] : rc.extra[k - rc.entries.length];
+  }
+
+  // ---- summary ----
+  function buildSummary() {
+    const m = R.meta;
+    document.title = m.title;
+    $('title').textContent = m.title;
+    $('subtitle').textContent = 'mode ' + m.mode + ' \u00b7 generated ' + m.generated;
+    const c = m.counts;
+    const counts = $('counts');
+    const add = (label, value, cls) => {
+      const box = el('span', 'count' + (cls ? ' ' + cls : ''));
+      box.append(el('b', null, value === null ? 'n/a' : value.toLocaleString('en-US')), document.createTextNode(label));
+      counts.append(box);
+    };
+    add('mode ' + m.mode, '', null);
+    counts.lastChild.firstChild.remove();
+    add('rows', c.total);
+    add('matched', c.matched);
+    add('unmatched', c.unmatched);
+    add('red', c.red, 'red');
+    add('yellow', c.yellow, 'yellow');
+    if (c.fuzzy) add('fuzzy-matched', c.fuzzy);
+    if (m.advisor) {
+      $('advisor').hidden = false;
+      $('advisor-text').textContent = m.advisor.join('\n');
+    }
+    const main = $('origin-main');
+    const rc = R.rc;
+    if (!rc) {
+      main.append(el('p', 'muted', 'No root-cause analysis in this report.'));
+      return;
+    }
+    if (!rc.origins.length) {
+      const card = el('div', 'origin-card none');
+      card.append(el('div', 'muted', 'Root cause'), el('div', 'desc', 'No origin: every compared call agrees within tolerance.'));
+      main.append(card);
+      return;
+    }
+    main.append(originCard(rc.origins[0], true, rc.origins.length));
+    if (rc.origins.length > 1) {
+      $('origin-more').hidden = false;
+      $('origin-more-title').textContent = 'All ' + rc.origins.length + ' origins, ranked';
+      const list = $('origin-list');
+      rc.origins.forEach((o) => {
+        const li = el('li');
+        li.append(el('span', 'tag', o.kind), el('span', 'tag', o.phase), document.createTextNode(o.description + ' '));
+        li.append(callLink(o.pos, 'show'));
+        list.append(li);
+      });
+    }
+  }
+
+  function callLink(pos, text) {
+    const b = el('button', 'link', text);
+    b.type = 'button';
+    b.addEventListener('click', () => selectCall(pos, true));
+    return b;
+  }
+
+  function originCard(o, first, total) {
+    const card = el('div', 'origin-card');
+    const head = el('div');
+    head.append(el('span', 'tag kind', o.kind), el('span', 'tag', o.phase),
+      el('span', 'muted', first ? 'First origin (where the two runs first part)' + (total > 1 ? ', 1 of ' + total : '') : ''));
+    card.append(head, el('div', 'desc', o.description));
+    const dl = el('dl');
+    const row = (k, v) => { dl.append(el('dt', null, k)); const dd = el('dd'); if (v instanceof Node) dd.append(v); else dd.textContent = v; dl.append(dd); };
+    const ev = o.evidence;
+    row('call', o.entry);
+    row('phase', o.phase);
+    if (o.after) row('after', o.after);
+    row('evidence', ev.metric + ': inputs ' + fmtScore(ev.inputs) + ', outputs ' + fmtScore(ev.outputs) +
+      ' (differs above ' + fmtScore(ev.threshold) + ')');
+    row('first differing row', ev.first_row || 'n/a');
+    if (o.args && o.args.length) row('differing arguments', o.args.join(', '));
+    row('advice', o.advice);
+    const links = el('span');
+    links.append(callLink(o.pos, 'show its rows and place in the tree'));
+    row('', links);
+    card.append(dl);
+    return card;
+  }
+
+  // ---- table: view (filter + sort) ----
+  const V = { view: null, sortCol: -1, sortDir: 1, order: null, orders: new Map(), text: '', colours: [true, true, true],
+    state: -1, call: -1, selected: -1, lowerDict: null };
+
+  function sortOrder(ci, dir) {
+    const key = ci + ':' + dir;
+    if (V.orders.has(key)) return V.orders.get(key);
+    const col = R.cols[ci];
+    const n = R.n;
+    const dictKey = dictNumbers(col);
+    const rank = dictRanks(col);
+    const grp = new Uint8Array(n);
+    const val = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const k = col.codes[i];
+      const v = k < K_STR ? col.num[i] : dictKey[k - K_STR];
+      if (v === v) { val[i] = v; } else { grp[i] = 1; val[i] = k < K_STR ? -1 : rank[k - K_STR]; }
+    }
+    const idx = new Uint32Array(n);
+    for (let i = 0; i < n; i++) idx[i] = i;
+    idx.sort((a, b) => {
+      const g = grp[a] - grp[b];
+      if (g) return g;
+      const d = val[a] - val[b];
+      return (d > 0 ? dir : d < 0 ? -dir : 0) || a - b;
+    });
+    V.orders.set(key, idx);
+    return idx;
+  }
+
+  const dictCache = new Map();
+  function dictNumbers(col) {
+    const id = 'n' + col.dictId;
+    if (!dictCache.has(id)) dictCache.set(id, Float64Array.from(col.dict, textNumber));
+    return dictCache.get(id);
+  }
+
+  function dictRanks(col) {
+    const id = 'r' + col.dictId;
+    if (!dictCache.has(id)) {
+      const d = col.dict;
+      const order = Array.from(d.keys());
+      const coll = new Intl.Collator('en', { numeric: true });
+      order.sort(d.length <= 200000 ? (a, b) => coll.compare(d[a], d[b]) : (a, b) => (d[a] < d[b] ? -1 : d[a] > d[b] ? 1 : 0));
+      const rank = new Float64Array(d.length);
+      order.forEach((k, r) => { rank[k] = r; });
+      dictCache.set(id, rank);
+    }
+    return dictCache.get(id);
+  }
+
+  function nameMatcher() {
+    const words = V.text.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.length) return null;
+    const col = R.cols[R.nameCol];
+    if (!V.lowerDict) V.lowerDict = col.dict.map((s) => s.toLowerCase());
+    const hit = new Uint8Array(col.dict.length);
+    const d = V.lowerDict;
+    for (let k = 0; k < d.length; k++) {
+      let ok = 1;
+      for (let w = 0; w < words.length; w++) if (d[k].indexOf(words[w]) < 0) { ok = 0; break; }
+      hit[k] = ok;
+    }
+    return (row) => { const k = col.codes[row]; return k >= K_STR ? hit[k - K_STR] === 1 : false; };
+  }
+
+  function applyView() {
+    const n = R.n;
+    const base = V.sortCol >= 0 ? sortOrder(V.sortCol, V.sortDir) : null;
+    const byName = nameMatcher();
+    const colours = V.colours;
+    const allColours = colours[0] && colours[1] && colours[2];
+    const state = V.state, call = V.call;
+    if (!byName && allColours && state < 0 && call < 0) {
+      if (base) V.view = base;
+      else { const v = new Uint32Array(n); for (let i = 0; i < n; i++) v[i] = i; V.view = v; }
+    } else {
+      const out = new Uint32Array(n);
+      let m = 0;
+      const col = R.colour, ent = R.rowEntry, st = R.states;
+      for (let j = 0; j < n; j++) {
+        const i = base ? base[j] : j;
+        if (!allColours && !colours[col[i]]) continue;
+        if (call >= 0 && ent[i] !== call) continue;
+        if (state >= 0 && (st ? st[ent[i]] : 3) !== state) continue;
+        if (byName && !byName(i)) continue;
+        out[m++] = i;
+      }
+      V.view = out.subarray(0, m);
+    }
+    $('row-count').textContent = V.view.length === n ? n.toLocaleString('en-US') + ' rows'
+      : 'showing ' + V.view.length.toLocaleString('en-US') + ' of ' + n.toLocaleString('en-US') + ' rows';
+    $('grid').dataset.matching = String(V.view.length);
+    T.grid.scrollTop = 0;
+    layoutTable();
+  }
+
+  // ---- table: virtual rendering ----
+  const T = { grid: null, tbl: null, tbody: null, spacer: null, pool: [], rowH: 24, headH: 26, pending: false };
+
+  function buildTable() {
+    T.grid = $('grid'); T.tbl = $('tbl'); T.tbody = T.tbl.tBodies[0]; T.spacer = $('spacer');
+    const headRow = T.tbl.tHead.rows[0];
+    const colgroup = T.tbl.querySelector('colgroup');
+    const probe = el('span', null, '0000000000');
+    probe.style.cssText = 'position:absolute;visibility:hidden;font:12.5px/1 ui-monospace, Menlo, Consolas, monospace';
+    document.body.append(probe);
+    const charW = Math.max(5, probe.getBoundingClientRect().width / 10);
+    probe.remove();
+    const stateCol = el('col'); stateCol.style.width = '6px'; colgroup.append(stateCol);
+    const th0 = el('th', null, ''); th0.title = 'call state'; headRow.append(th0);
+    let total = 6;
+    const sample = Math.min(R.n, 300);
+    R.cols.forEach((col, ci) => {
+      let len = col.name.length;
+      for (let i = 0; i < sample; i++) len = Math.max(len, Math.min(80, cellText(col, i).length));
+      const cap = ci === R.nameCol || /Name$/.test(col.name) ? 60 : 28;
+      const w = Math.round(Math.min(cap, Math.max(5, len)) * charW + 14);
+      const c = el('col'); c.style.width = w + 'px'; colgroup.append(c);
+      total += w;
+      const th = el('th', null, col.name);
+      th.title = col.name + ' \u2014 click to sort';
+      th.dataset.col = String(ci);
+      headRow.append(th);
+    });
+    T.tbl.style.width = total + 'px';
+    T.headH = T.tbl.tHead.getBoundingClientRect().height || 26;
+    const tr = ensurePool(1)[0];
+    tr.hidden = false;
+    T.rowH = tr.getBoundingClientRect().height || 24;
+    headRow.addEventListener('click', (ev) => {
+      const th = ev.target.closest('th');
+      if (!th || th.dataset.col === undefined) return;
+      sortBy(+th.dataset.col, th);
+    });
+    T.tbody.addEventListener('click', (ev) => {
+      const tr = ev.target.closest('tr');
+      if (tr && tr.dataset.row) showRow(+tr.dataset.row);
+    });
+    T.grid.addEventListener('scroll', () => {
+      if (!T.pending) { T.pending = true; requestAnimationFrame(() => { T.pending = false; renderRows(); }); }
+    }, { passive: true });
+    window.addEventListener('resize', () => layoutTable());
+  }
+
+  function ensurePool(count) {
+    while (T.pool.length < count) {
+      const tr = el('tr');
+      tr.append(el('td', 'rowstate'));
+      R.cols.forEach((col) => tr.append(el('td', col.numeric ? 'num' : null)));
+      tr.hidden = true;
+      T.tbody.append(tr);
+      T.pool.push(tr);
+    }
+    return T.pool;
+  }
+
+  function visibleRows() {
+    return Math.max(1, Math.floor((T.grid.clientHeight - T.headH) / T.rowH));
+  }
+
+  function layoutTable() {
+    const total = V.view.length;
+    const rows = Math.min(total, visibleRows());
+    ensurePool(rows);
+    T.pool.forEach((tr, r) => { tr.hidden = r >= rows; });
+    const virt = Math.min(total * T.rowH, MAX_SCROLL_PX);
+    T.spacer.style.height = Math.max(0, virt - rows * T.rowH) + 'px';
+    renderRows();
+  }
+
+  function renderRows() {
+    const view = V.view, total = view.length;
+    const rows = Math.min(total, visibleRows());
+    const maxFirst = Math.max(0, total - rows);
+    const range = T.grid.scrollHeight - T.grid.clientHeight;
+    const first = range > 0 ? Math.min(maxFirst, Math.round(T.grid.scrollTop / range * maxFirst)) : 0;
+    const cols = R.cols;
+    for (let r = 0; r < rows; r++) {
+      const tr = T.pool[r];
+      const row = view[first + r];
+      tr.dataset.row = String(row);
+      tr.className = 'c-' + COLOUR_NAMES[R.colour[row]] + (row === V.selected ? ' sel' : '');
+      const cells = tr.cells;
+      const st = STATE_NAMES[rowState(row)];
+      cells[0].className = 'rowstate st-' + st;
+      cells[0].title = 'call ' + st;
+      for (let c = 0; c < cols.length; c++) {
+        const text = cellText(cols[c], row);
+        const td = cells[c + 1];
+        if (td.textContent !== text) { td.textContent = text; td.title = text.length > 24 ? text : ''; }
+      }
+    }
+    $('grid').dataset.first = String(first);
+    $('grid').dataset.rendered = String(rows);
+  }
+
+  function sortBy(ci, th) {
+    if (V.sortCol === ci) {
+      if (V.sortDir === 1) V.sortDir = -1; else { V.sortCol = -1; V.sortDir = 1; }
+    } else { V.sortCol = ci; V.sortDir = 1; }
+    T.tbl.tHead.querySelectorAll('th').forEach((h) => {
+      h.classList.remove('sorted');
+      if (h.dataset.col !== undefined) h.textContent = R.cols[+h.dataset.col].name;
+    });
+    if (V.sortCol >= 0) {
+      th.classList.add('sorted');
+      th.textContent = R.cols[ci].name + (V.sortDir > 0 ? ' \u25b2' : ' \u25bc');
+    }
+    document.body.style.cursor = 'progress';
+    setTimeout(() => { applyView(); document.body.style.cursor = ''; }, 0);
+  }
+
+  function showRow(row) {
+    V.selected = row;
+    renderRows();
+    const box = $('detail');
+    box.hidden = false;
+    box.replaceChildren();
+    const head = el('div', 'head');
+    head.append(el('b', null, 'Row ' + (row + 1)));
+    if (R.rc) {
+      const e = R.rowEntry[row];
+      const st = STATE_NAMES[rowState(row)];
+      head.append(el('span', null, 'call '), el('span', 'st-' + st, entryName(e) + ' (' + st + ')'));
+      const b = el('button', 'link', 'show this call');
+      b.type = 'button';
+      b.addEventListener('click', () => selectCall(e, true));
+      head.append(b);
+    }
+    const close = el('button', null, 'close');
+    close.type = 'button';
+    close.addEventListener('click', () => { box.hidden = true; V.selected = -1; renderRows(); });
+    head.append(close);
+    const dl = el('dl');
+    R.cols.forEach((col) => { dl.append(el('dt', null, col.name), el('dd', null, cellText(col, row))); });
+    box.append(head, dl);
+  }
+
+  function bindFilters() {
+    let timer = 0;
+    $('filter').addEventListener('input', (ev) => {
+      clearTimeout(timer);
+      const value = ev.target.value;
+      timer = setTimeout(() => { V.text = value; applyView(); }, 120);
+    });
+    $('colour-filter').addEventListener('change', (ev) => {
+      V.colours[+ev.target.value] = ev.target.checked;
+      applyView();
+    });
+    $('state-filter').addEventListener('change', (ev) => {
+      V.state = ev.target.value === '' ? -1 : +ev.target.value;
+      applyView();
+    });
+    $('call-chip-clear').addEventListener('click', () => { V.call = -1; $('call-chip').hidden = true; markTree(-1); applyView(); });
+  }
+
+  // ---- selecting a call: table filter, tree, plot ----
+  function selectCall(k, reveal) {
+    if (!R.rc || k < 0) return;
+    if (k < R.rc.entries.length) {
+      V.call = k;
+      $('call-chip').hidden = false;
+      $('call-chip-text').textContent = 'call ' + entryName(k);
+      applyView();
+    }
+    P.selected = k;
+    drawPlot();
+    if (reveal) revealNode(k);
+    markTree(k);
+  }
+
+  // ---- module tree ----
+  const TR = { kids: null, agg: null, count: 0, rendered: new Map(), selected: -1 };
+
+  function buildTree() {
+    const rc = R.rc;
+    const E = rc.entries.length;
+    const N = E + rc.extra.length;
+    TR.count = N;
+    const parent = new Int32Array(N);
+    for (let k = 0; k < N; k++) parent[k] = R.parent[k] - 1;
+    // break cycles: a node whose ancestor chain returns to itself becomes a root
+    const depthCap = 4096;
+    for (let k = 0; k < N; k++) {
+      let p = parent[k], steps = 0;
+      while (p >= 0 && steps < depthCap) { if (p === k) { parent[k] = -1; break; } p = parent[p]; steps++; }
+    }
+    TR.parent = parent;
+    const first = new Float64Array(N).fill(Infinity); // earliest call position in the subtree
+    const origins = new Int32Array(N), propagated = new Int32Array(N);
+    for (let k = 0; k < E; k++) {
+      const s = R.states[k];
+      let p = k, steps = 0;
+      while (p >= 0 && steps < depthCap) {
+        if (k < first[p]) first[p] = k;
+        if (s === 1) origins[p]++;
+        else if (s === 2) propagated[p]++;
+        p = parent[p]; steps++;
+      }
+    }
+    const kids = Array.from({ length: N }, () => null);
+    const roots = [];
+    for (let k = 0; k < N; k++) {
+      const p = parent[k];
+      if (p < 0) roots.push(k); else (kids[p] || (kids[p] = [])).push(k);
+    }
+    const byFirst = (a, b) => first[a] - first[b] || a - b;
+    roots.sort(byFirst);
+    kids.forEach((list) => { if (list) list.sort(byFirst); });
+    Object.assign(TR, { kids, roots, origins, propagated, first });
+    const box = $('tree');
+    box.replaceChildren();
+    renderChildren(box, roots, 0);
+    box.addEventListener('click', (ev) => {
+      const t = ev.target;
+      const row = t.closest('.tn');
+      if (!row) return;
+      const k = +row.dataset.k;
+      if (t.classList.contains('tog')) toggleNode(row.parentNode, k);
+      else if (t.classList.contains('lbl')) selectCall(k, false);
+    });
+    $('tree-collapse').addEventListener('click', () => { box.replaceChildren(); TR.rendered.clear(); renderChildren(box, roots, 0); });
+    $('tree-origins').addEventListener('click', () => { rc.origins.forEach((o) => { if (o.pos >= 0) revealNode(o.pos, true); }); });
+    $('tree-card').hidden = false;
+    if (rc.origins.length && rc.origins[0].pos >= 0) revealNode(rc.origins[0].pos, true);
+  }
+
+  function nodeState(k) {
+    if (k < R.rc.entries.length) return R.states[k];
+    return TR.origins[k] ? 1 : TR.propagated[k] ? 2 : 3;
+  }
+
+  function nodeEl(k) {
+    const wrap = el('div', 'tnode');
+    const row = el('div', 'tn');
+    row.dataset.k = String(k);
+    row.setAttribute('role', 'treeitem');
+    const has = TR.kids[k] !== null;
+    row.append(el('span', 'tog', has ? '\u25b8' : '\u00b7'));
+    const st = STATE_NAMES[nodeState(k)];
+    const lbl = el('span', 'lbl st-' + st, entryName(k));
+    lbl.title = entryName(k) + ' \u2014 ' + (k < R.rc.entries.length ? st : 'module without a recorded call');
+    row.append(lbl);
+    if (has && TR.origins[k] && !(k < R.rc.entries.length && R.states[k] === 1 && TR.origins[k] === 1)) {
+      row.append(el('span', 'badge', TR.origins[k] + ' origin' + (TR.origins[k] > 1 ? 's' : '')));
+    } else if (has && TR.propagated[k]) {
+      row.append(el('span', 'badge p', TR.propagated[k] + ' propagated'));
+    }
+    if (k < R.rc.entries.length && R.out[k] === R.out[k]) row.append(el('span', 'score', fmtScore(R.out[k])));
+    wrap.append(row);
+    TR.rendered.set(k, wrap);
+    return wrap;
+  }
+
+  function renderChildren(box, list, from) {
+    const end = Math.min(list.length, from + TREE_CHUNK);
+    const frag = document.createDocumentFragment();
+    for (let j = from; j < end; j++) frag.append(nodeEl(list[j]));
+    if (end < list.length) {
+      const more = el('button', 'link more', 'show ' + Math.min(TREE_CHUNK, list.length - end) + ' more of ' + (list.length - end));
+      more.type = 'button';
+      more.addEventListener('click', () => { more.remove(); renderChildren(box, list, end); });
+      frag.append(more);
+    }
+    box.append(frag);
+  }
+
+  function toggleNode(wrap, k, open) {
+    let kids = wrap.querySelector(':scope > .kids');
+    const tog = wrap.firstChild.firstChild;
+    if (!TR.kids[k]) return;
+    if (!kids) {
+      kids = el('div', 'kids');
+      kids.setAttribute('role', 'group');
+      renderChildren(kids, TR.kids[k], 0);
+      wrap.append(kids);
+      kids.hidden = true;
+    }
+    kids.hidden = open === undefined ? !kids.hidden : !open;
+    tog.textContent = kids.hidden ? '\u25b8' : '\u25be';
+  }
+
+  function revealNode(k, quiet) {
+    if (!TR.kids || k < 0) return;
+    const path = [];
+    for (let p = k, steps = 0; p >= 0 && steps < 4096; p = TR.parent[p], steps++) path.push(p);
+    path.reverse();
+    for (let j = 0; j < path.length; j++) {
+      const node = path[j];
+      while (!TR.rendered.has(node)) {
+        const box = j === 0 ? $('tree') : TR.rendered.get(path[j - 1]).querySelector(':scope > .kids');
+        const more = box && box.querySelector(':scope > .more');
+        if (!more) break;
+        more.click();
+      }
+      const wrap = TR.rendered.get(node);
+      if (!wrap) return;
+      if (j < path.length - 1) toggleNode(wrap, node, true);
+    }
+    const row = TR.rendered.get(k).firstChild;
+    const tree = $('tree');
+    const top = row.getBoundingClientRect().top - tree.getBoundingClientRect().top + tree.scrollTop;
+    tree.scrollTop = Math.max(0, top - tree.clientHeight / 3);
+    if (!quiet) { row.classList.remove('flash'); void row.offsetWidth; row.classList.add('flash'); }
+  }
+
+  function markTree(k) {
+    if (TR.selected >= 0 && TR.rendered.has(TR.selected)) TR.rendered.get(TR.selected).firstChild.classList.remove('sel');
+    TR.selected = k;
+    if (k >= 0 && TR.rendered.has(k)) TR.rendered.get(k).firstChild.classList.add('sel');
+  }
+
+  // ---- plot ----
+  const P = { selected: -1, buckets: null };
+  const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e'];
+
+  function plotRange(out) {
+    let lo = Infinity, hi = -Infinity;
+    for (let i = 0; i < out.length; i++) {
+      const v = out[i];
+      if (v > 0 && v < Infinity) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    }
+    const t = typeof R.rc.threshold === 'number' ? R.rc.threshold : null;
+    if (t && t > 0) { lo = Math.min(lo, t); hi = Math.max(hi, t); }
+    if (lo === Infinity) { lo = 1e-6; hi = 1; }
+    let a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
+    a = Math.max(a, b - 16);
+    if (b <= a) b = a + 1;
+    return [a, b];
+  }
+
+  function drawPlot() {
+    if (!R.rc) return;
+    const canvas = $('plot');
+    const W = canvas.clientWidth, H = canvas.clientHeight;
+    if (!W || !H) return;
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+    const g = canvas.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, W, H);
+    const out = R.out, E = out.length;
+    const L = 62, Rm = 12, Tm = 18, B = 30;
+    const pw = Math.max(10, W - L - Rm), ph = Math.max(10, H - Tm - B);
+    const [a, b] = P.range || (P.range = plotRange(out));
+    const band = 10; // rows for 0 (bottom) and inf (top)
+    const yOf = (v) => {
+      if (v <= 0) return Tm + ph;
+      if (v === Infinity) return Tm;
+      const l = Math.min(b, Math.max(a, Math.log10(v)));
+      return Tm + band + (ph - 2 * band) * (1 - (l - a) / (b - a));
+    };
+    const xOf = (k) => L + (E > 1 ? k / (E - 1) : 0.5) * pw;
+    g.font = '11px system-ui, sans-serif';
+    g.fillStyle = '#5f6b7a'; g.strokeStyle = '#e3e7ee'; g.lineWidth = 1;
+    g.textAlign = 'right'; g.textBaseline = 'middle';
+    const step = Math.max(1, Math.ceil((b - a) / 6));
+    for (let e = a; e <= b; e += step) {
+      const y = Math.round(yOf(Math.pow(10, e))) + 0.5;
+      g.beginPath(); g.moveTo(L, y); g.lineTo(L + pw, y); g.stroke();
+      g.fillText('1e' + e, L - 6, y);
+    }
+    g.fillText('0', L - 6, yOf(0)); g.fillText('inf', L - 6, yOf(Infinity));
+    g.textAlign = 'center'; g.textBaseline = 'top';
+    for (let j = 0; j <= 5; j++) {
+      const k = Math.round((E - 1) * j / 5);
+      if (E) g.fillText(String(k), xOf(k), Tm + ph + 6);
+    }
+    g.fillText('call (execution order)', L + pw / 2, Tm + ph + 17);
+    // phase boundary: the first backward call
+    const firstBack = R.rc.entries.findIndex((name) => /\.backward(\.|$)/.test(name));
+    if (firstBack > 0) {
+      const x = Math.round(xOf(firstBack)) + 0.5;
+      g.strokeStyle = '#b7c0cc'; g.setLineDash([2, 3]);
+      g.beginPath(); g.moveTo(x, Tm); g.lineTo(x, Tm + ph); g.stroke(); g.setLineDash([]);
+      g.textAlign = 'left'; g.fillText('backward \u2192', x + 3, 2);
+    }
+    const t = typeof R.rc.threshold === 'number' ? R.rc.threshold : null;
+    if (t !== null && t > 0) {
+      const y = Math.round(yOf(t)) + 0.5;
+      g.strokeStyle = '#555'; g.setLineDash([5, 4]);
+      g.beginPath(); g.moveTo(L, y); g.lineTo(L + pw, y); g.stroke(); g.setLineDash([]);
+    }
+    // one bucket per pixel column: the worst call in it
+    const nb = Math.max(1, Math.floor(pw));
+    const best = new Int32Array(nb).fill(-1);
+    for (let k = 0; k < E; k++) {
+      const v = out[k];
+      if (v !== v) continue;
+      const bk = E > 1 ? Math.min(nb - 1, Math.floor(k / (E - 1) * (nb - 1) + 0.5)) : 0;
+      const cur = best[bk];
+      if (cur < 0 || v > out[cur] || (v === out[cur] && SEVERITY[R.states[k]] > SEVERITY[R.states[cur]])) best[bk] = k;
+    }
+    P.buckets = best; P.nb = nb; P.L = L; P.pw = pw;
+    for (let order = 0; order < 4; order++) { // draw ok first, origins last
+      for (let bk = 0; bk < nb; bk++) {
+        const k = best[bk];
+        if (k < 0 || SEVERITY[R.states[k]] !== order) continue;
+        g.fillStyle = STATE_COLOURS[R.states[k]];
+        g.fillRect(xOf(k) - 1.5, yOf(out[k]) - 1.5, 3, 3);
+      }
+    }
+    R.rc.origins.forEach((o, j) => {
+      if (o.pos < 0) return;
+      const x = Math.round(xOf(o.pos)) + 0.5;
+      g.strokeStyle = '#c62828'; g.lineWidth = j === 0 ? 2 : 1; g.globalAlpha = j === 0 ? 0.9 : 0.45;
+      g.beginPath(); g.moveTo(x, Tm); g.lineTo(x, Tm + ph); g.stroke();
+      g.globalAlpha = 1; g.lineWidth = 1;
+      if (j < 9) { g.fillStyle = '#c62828'; g.textAlign = 'center'; g.textBaseline = 'bottom'; g.fillText(String(j + 1), x, Tm - 2); }
+    });
+    if (P.selected >= 0 && P.selected < E) {
+      const x = xOf(P.selected), v = out[P.selected];
+      g.strokeStyle = '#1f5fbf'; g.lineWidth = 2;
+      g.beginPath(); g.arc(x, v === v ? yOf(v) : Tm + ph, 6, 0, 2 * Math.PI); g.stroke(); g.lineWidth = 1;
+    }
+    g.strokeStyle = '#9aa4b2';
+    g.strokeRect(L + 0.5, Tm + 0.5, pw, ph);
+  }
+
+  function plotHit(ev) {
+    if (!P.buckets) return -1;
+    const rect = $('plot').getBoundingClientRect();
+    const x = ev.clientX - rect.left - P.L;
+    if (x < -4 || x > P.pw + 4) return -1;
+    const E = R.out.length;
+    const center = E > 1 ? Math.round(Math.max(0, Math.min(1, x / P.pw)) * (P.nb - 1)) : 0;
+    let found = -1;
+    for (let d = 0; d <= 4 && found < 0; d++) {
+      for (const bk of [center - d, center + d]) {
+        if (bk >= 0 && bk < P.nb && P.buckets[bk] >= 0) { found = P.buckets[bk]; break; }
+      }
+    }
+    return found;
+  }
+
+  function bindPlot() {
+    const canvas = $('plot'), tip = $('plot-tip');
+    $('plot-card').hidden = false;
+    $('plot-metric').textContent = 'worst output ' + (R.rc.metric || 'metric') + ' per call (log scale)';
+    canvas.addEventListener('mousemove', (ev) => {
+      const k = plotHit(ev);
+      if (k < 0) { tip.hidden = true; return; }
+      tip.hidden = false;
+      tip.textContent = '#' + k + ' ' + entryName(k) + '\n' + STATE_NAMES[R.states[k]] + ', outputs ' + fmtScore(R.out[k]) +
+        ', inputs ' + fmtScore(R.inScores[k]);
+      const rect = canvas.getBoundingClientRect();
+      const x = ev.clientX - rect.left;
+      tip.style.left = Math.min(x + 12, Math.max(0, rect.width - 360)) + 'px';
+      tip.style.top = (ev.clientY - rect.top + 14) + 'px';
+    });
+    canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
+    canvas.addEventListener('click', (ev) => { const k = plotHit(ev); if (k >= 0) selectCall(k, true); });
+    let timer = 0;
+    window.addEventListener('resize', () => { clearTimeout(timer); timer = setTimeout(drawPlot, 100); });
+    drawPlot();
+  }
+
+  // ---- start ----
+  async function start() {
+    try {
+      await load();
+      buildSummary();
+      $('loading').hidden = true;
+      $('app').hidden = false;
+      buildTable();
+      bindFilters();
+      applyView();
+      window.__reportReady = performance.now();
+      timings.ready = window.__reportReady;
+      if (R.rc) {
+        setTimeout(() => {
+          bindPlot();
+          buildTree();
+          window.__reportComplete = performance.now();
+        }, 0);
+      } else window.__reportComplete = performance.now();
+    } catch (err) {
+      const box = $('loading');
+      box.hidden = false;
+      box.className = 'error';
+      box.textContent = 'The report could not be shown: ' + (err && err.message ? err.message : String(err));
+      window.__reportError = String(err && err.stack ? err.stack : err);
+    }
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

@@ -1,0 +1,405 @@
+"""A self-contained HTML report: summary, root-cause origins, module tree, metric plot, result table.
+
+The page works offline: CSS and JavaScript are inline (render/assets/), nothing is fetched. All data
+travel in one binary payload, base64 in a `<script type="application/octet-stream">` element,
+zlib-compressed when large (the browser inflates it with `DecompressionStream`):
+
+    u32 little-endian length L | L bytes of UTF-8 JSON meta | zero padding to 8 | buffers
+
+Each buffer starts at an 8-byte aligned offset, so the page views it as a typed array without a copy.
+The table is columnar: per column, a small code per cell (0 float, 1 int, 2 percent text, 3+k the
+k-th string of a dictionary) and, when the column holds numbers, a full-length float32/float64 array
+(NaN elsewhere). High-cardinality codes are delta-coded, a "Bench X" column whose cells mostly equal
+its "NPU X" column shares that column's dictionary and stores the code difference; both compress to
+almost nothing. The page renders only the visible rows (virtual scrolling), so a million rows stay
+responsive.
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import datetime as _dt
+import html as _html
+import math
+import operator
+from itertools import chain
+import zlib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.rootcause import ONE_K_TOLERANCE, STAT_TOLERANCE, CallState, Origin, RootCause
+from msprobe_compare.model import CompareOutcome
+from msprobe_compare.render import table
+
+KIND_FLOAT, KIND_INT, KIND_PCT, KIND_STR = 0, 1, 2, 3
+STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3}
+BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
+COMPRESS_ABOVE = 64 * 1024  # payload bytes; smaller reports stay uncompressed
+ZLIB_LEVEL = 1  # the payload is mostly float mantissas: higher levels cost time and gain little
+MAX_SAFE_INT = 2**53
+_TYPE_NAMES = {
+    np.dtype(np.int8): "i1", np.dtype(np.uint8): "u1", np.dtype(np.int16): "i2", np.dtype(np.uint16): "u2",
+    np.dtype(np.int32): "i4", np.dtype(np.uint32): "u4", np.dtype(np.float32): "f4", np.dtype(np.float64): "f8",
+}  # fmt: skip
+
+
+class _Blob:
+    """Binary buffers at 8-byte aligned offsets, described by references in the meta JSON."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | memoryview] = []
+        self.size = 0
+
+    def add(self, arr: np.ndarray) -> dict[str, Any]:
+        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        pad = -self.size % 8
+        if pad:
+            self.parts.append(bytes(pad))
+            self.size += pad
+        ref = {"o": self.size, "n": int(arr.size), "t": _TYPE_NAMES[arr.dtype]}
+        self.parts.append(memoryview(arr).cast("B"))
+        self.size += arr.nbytes
+        return ref
+
+
+def _few_objects(cells: list[Any]) -> bool:
+    """Whether the list repeats a few objects (as table columns of texts do) rather than holding distinct ones."""
+    sample = cells[:: max(1, len(cells) // 512)]
+    return len(set(map(id, sample))) * 4 <= len(sample) * 3
+
+
+class _Dict:
+    """Strings of one or more columns, numbered in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.items: list[str] = []
+
+    def codes(self, texts: list[str]) -> np.ndarray:
+        """Code per text: repeated texts share a code; mostly distinct texts (names) are appended as they are."""
+        if not _few_objects(texts):
+            start = len(self.items)
+            self.items.extend(texts)
+            return np.arange(start, start + len(texts), dtype=np.int64)
+        ids = np.fromiter(map(id, texts), dtype=np.int64, count=len(texts))
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # first appearance
+        code_of = np.empty(len(first), dtype=np.int64)
+        code_of[order] = self.add(list(map(texts.__getitem__, first[order].tolist())))
+        return code_of[inverse.reshape(-1)]
+
+    def add(self, texts: list[str]) -> np.ndarray:
+        """Codes of distinct texts, adding the new ones."""
+        index, items = self.index, self.items
+        out = np.empty(len(texts), dtype=np.int64)
+        for k, s in enumerate(texts):
+            code = index.get(s)
+            if code is None:
+                code = index[s] = len(items)
+                items.append(s)
+            out[k] = code
+        return out
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """The smallest integer type that holds `values`."""
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    for t in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32):
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(t)
+    raise ValueError("codes out of range")
+
+
+def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(kind per cell as table.Cells has it, float64 values, all cells are str) for a plain list."""
+    n = len(cells)
+    kind = np.full(n, table.KIND_OTHER, dtype=np.int8)
+    values = np.full(n, np.nan)
+    if set(map(type, cells)) <= {str}:
+        return kind, values, True
+    obj = np.empty(n, dtype=object)
+    obj[:] = cells
+    tid = np.fromiter(map(id, map(type, cells)), dtype=np.int64, count=n)
+    is_float, is_int = tid == id(float), tid == id(int)
+    if is_float.any():
+        values[is_float] = obj[is_float].astype(np.float64)
+        kind[is_float] = table.KIND_FLOAT
+    if is_int.any():
+        where = np.flatnonzero(is_int)
+        safe = np.fromiter((-MAX_SAFE_INT <= v <= MAX_SAFE_INT for v in obj[where].tolist()), bool, len(where))
+        values[where[safe]] = obj[where[safe]].astype(np.float64)
+        kind[where[safe]] = table.KIND_INT
+    return kind, values, False
+
+
+def _encode_cells(cells: list[Any], strings: _Dict) -> tuple[np.ndarray, np.ndarray | None]:
+    """(code per cell, numbers or None): codes 0-2 are numbers (see table.Cells), 3+k the k-th string."""
+    if isinstance(cells, table.Cells):
+        kind, values = cells.kind, cells.values
+    elif _few_objects(cells):  # classify each distinct object once
+        ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        objects = list(map(cells.__getitem__, first.tolist()))
+        kind_u, values_u, _ = _classify(objects)
+        codes_u = kind_u.astype(np.int64)
+        texts = np.flatnonzero(kind_u == table.KIND_OTHER)
+        texts = texts[np.argsort(first[texts], kind="stable")]  # first appearance
+        codes_u[texts] = KIND_STR + strings.add([str(objects[k]) for k in texts.tolist()])
+        inverse = inverse.reshape(-1)
+        numbers = kind_u < table.KIND_OTHER
+        return codes_u[inverse], (np.where(numbers, values_u, np.nan)[inverse] if numbers.any() else None)
+    else:
+        kind, values, texts_only = _classify(cells)
+        if texts_only:
+            return KIND_STR + strings.codes(cells), None
+    text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+    if len(text_rows) == len(cells):
+        return KIND_STR + strings.codes(list(map(str, cells))), None
+    codes = kind.astype(np.int64)
+    if len(text_rows):
+        codes[text_rows] = KIND_STR + strings.codes(list(map(str, map(cells.__getitem__, text_rows.tolist()))))
+    return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
+
+
+def _numbers(nums: np.ndarray, blob: _Blob) -> dict[str, Any]:
+    """float32 when the values survive the round trip; float32 plus float64 exceptions when few do not."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        small = nums.astype(np.float32)
+        bad = ~((small.astype(np.float64) == nums) | np.isnan(nums))
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return {"v": blob.add(small)}
+    if count > len(nums) // 3:
+        return {"v": blob.add(nums)}
+    where = np.flatnonzero(bad)
+    return {"v": blob.add(small), "xi": blob.add(where.astype(np.uint32)), "xv": blob.add(nums[where])}
+
+
+def _strings(items: list[str], blob: _Blob) -> dict[str, Any]:
+    """Strings for the page: a JSON list when few, else one UTF-8 buffer plus UTF-16 end offsets.
+
+    The page decodes the buffer once and cuts the strings out of it (cheap slices of one string),
+    (a lone surrogate becomes "?", one unit for one unit)
+    much faster than parsing a million JSON strings.
+    """
+    n = len(items)
+    if n < BIG_DICT:
+        return {"s": items}
+    if all(map(str.isascii, items)):
+        lens = np.fromiter(map(len, items), dtype=np.int64, count=n)
+    else:
+        lens = np.fromiter((len(x.encode("utf-16-le", "surrogatepass")) // 2 for x in items), np.int64, n)
+    ends = np.cumsum(lens)
+    if n and ends[-1] >= 1 << 32:
+        return {"s": items}
+    return {"b": blob.add(np.frombuffer("".join(items).encode("utf-8", "replace"), dtype=np.uint8)),
+            "e": blob.add(ends.astype(np.uint32))}  # fmt: skip
+
+
+def _codes(stored: np.ndarray, blob: _Blob) -> dict[str, Any]:
+    """Codes as an array, or, when one value dominates, as that value plus the exceptions."""
+    n = len(stored)
+    if n == 0:
+        return {"fill": 0, "n": 0}
+    counts = np.bincount(stored - stored.min()) if stored.max() - stored.min() < (1 << 20) else None
+    if counts is not None:
+        common = int(counts.argmax()) + int(stored.min())
+        where = np.flatnonzero(stored != common)
+        if len(where) * 5 < n:  # 5 bytes an exception (index + code) against 1 byte a cell
+            return {"fill": common, "n": n, "at": blob.add(where.astype(np.uint32)), "v": blob.add(_narrow(stored[where]))}
+    return {"a": blob.add(_narrow(stored))}
+
+
+def _partner(header: list[str], k: int) -> int | None:
+    """Index of "NPU X" for a "Bench X" column (any case), else None."""
+    name = header[k].lower()
+    if not name.startswith("bench "):
+        return None
+    want = "npu " + name[len("bench ") :]
+    return next((j for j in range(k) if header[j].lower() == want), None)
+
+
+def _encode_like(cells: list[Any], ref_cells: list[Any], ref_codes: np.ndarray, strings: _Dict) -> tuple[np.ndarray, np.ndarray | None]:
+    """Encode a "Bench X" column whose cells mostly equal its "NPU X" column's: only the others are coded."""
+    same = np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
+    same &= ref_codes >= KIND_STR  # equal to a text (str == only matches str)
+    other = np.flatnonzero(~same)
+    codes = ref_codes.copy()
+    if len(other):
+        sub, nums = _encode_cells(list(map(cells.__getitem__, other.tolist())), strings)
+        if nums is not None:
+            return _encode_cells(cells, strings)
+        codes[other] = sub
+    return codes, None
+
+
+def _encode_table(header: list[str], cols: list[list[Any]], blob: _Blob) -> tuple[list[dict[str, Any]], list[_Dict]]:
+    dicts: list[_Dict] = []
+    metas: list[dict[str, Any]] = []
+    codes_of: list[np.ndarray] = []
+    dict_of: list[int] = []
+    for k, cells in enumerate(cols):
+        ref = _partner(header, k)
+        d = dict_of[ref] if ref is not None else len(dicts)
+        if ref is None:
+            dicts.append(_Dict())
+        if ref is not None and not isinstance(cells, table.Cells) and not isinstance(cols[ref], table.Cells):
+            codes, nums = _encode_like(cells, cols[ref], codes_of[ref], dicts[d])
+        else:
+            codes, nums = _encode_cells(cells, dicts[d])
+        meta: dict[str, Any] = {"name": header[k], "dict": d}
+        stored = codes
+        if ref is not None and len(codes) and np.count_nonzero(codes == codes_of[ref]) * 2 > len(codes):
+            stored, meta["ref"] = codes - codes_of[ref], ref
+        elif len(dicts[d].items) > max(256, len(codes) // 4):
+            stored, meta["delta"] = np.diff(codes, prepend=0), True
+        meta["codes"] = _codes(stored, blob)
+        if nums is not None:
+            meta["num"] = _numbers(nums, blob)
+        metas.append(meta)
+        codes_of.append(codes)
+        dict_of.append(d)
+    return metas, dicts
+
+
+def _num(x: float | None) -> Any:
+    """JSON-safe number: non-finite values as their Python text."""
+    if x is None:
+        return None
+    return x if math.isfinite(x) else repr(float(x))
+
+
+def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
+    from msprobe_compare.render.report import origin_advice  # report imports this module
+
+    ev = o.evidence
+    return {
+        "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
+        "after": o.after, "description": o.description, "advice": origin_advice(o),
+        "args": list(o.differing_args),
+        "evidence": {"metric": ev.metric, "inputs": _num(ev.inputs), "outputs": _num(ev.outputs),
+                     "threshold": _num(ev.threshold), "first_row": ev.first_row},
+    }  # fmt: skip
+
+
+def _threshold(metric: str) -> float:
+    """The threshold behind judge.rootcause's metric of that name (see its _row_scores)."""
+    if metric.startswith("md5"):
+        return 0.5
+    return 1 - ONE_K_TOLERANCE if "Thousandth" in metric else STAT_TOLERANCE
+
+
+def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
+    entries = list(rc.entries)
+    n = len(entries)
+    position = dict(zip(entries, range(n)))
+    keys, values = list(rc.parents), list(rc.parents.values())
+    linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
+    linked &= np.fromiter(map(operator.ne, keys, values), dtype=bool, count=len(keys))
+    rows = np.flatnonzero(linked).tolist()
+    children, parents = list(map(keys.__getitem__, rows)), list(map(values.__getitem__, rows))
+    # modules of the tree that made no call of their own
+    extra = [name for name in dict.fromkeys(chain(children, parents)) if name not in position]
+    position.update(zip(extra, range(n, n + len(extra))))
+    parent_idx = np.full(n + len(extra), -1, dtype=np.int64)
+    get = position.__getitem__
+    parent_idx[np.fromiter(map(get, children), np.int64, len(rows))] = np.fromiter(map(get, parents), np.int64, len(rows))
+    nan = np.full(n, np.nan)
+    out = rc.out_scores if rc.out_scores is not None else nan
+    ins = rc.in_scores if rc.in_scores is not None else nan
+    threshold = rc.origins[0].evidence.threshold if rc.origins else _threshold(rc.metric)
+    return {
+        "metric": rc.metric, "threshold": _num(threshold), "entries": _strings(entries, blob), "extra": extra,
+        "states": blob.add(np.fromiter(map(STATE_CODE.__getitem__, rc.states), np.uint8, len(rc.states))),
+        "out": blob.add(np.asarray(out, dtype=np.float64)), "in": blob.add(np.asarray(ins, dtype=np.float64)),
+        "parent": blob.add(_narrow(parent_idx + 1)),  # 0: no parent
+        "origins": [_origin_json(o, position) for o in rc.origins],
+    }  # fmt: skip
+
+
+def _summary(outcome: CompareOutcome) -> dict[str, Any]:
+    n = len(outcome)
+    matched = int(np.count_nonzero(outcome.match >= 0))
+    colour = outcome.marks.colour if outcome.marks is not None else None
+    counts = {
+        "total": n, "matched": matched, "unmatched": n - matched,
+        "red": int(np.count_nonzero(colour == Colour.RED)) if colour is not None else None,
+        "yellow": int(np.count_nonzero(colour == Colour.YELLOW)) if colour is not None else None,
+        "fuzzy": int(np.count_nonzero(outcome.fuzzy)) if outcome.fuzzy is not None else 0,
+    }  # fmt: skip
+    advisor = None
+    if outcome.advisor is not None:
+        from msprobe_compare.render.report import advisor_lines
+
+        advisor = advisor_lines(outcome.advisor)
+    return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor}
+
+
+def payload(outcome: CompareOutcome, title: str) -> bytes:
+    """The binary payload the page decodes (see the module docstring)."""
+    enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived objects, no cycles: the collector would only rescan the heap
+    try:
+        return _payload(outcome, title)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _payload(outcome: CompareOutcome, title: str) -> bytes:
+    blob = _Blob()
+    header = table.header(outcome)
+    cols = table.columns(outcome, table.Style(text_booleans=False))
+    metas, dicts = _encode_table(header, cols, blob)
+    n = len(outcome)
+    colour = outcome.marks.colour if outcome.marks is not None else np.zeros(n, dtype=np.uint8)
+    rc = outcome.rootcause
+    meta = {
+        "version": 1, "title": title, "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        **_summary(outcome), "n": n, "columns": metas, "dicts": [_strings(d.items, blob) for d in dicts],
+        "colour": _codes(np.asarray(colour, dtype=np.int64), blob),
+        "entry": _codes(np.diff(np.asarray(outcome.npu.entry_index, dtype=np.int64), prepend=0), blob),
+        "rootcause": _rootcause_json(rc, blob) if rc is not None else None,
+    }  # fmt: skip
+    head = orjson.dumps(meta)
+    body = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
+    return b"".join(body + blob.parts)
+
+
+@lru_cache(maxsize=None)
+def _asset(name: str) -> str:
+    return resources.files("msprobe_compare.render").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
+    """The HTML text around a payload; `compress` None: only when the payload is large."""
+    if compress is None:
+        compress = len(data) > COMPRESS_ABOVE
+    if compress:
+        data = zlib.compress(data, ZLIB_LEVEL)
+    encoded = base64.b64encode(data).decode("ascii")  # the base64 alphabet cannot close the script tag
+    script = _asset("report.js").replace("</", "<\\/")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        "<link rel=\"icon\" href=\"data:,\">\n"
+        f"<title>{_html.escape(title)}</title>\n<style>{_asset('report.css')}</style>\n</head>\n"
+        f"<body>\n{_asset('report.html')}\n"
+        f"<script type=\"application/octet-stream\" id=\"payload\" data-encoding=\"{'zlib' if compress else 'raw'}\">"
+        f"{encoded}</script>\n<script>{script}</script>\n</body></html>\n"
+    )  # fmt: skip
+
+
+def write_html(path: Path, outcome: CompareOutcome, title: str, *, compress: bool | None = None) -> None:
+    """Write the report page for `outcome` to `path` (the caller publishes it atomically)."""
+    path.write_text(page(payload(outcome, title), title, compress=compress), encoding="utf-8")
