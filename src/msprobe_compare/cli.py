@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import os
 import sys
 from pathlib import Path
 
 from msprobe_compare.api import compare_directories, compare_files
-from msprobe_compare.config import Options, load_config
+from msprobe_compare.config import CompareConfig, Options, load_config
 from msprobe_compare.errors import CompareError
 from msprobe_compare.log import Console
 from msprobe_compare.merge import merge_results
-from msprobe_compare.render.diff_analyze import write_diff_analyze
 from msprobe_compare.render.files import prepare_output_dir
-from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS
+from msprobe_compare.render import report
+from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
 
 EXIT_OK, EXIT_ERROR, EXIT_GATE = 0, 1, 3
 
@@ -107,18 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _with_output(cfg, out_dir)
         if cfg.is_directory_compare:
             summary = compare_directories(cfg, console)
-            _log_rank_origins(console, summary)
-            failed = [r for r in summary.ranks if r.error is not None]
-            for rank in failed:
-                console.error(f"{rank.label} failed: {rank.error}")
+            report.log_directory_summary(console, summary)
             if not summary.ok:
-                console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed"
-                              + (f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""))  # fmt: skip
                 return EXIT_ERROR
+            results = [r.written for r in summary.ranks if r.written]
             if args.diff_analyze:
-                _write_diff_analyze(console, cfg.options.output_dir,
-                                    {r.label: r.written.origins for r in summary.ranks if r.written})  # fmt: skip
-            return _gate(console, args.fail_on, [r.written for r in summary.ranks if r.written])
+                report.write_origins_json(console, cfg.options.output_dir,
+                                          {r.label: r.written.origins for r in summary.ranks if r.written})  # fmt: skip
+            return _gate(console, args.fail_on, results)
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
     except CompareError as exc:
@@ -136,20 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         console.error(f"internal error: {type(exc).__name__}: {exc} (set MSPROBE_DEBUG=1 for the traceback)")
         return EXIT_ERROR
     if args.diff_analyze and written.xlsx is not None:
-        _write_diff_analyze(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
+        report.write_origins_json(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
     if written.xlsx is not None:
         console.banner()
     return _gate(console, args.fail_on, [written])
 
 
-def _write_diff_analyze(console: Console, out_dir: Path, per_rank: dict) -> None:  # type: ignore[type-arg]
-    if not any(per_rank.values()):
-        console.info("Cannot find any diff node, no need to generate analyze file.")
-        return
-    console.info(f"The analyze result is saved in: {write_diff_analyze(out_dir, per_rank)}")
-
-
-def _gate(console: Console, fail_on: str | None, results: list) -> int:  # type: ignore[type-arg]
+def _gate(console: Console, fail_on: str | None, results: list[Written]) -> int:
     """--fail-on: exit code 3 when rows at that level exist."""
     if fail_on is None:
         return EXIT_OK
@@ -160,18 +150,6 @@ def _gate(console: Console, fail_on: str | None, results: list) -> int:  # type:
         console.error(f"--fail-on {fail_on}: {errors} error row(s), {warnings} warning row(s)")
         return EXIT_GATE
     return EXIT_OK
-
-
-def _log_rank_origins(console: Console, summary) -> None:  # type: ignore[no-untyped-def]
-    """First origin per rank, and the earliest across ranks (errors cross ranks at communication calls)."""
-    found = [(r.written.first_origin, r.label) for r in summary.ranks if r.written and r.written.first_origin]
-    for (pos, text), label in found:
-        console.info(f"Root cause of {label}: {text}")
-    if found:
-        (pos, text), label = min(found, key=lambda item: item[0][0])
-        console.warning(f"Earliest root cause across ranks: {label}: {text}")
-    elif summary.ranks:
-        console.info("Root cause: no origin in any rank; every compared call agrees within tolerance.")
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -189,9 +167,7 @@ def _mapping_arg(value: object) -> Path | bool | None:
     return Path(str(value))
 
 
-def _with_output(cfg, out_dir: Path):  # type: ignore[no-untyped-def]
-    from dataclasses import replace
-
+def _with_output(cfg: CompareConfig, out_dir: Path) -> CompareConfig:
     return replace(cfg, options=replace(cfg.options, output_dir=out_dir))
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
 from msprobe_compare.judge.gate import level_counts
-from msprobe_compare.render.diff_analyze import origin_items
+from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
 from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome
@@ -156,3 +157,32 @@ def write_all(
     errors, warnings = level_counts(outcome)
     return Written(first or html_path, advisor_path, origin, errors, warnings, origins=origin_items(outcome),
                    html=html_path)
+
+
+def log_directory_summary(console: Console, summary: Any) -> None:
+    """After step folders: first origin per rank, the earliest across ranks, failed and unpaired ranks.
+
+    `summary` is an api.RunSummary (ranks with label, written, error; unpaired rank names).
+    """
+    found = [(r.written.first_origin, r.label) for r in summary.ranks if r.written and r.written.first_origin]
+    for (_, text), label in found:
+        console.info(f"Root cause of {label}: {text}")
+    if found:
+        (_, text), label = min(found, key=lambda item: item[0][0])
+        console.warning(f"Earliest root cause across ranks: {label}: {text}")
+    elif any(r.written for r in summary.ranks):
+        console.info("Root cause: no origin in any rank; every compared call agrees within tolerance.")
+    failed = [r for r in summary.ranks if r.error is not None]
+    for rank in failed:
+        console.error(f"{rank.label} failed: {rank.error}")
+    if failed or summary.unpaired:
+        unpaired = f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""
+        console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed{unpaired}")
+
+
+def write_origins_json(console: Console, out_dir: Path, per_rank: dict[str, list[dict[str, Any]]]) -> None:
+    """-da: diff_analyze_{ts}.json, or a note when no rank has an origin."""
+    if not any(per_rank.values()):
+        console.info("Cannot find any diff node, no need to generate analyze file.")
+        return
+    console.info(f"The analyze result is saved in: {write_diff_analyze(out_dir, per_rank)}")
