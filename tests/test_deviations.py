@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import openpyxl
-import pytest
 
 from conftest import DATA
 from msprobe_compare.config import Options, load_config
