@@ -238,6 +238,14 @@ def test_handmade_layouts(tmp_path: Path, name: str) -> None:
     check_file(path)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_utf16_and_utf32(tmp_path: Path, encoding: str) -> None:
+    """Decoded by the stdlib parser in memory, so read whole here too."""
+    path = tmp_path / "dump.json"
+    path.write_bytes(json.dumps(tricky_doc(), indent=1).encode(encoding))
+    check_file(path)
+
+
 # -- errors ------------------------------------------------------------------------------------------------------------
 def error_of(path: Path) -> str:
     with pytest.raises(InputError) as info:

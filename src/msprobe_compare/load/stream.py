@@ -1,6 +1,7 @@
 """Streaming reader of dump.json: the header first, then the entries of "data" one at a time.
 
-Memory stays proportional to one block of the file (plus the caller's rows), never to the whole document.
+Memory stays proportional to a few blocks of the file plus the set of entry names (and the caller's rows), never to
+the whole text or document.
 
 Fast path (the dumper's `json.dump(..., indent=n)` layout, n spaces): inside "data" every entry starts at a line
 `<2n spaces>"name": ...` and no line inside "data" has an indent below 2n; "data" closes at the line `<n spaces>}`.
@@ -409,7 +410,8 @@ def _scan_document(path: Path) -> _Layout:
         s.more()
         if s.buf.startswith(BOM):
             s.pos = len(BOM)
-        if s.peek() != 0x7B:  # not an object: parse it whole for the error report
+        # not an object (parsed whole for the error report), or UTF-16/32 text (which the stdlib parser decodes)
+        if s.peek() != 0x7B or b"\x00" in s.buf[:4]:
             return _whole_document(path)
         s.pos += 1
         keys: dict[str, Any] = {}
