@@ -18,6 +18,7 @@ construct.json) that is an origin too, so the innermost call is named.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -97,6 +98,7 @@ def phase_of(entry: str) -> str:
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
 
 
+@functools.lru_cache(maxsize=65536)
 def _numel(shape: str) -> float:
     try:
         dims = [int(x) for x in shape.strip("[]()").split(",") if x.strip()]
@@ -183,10 +185,11 @@ def _config_rows(o: CompareOutcome) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
     npu, bench, match = o.npu, o.bench, o.match
     out = np.zeros(len(npu), dtype=bool)
-    for i, j in enumerate(match.tolist()):
-        if j < 0 or not npu.dtype[i].startswith("<class"):
-            continue
-        out[i] = npu.stat_display(i, 0) != bench.stat_display(j, 0)
+    scalar = [i for i, d in enumerate(npu.dtype) if d.startswith("<class")]
+    for i in scalar:
+        j = int(match[i])
+        if j >= 0:
+            out[i] = npu.stat_display(i, 0) != bench.stat_display(j, 0)
     return out
 
 

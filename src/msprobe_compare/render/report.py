@@ -16,7 +16,7 @@ from msprobe_compare.render import table, texts
 from msprobe_compare.render.files import atomic_output, free_timestamp
 from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.render.html import write_html
-from msprobe_compare.render.xlsx import write_xlsx
+from msprobe_compare.render.xlsx import write_xlsx_columns
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def write_all(
     *,
     suffix: str,
     coloured: bool,
-    formats: tuple[str, ...] = ("xlsx",),
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
 ) -> Written:
     """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp."""
     names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
@@ -132,7 +132,8 @@ def write_all(
             console.info(f"Saving result excel file in progress. The file path is: {path}.")
         with atomic_output(path) as tmp:
             if fmt == "xlsx":
-                write_xlsx(tmp, header, rows, len(outcome), sheet_name="Sheet" if coloured else "Sheet1")
+                write_xlsx_columns(tmp, header, table.columns(outcome, style), table.colours(outcome),
+                                   sheet_name="Sheet" if coloured else "Sheet1")  # fmt: skip
             elif fmt == "csv":
                 write_csv(tmp, header, rows)
             else:

@@ -170,12 +170,14 @@ def _lookup(codes: np.ndarray, table: dict[int, Any]) -> list[Any]:
     return [table[c] for c in codes.tolist()]
 
 
+def colours(outcome: CompareOutcome) -> list[Colour]:
+    marks = outcome.marks
+    return [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
+
+
 def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
     """Yield (cells, colour) for every result row, in NPU order. Columns are built vectorised first."""
-    cols = columns(outcome, style)
-    marks = outcome.marks
-    colours = [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
-    return zip(zip(*cols), colours)
+    return zip(zip(*columns(outcome, style)), colours(outcome))
 
 
 def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
