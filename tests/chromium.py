@@ -67,7 +67,8 @@ class Browser:
             self.ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True)
             for domain in ("Page", "Runtime", "Log"):
                 self.call(f"{domain}.enable")
-            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                      mobile=False)  # fmt: skip
         except BaseException:
             self.close()
             raise
@@ -113,7 +114,10 @@ class Browser:
         raise TimeoutError(method)
 
     def open(self, path: Path) -> None:
-        self.call("Page.navigate", url=path.resolve().as_uri())
+        """Load a file, after a blank page so that no answer can come from the previous document."""
+        for url in ("about:blank", path.resolve().as_uri()):
+            self.call("Page.navigate", url=url)
+            self.wait_for(f"location.href === {json.dumps(url)} && document.readyState !== 'loading'")
 
     def eval(self, expression: str) -> Any:
         """Evaluate JavaScript in the page (promises awaited) and return its JSON value."""

@@ -1,32 +1,35 @@
 """A self-contained HTML report: summary, root-cause origins, module tree, metric plot, result table.
 
-The page works offline: CSS and JavaScript are inline (render/assets/), nothing is fetched. All data
-travel in one binary payload, base64 in a `<script type="application/octet-stream">` element,
-zlib-compressed when large (the browser inflates it with `DecompressionStream`):
+The page works offline: CSS and JavaScript are inline (render/assets/), nothing is fetched (its
+Content-Security-Policy forbids it). All data travel in one binary payload, base64 in a
+`<script type="application/octet-stream">` element (the base64 alphabet cannot end the element),
+zlib-compressed when large; the browser inflates it with `DecompressionStream`:
 
     u32 little-endian length L | L bytes of UTF-8 JSON meta | zero padding to 8 | buffers
 
 Each buffer starts at an 8-byte aligned offset, so the page views it as a typed array without a copy.
-The table is columnar: per column, a small code per cell (0 float, 1 int, 2 percent text, 3+k the
-k-th string of a dictionary) and, when the column holds numbers, a full-length float32/float64 array
-(NaN elsewhere). High-cardinality codes are delta-coded, a "Bench X" column whose cells mostly equal
-its "NPU X" column shares that column's dictionary and stores the code difference; both compress to
-almost nothing. The page renders only the visible rows (virtual scrolling), so a million rows stay
-responsive.
+The table is columnar. Per column: a code per cell (0 float, 1 int, 2 float shown with "%", 3+k the
+k-th string of a dictionary), stored narrow, as one common code plus exceptions when one dominates,
+delta-coded for names, and for a "Bench X" column as the difference to its "NPU X" column (with a
+shared dictionary); numbers as float32 when exact, else float32 plus float64 exceptions, or float64;
+"X diff" and "XRelativeErr" are recomputed by the page from the statistics columns where that gives
+the same float64 bit for bit (checked here), exceptions travel. Large string lists (a million names)
+travel as one UTF-8 buffer with offsets. The page decodes this in well under a second for a million
+rows and renders only the visible rows (virtual scrolling).
 """
 
 from __future__ import annotations
 
 import base64
-import gc
 import datetime as _dt
+import gc
 import html as _html
 import math
 import operator
-from itertools import chain
 import zlib
 from functools import lru_cache
 from importlib import resources
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +72,15 @@ class _Blob:
         return ref
 
 
+def _few(keys: list[Any]) -> bool:
+    """Whether a sample of `keys` repeats (at most 3 distinct in 4)."""
+    sample = keys[:: max(1, len(keys) // 512)]
+    return len(set(sample)) * 4 <= len(sample) * 3
+
+
 def _few_objects(cells: list[Any]) -> bool:
     """Whether the list repeats a few objects (as table columns of texts do) rather than holding distinct ones."""
-    sample = cells[:: max(1, len(cells) // 512)]
-    return len(set(map(id, sample))) * 4 <= len(sample) * 3
+    return _few(list(map(id, cells[:: max(1, len(cells) // 512)])))
 
 
 class _Dict:
@@ -83,17 +91,23 @@ class _Dict:
         self.items: list[str] = []
 
     def codes(self, texts: list[str]) -> np.ndarray:
-        """Code per text: repeated texts share a code; mostly distinct texts (names) are appended as they are."""
-        if not _few_objects(texts):
-            start = len(self.items)
-            self.items.extend(texts)
-            return np.arange(start, start + len(texts), dtype=np.int64)
-        ids = np.fromiter(map(id, texts), dtype=np.int64, count=len(texts))
-        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")  # first appearance
-        code_of = np.empty(len(first), dtype=np.int64)
-        code_of[order] = self.add(list(map(texts.__getitem__, first[order].tolist())))
-        return code_of[inverse.reshape(-1)]
+        """Code per text: equal texts share a code, except mostly distinct texts (names): appended as they are."""
+        if _few_objects(texts):  # code each distinct object once
+            ids = np.fromiter(map(id, texts), dtype=np.int64, count=len(texts))
+            _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")  # first appearance
+            code_of = np.empty(len(first), dtype=np.int64)
+            code_of[order] = self.add(list(map(texts.__getitem__, first[order].tolist())))
+            return code_of[inverse.reshape(-1)]
+        if _few(texts):  # equal texts in distinct objects
+            index, items = self.index, self.items
+            new = [s for s in dict.fromkeys(texts) if s not in index]
+            index.update(zip(new, range(len(items), len(items) + len(new))))
+            items.extend(new)
+            return np.fromiter(map(index.__getitem__, texts), dtype=np.int64, count=len(texts))
+        start = len(self.items)
+        self.items.extend(texts)
+        return np.arange(start, start + len(texts), dtype=np.int64)
 
     def add(self, texts: list[str]) -> np.ndarray:
         """Codes of distinct texts, adding the new ones."""
@@ -186,9 +200,8 @@ def _numbers(nums: np.ndarray, blob: _Blob) -> dict[str, Any]:
 def _strings(items: list[str], blob: _Blob) -> dict[str, Any]:
     """Strings for the page: a JSON list when few, else one UTF-8 buffer plus UTF-16 end offsets.
 
-    The page decodes the buffer once and cuts the strings out of it (cheap slices of one string),
-    (a lone surrogate becomes "?", one unit for one unit)
-    much faster than parsing a million JSON strings.
+    The page decodes the buffer once and cuts the strings out of it (slices of one string), much
+    faster than parsing a million JSON strings. A lone surrogate becomes "?" (one unit for one).
     """
     n = len(items)
     if n < BIG_DICT:
@@ -213,8 +226,9 @@ def _codes(stored: np.ndarray, blob: _Blob) -> dict[str, Any]:
     if counts is not None:
         common = int(counts.argmax()) + int(stored.min())
         where = np.flatnonzero(stored != common)
-        if len(where) * 5 < n:  # 5 bytes an exception (index + code) against 1 byte a cell
-            return {"fill": common, "n": n, "at": blob.add(where.astype(np.uint32)), "v": blob.add(_narrow(stored[where]))}
+        if len(where) * 64 < n:  # indices compress far worse than runs of one code
+            at, values = blob.add(where.astype(np.uint32)), blob.add(_narrow(stored[where]))
+            return {"fill": common, "n": n, "at": at, "v": values}
     return {"a": blob.add(_narrow(stored))}
 
 
@@ -227,7 +241,9 @@ def _partner(header: list[str], k: int) -> int | None:
     return next((j for j in range(k) if header[j].lower() == want), None)
 
 
-def _encode_like(cells: list[Any], ref_cells: list[Any], ref_codes: np.ndarray, strings: _Dict) -> tuple[np.ndarray, np.ndarray | None]:
+def _encode_like(
+    cells: list[Any], ref_cells: list[Any], ref_codes: np.ndarray, strings: _Dict
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Encode a "Bench X" column whose cells mostly equal its "NPU X" column's: only the others are coded."""
     same = np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
     same &= ref_codes >= KIND_STR  # equal to a text (str == only matches str)
@@ -242,9 +258,11 @@ def _encode_like(cells: list[Any], ref_cells: list[Any], ref_codes: np.ndarray, 
 
 
 def _encode_table(header: list[str], cols: list[list[Any]], blob: _Blob) -> tuple[list[dict[str, Any]], list[_Dict]]:
+    """Column metadata (codes and numbers in `blob`) and the dictionaries they index."""
     dicts: list[_Dict] = []
     metas: list[dict[str, Any]] = []
     codes_of: list[np.ndarray] = []
+    nums_of: list[np.ndarray | None] = []
     dict_of: list[int] = []
     for k, cells in enumerate(cols):
         ref = _partner(header, k)
@@ -262,12 +280,52 @@ def _encode_table(header: list[str], cols: list[list[Any]], blob: _Blob) -> tupl
         elif len(dicts[d].items) > max(256, len(codes) // 4):
             stored, meta["delta"] = np.diff(codes, prepend=0), True
         meta["codes"] = _codes(stored, blob)
-        if nums is not None:
-            meta["num"] = _numbers(nums, blob)
         metas.append(meta)
         codes_of.append(codes)
+        nums_of.append(nums)
         dict_of.append(d)
+    for k, nums in enumerate(nums_of):
+        if nums is not None:
+            numeric = codes_of[k] < KIND_STR
+            metas[k]["num"] = _derived(header, k, nums, numeric, nums_of, blob) or _numbers(nums, blob)
     return metas, dicts
+
+
+def _derivations() -> dict[str, tuple[str, str, str]]:
+    """Summary-mode columns the page can recompute: "X diff" = NPU - Bench; "XRelativeErr" = |diff / Bench * 100|."""
+    out = {}
+    stats = ("max", "min", "mean", "l2norm")
+    diffs = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
+    rels = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+    for stat, diff, rel in zip(stats, diffs, rels):
+        out[diff] = ("sub", f"NPU {stat}", f"Bench {stat}")
+        out[rel] = ("relpct", diff, f"Bench {stat}")
+    return out
+
+
+DERIVED = _derivations()
+
+
+def _derived(header: list[str], k: int, nums: np.ndarray, numeric: np.ndarray, nums_of: list[np.ndarray | None],
+             blob: _Blob) -> dict[str, Any] | None:  # fmt: skip
+    """The column as a formula over two other columns plus the cells where it does not hold, if that is smaller.
+
+    The page computes in float64 as numpy does here, so every value is checked bit for bit (sign of zero too).
+    """
+    rule = DERIVED.get(header[k])
+    if rule is None or rule[1] not in header or rule[2] not in header:
+        return None
+    ia, ib = header.index(rule[1]), header.index(rule[2])
+    a, b = nums_of[ia], nums_of[ib]
+    if a is None or b is None:
+        return None
+    with np.errstate(all="ignore"):
+        calc = a - b if rule[0] == "sub" else np.abs(a / b * 100)
+    same = ((calc == nums) & (np.signbit(calc) == np.signbit(nums))) | (np.isnan(calc) & np.isnan(nums))
+    where = np.flatnonzero(numeric & ~same)
+    if len(where) * 4 > len(nums):
+        return None
+    return {"d": rule[0], "a": ia, "b": ib, "xi": blob.add(where.astype(np.uint32)), "xv": blob.add(nums[where])}
 
 
 def _num(x: float | None) -> Any:
@@ -311,7 +369,8 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     position.update(zip(extra, range(n, n + len(extra))))
     parent_idx = np.full(n + len(extra), -1, dtype=np.int64)
     get = position.__getitem__
-    parent_idx[np.fromiter(map(get, children), np.int64, len(rows))] = np.fromiter(map(get, parents), np.int64, len(rows))
+    child_at = np.fromiter(map(get, children), np.int64, len(rows))
+    parent_idx[child_at] = np.fromiter(map(get, parents), np.int64, len(rows))
     nan = np.full(n, np.nan)
     out = rc.out_scores if rc.out_scores is not None else nan
     ins = rc.in_scores if rc.in_scores is not None else nan
@@ -386,7 +445,9 @@ def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
     if compress:
         data = zlib.compress(data, ZLIB_LEVEL)
     encoded = base64.b64encode(data).decode("ascii")  # the base64 alphabet cannot close the script tag
-    script = _asset("report.js").replace("</", "<\\/")
+    script = _asset("report.js")
+    if "</" in script or "<!--" in script:  # nothing in the script may end its element early
+        raise ValueError("report.js must not contain '</' or '<!--'")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "

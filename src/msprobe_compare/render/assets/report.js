@@ -1,4 +1,6 @@
-// msprobe compare report: decodes the embedded payload and builds summary, plot, tree and a virtual table.
+// msprobe compare report: decodes the embedded payload (format: render/html.py) and builds the summary,
+// the metric plot, the module tree and a virtual table: only the visible rows exist in the DOM, cells
+// are read per row from the columnar data, whole-column arrays are built only for filters and sorts.
 // Every piece of data reaches the page through textContent or canvas text, never as markup.
 'use strict';
 (function () {
@@ -73,8 +75,23 @@
 
   async function inflate(bytes) {
     if (typeof DecompressionStream !== 'function') throw new Error('this browser cannot decompress the report data (no DecompressionStream); use a current Chrome, Edge, Firefox or Safari');
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
+    const ds = new DecompressionStream('deflate');
+    const writer = ds.writable.getWriter();
+    writer.write(bytes).catch(() => {}); // errors surface through the reader
+    writer.close().catch(() => {});
+    const reader = ds.readable.getReader();
+    const chunks = [];
+    let total = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      total += value.length;
+    }
+    const out = new Uint8Array(total);
+    let at = 0;
+    for (const c of chunks) { out.set(c, at); at += c.length; }
+    return out;
   }
 
   function parsePayload(bytes) {
@@ -84,17 +101,6 @@
     base += (8 - base % 8) % 8;
     const buf = (ref) => new TYPES[ref.t](bytes.buffer, bytes.byteOffset + base + ref.o, ref.n);
     return { meta, buf };
-  }
-
-  function decodeCodes(ref, buf) {
-    if (ref.a) return buf(ref.a);
-    const out = new Int32Array(ref.n);
-    if (ref.fill) out.fill(ref.fill);
-    if (ref.at) {
-      const at = buf(ref.at), v = buf(ref.v);
-      for (let j = 0; j < at.length; j++) out[at[j]] = v[j];
-    }
-    return out;
   }
 
   function prefixSum(codes) {
@@ -112,39 +118,107 @@
     return out;
   }
 
-  function decodeNumbers(ref, buf) {
-    let v = buf(ref.v);
-    if (ref.xi) {
-      const at = buf(ref.xi), values = buf(ref.xv);
-      v = new Float64Array(v);
-      for (let j = 0; j < at.length; j++) v[at[j]] = values[j];
+  function find(sorted, i) { // index of i in an ascending typed array, or -1
+    let lo = 0, hi = sorted.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1, v = sorted[mid];
+      if (v === i) return mid;
+      if (v < i) lo = mid + 1; else hi = mid - 1;
     }
-    return v;
+    return -1;
+  }
+
+  // Codes as stored: a typed array, or one common code plus exceptions (read per cell, expanded on demand).
+  function storedCodes(ref, buf) {
+    if (ref.a) { const a = buf(ref.a); return { at: (i) => a[i], all: () => a, sums: null }; }
+    const n = ref.n, fill = ref.fill || 0;
+    const at = ref.at ? buf(ref.at) : new Uint32Array(0), v = ref.at ? buf(ref.v) : new Uint8Array(0);
+    return {
+      at: (i) => { const j = find(at, i); return j < 0 ? fill : v[j]; },
+      all: () => { const out = new Int32Array(n); if (fill) out.fill(fill); for (let j = 0; j < at.length; j++) out[at[j]] = v[j]; return out; },
+      sums: () => { // running sums of the codes, per cell: fill * (i + 1) plus what the exceptions add up to i
+        const extra = new Float64Array(at.length);
+        let acc = 0;
+        for (let j = 0; j < at.length; j++) { acc += v[j] - fill; extra[j] = acc; }
+        return (i) => { const j = countUpTo(at, i); return fill * (i + 1) + (j ? extra[j - 1] : 0); };
+      },
+    };
+  }
+
+  function countUpTo(sorted, i) { // how many values of an ascending typed array are <= i
+    let lo = 0, hi = sorted.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (sorted[mid] <= i) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  // A table column. Codes and numbers are read per cell for the visible rows; whole-column arrays
+  // (filter, sort) are built on first use, so opening a large report allocates little.
+  function makeColumn(c, k, meta, dicts, buf, cols) {
+    const col = { name: c.name, dict: dicts[c.dict], dictId: c.dict, hasNum: !!c.num, numeric: false, index: k };
+    const stored = storedCodes(c.codes, buf);
+    let codes = null, values = null;
+    if (c.delta) {
+      if (stored.sums) col.code = stored.sums();
+      else { codes = prefixSum(stored.all()); col.code = (i) => codes[i]; }
+    } else if (c.ref !== undefined) {
+      const base = cols[c.ref];
+      col.code = (i) => stored.at(i) + base.code(i);
+    } else col.code = stored.at;
+    col.codes = () => {
+      if (!codes) {
+        if (c.delta || c.ref !== undefined) {
+          const n = meta.n, out = new Int32Array(n);
+          if (c.ref !== undefined) { const own = stored.all(), base = cols[c.ref].codes(); for (let i = 0; i < n; i++) out[i] = own[i] + base[i]; }
+          else for (let i = 0; i < n; i++) out[i] = col.code(i);
+          codes = out;
+        } else codes = stored.all();
+      }
+      return codes;
+    };
+    const num = c.num;
+    if (!num) return col;
+    const xi = num.xi ? buf(num.xi) : null, xv = num.xi ? buf(num.xv) : null;
+    let base;
+    if (num.d) { // recomputed from two other columns, in float64 as numpy did
+      const a = () => cols[num.a], b = () => cols[num.b];
+      base = num.d === 'sub' ? (i) => a().value(i) - b().value(i) : (i) => Math.abs(a().value(i) / b().value(i) * 100);
+      col.values = () => {
+        if (!values) {
+          const A = a().values(), B = b().values(), n = A.length, v = new Float64Array(n);
+          if (num.d === 'sub') for (let i = 0; i < n; i++) v[i] = A[i] - B[i];
+          else for (let i = 0; i < n; i++) v[i] = Math.abs(A[i] / B[i] * 100);
+          for (let j = 0; j < xi.length; j++) v[xi[j]] = xv[j];
+          values = v;
+        }
+        return values;
+      };
+    } else {
+      const v = buf(num.v);
+      base = (i) => v[i];
+      col.values = () => {
+        if (!values) {
+          if (!xi) values = v;
+          else { values = new Float64Array(v); for (let j = 0; j < xi.length; j++) values[xi[j]] = xv[j]; }
+        }
+        return values;
+      };
+    }
+    col.value = xi ? (i) => { const j = find(xi, i); return j < 0 ? base(i) : xv[j]; } : base;
+    return col;
   }
 
   function decodeColumns(meta, buf) {
     const dicts = meta.dicts.map((d) => decodeStrings(d, buf));
     timings.strings = performance.now();
     const cols = [];
-    meta.columns.forEach((c) => {
-      let codes = decodeCodes(c.codes, buf);
-      if (c.delta) codes = prefixSum(codes);
-      else if (c.ref !== undefined) {
-        const base = cols[c.ref].codes;
-        const out = new Int32Array(codes.length);
-        for (let i = 0; i < codes.length; i++) out[i] = codes[i] + base[i];
-        codes = out;
-      }
-      cols.push({ name: c.name, codes, num: c.num ? decodeNumbers(c.num, buf) : null, dict: dicts[c.dict], dictId: c.dict,
-        numeric: false });
-    });
+    meta.columns.forEach((c, k) => cols.push(makeColumn(c, k, meta, dicts, buf, cols)));
     return cols;
   }
 
   function cellText(col, i) {
-    const k = col.codes[i];
+    const k = col.code(i);
     if (k >= K_STR) return col.dict[k - K_STR];
-    const v = col.num[i];
+    const v = col.value(i);
     if (k === K_INT) return String(v);
     return k === K_PCT ? pyRepr(v) + '%' : pyRepr(v);
   }
@@ -163,8 +237,8 @@
     R.meta = meta;
     R.n = meta.n;
     R.cols = decodeColumns(meta, buf);
-    R.colour = decodeCodes(meta.colour, buf);
-    R.rowEntry = prefixSum(decodeCodes(meta.entry, buf));
+    R.colour = storedCodes(meta.colour, buf).all();
+    R.rowEntry = prefixSum(storedCodes(meta.entry, buf).all());
     const rc = meta.rootcause;
     if (rc) {
       R.rc = rc;
@@ -180,11 +254,11 @@
   }
 
   function isNumericColumn(col) {
-    if (!col.num) return false;
-    const n = Math.min(col.codes.length, 2000);
+    if (!col.hasNum) return false;
+    const n = Math.min(R.n, 2000);
     let nums = 0, texts = 0;
     for (let i = 0; i < n; i++) {
-      const k = col.codes[i];
+      const k = col.code(i);
       if (k < K_STR) nums++;
       else if (col.dict[k - K_STR] !== 'N/A') texts++;
     }
@@ -210,11 +284,11 @@
     const counts = $('counts');
     const add = (label, value, cls) => {
       const box = el('span', 'count' + (cls ? ' ' + cls : ''));
-      box.append(el('b', null, value === null ? 'n/a' : value.toLocaleString('en-US')), document.createTextNode(label));
+      box.append(el('b', null, value === null ? 'n/a' : typeof value === 'number' ? value.toLocaleString('en-US') : value),
+        document.createTextNode(' ' + label));
       counts.append(box);
     };
-    add('mode ' + m.mode, '', null);
-    counts.lastChild.firstChild.remove();
+    add('mode', m.mode);
     add('rows', c.total);
     add('matched', c.matched);
     add('unmatched', c.unmatched);
@@ -295,9 +369,10 @@
     const rank = dictRanks(col);
     const grp = new Uint8Array(n);
     const val = new Float64Array(n);
+    const codes = col.codes(), nums = col.hasNum ? col.values() : null;
     for (let i = 0; i < n; i++) {
-      const k = col.codes[i];
-      const v = k < K_STR ? col.num[i] : dictKey[k - K_STR];
+      const k = codes[i];
+      const v = k < K_STR ? nums[i] : dictKey[k - K_STR];
       if (v === v) { val[i] = v; } else { grp[i] = 1; val[i] = k < K_STR ? -1 : rank[k - K_STR]; }
     }
     const idx = new Uint32Array(n);
@@ -345,7 +420,20 @@
       for (let w = 0; w < words.length; w++) if (d[k].indexOf(words[w]) < 0) { ok = 0; break; }
       hit[k] = ok;
     }
-    return (row) => { const k = col.codes[row]; return k >= K_STR ? hit[k - K_STR] === 1 : false; };
+    const codes = col.codes();
+    return (row) => { const k = codes[row]; return k >= K_STR ? hit[k - K_STR] === 1 : false; };
+  }
+
+  function warmNameFilter() { // lower-case the names in idle slices, so the first filter is quick
+    const d = R.cols[R.nameCol].dict, out = new Array(d.length);
+    let i = 0;
+    const step = () => {
+      if (V.lowerDict) return;
+      const end = Math.min(d.length, i + 50000);
+      for (; i < end; i++) out[i] = d[i].toLowerCase();
+      if (i < d.length) setTimeout(step, 0); else V.lowerDict = out;
+    };
+    setTimeout(step, 100);
   }
 
   function applyView() {
@@ -375,6 +463,8 @@
     $('row-count').textContent = V.view.length === n ? n.toLocaleString('en-US') + ' rows'
       : 'showing ' + V.view.length.toLocaleString('en-US') + ' of ' + n.toLocaleString('en-US') + ' rows';
     $('grid').dataset.matching = String(V.view.length);
+    $('grid').dataset.filterText = V.text;
+    $('grid').dataset.sort = V.sortCol + ':' + V.sortDir;
     T.grid.scrollTop = 0;
     layoutTable();
   }
@@ -548,8 +638,7 @@
       $('call-chip-text').textContent = 'call ' + entryName(k);
       applyView();
     }
-    P.selected = k;
-    drawPlot();
+    if (k < R.out.length) showCall(k);
     if (reveal) revealNode(k);
     markTree(k);
   }
@@ -696,7 +785,7 @@
   }
 
   // ---- plot ----
-  const P = { selected: -1, buckets: null };
+  const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1 };
   const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e'];
 
   function plotRange(out) {
@@ -728,6 +817,7 @@
     const L = 62, Rm = 12, Tm = 18, B = 30;
     const pw = Math.max(10, W - L - Rm), ph = Math.max(10, H - Tm - B);
     const [a, b] = P.range || (P.range = plotRange(out));
+    const lo = P.lo, hi = Math.max(P.lo + 1, P.hi); // calls shown: lo..hi
     const band = 10; // rows for 0 (bottom) and inf (top)
     const yOf = (v) => {
       if (v <= 0) return Tm + ph;
@@ -735,7 +825,8 @@
       const l = Math.min(b, Math.max(a, Math.log10(v)));
       return Tm + band + (ph - 2 * band) * (1 - (l - a) / (b - a));
     };
-    const xOf = (k) => L + (E > 1 ? k / (E - 1) : 0.5) * pw;
+    const xOf = (k) => L + (k - lo) / (hi - lo) * pw;
+    Object.assign(P, { L, pw, xOf });
     g.font = '11px system-ui, sans-serif';
     g.fillStyle = '#5f6b7a'; g.strokeStyle = '#e3e7ee'; g.lineWidth = 1;
     g.textAlign = 'right'; g.textBaseline = 'middle';
@@ -746,16 +837,20 @@
       g.fillText('1e' + e, L - 6, y);
     }
     g.fillText('0', L - 6, yOf(0)); g.fillText('inf', L - 6, yOf(Infinity));
-    g.textAlign = 'center'; g.textBaseline = 'top';
-    for (let j = 0; j <= 5; j++) {
-      const k = Math.round((E - 1) * j / 5);
-      if (E) g.fillText(String(k), xOf(k), Tm + ph + 6);
+    g.textBaseline = 'top';
+    for (let j = 0; j <= 5 && E; j++) {
+      const k = Math.round(lo + (hi - lo) * j / 5);
+      g.textAlign = j === 0 ? 'left' : j === 5 ? 'right' : 'center';
+      g.fillText(String(k), xOf(k), Tm + ph + 6);
     }
-    g.fillText('call (execution order)', L + pw / 2, Tm + ph + 17);
-    // phase boundary: the first backward call
-    const firstBack = R.rc.entries.findIndex((name) => /\.backward(\.|$)/.test(name));
-    if (firstBack > 0) {
-      const x = Math.round(xOf(firstBack)) + 0.5;
+    g.textAlign = 'center';
+    const zoomed = lo > 0 || hi < E - 1;
+    g.fillText('call (execution order)' + (zoomed ? ' \u2014 zoomed, double-click to show all' : ' \u2014 drag to zoom'),
+      L + pw / 2, Tm + ph + 17);
+    g.save();
+    g.beginPath(); g.rect(L, 0, pw, H); g.clip();
+    if (P.firstBack > 0 && P.firstBack >= lo && P.firstBack <= hi) { // phase boundary: the first backward call
+      const x = Math.round(xOf(P.firstBack)) + 0.5;
       g.strokeStyle = '#b7c0cc'; g.setLineDash([2, 3]);
       g.beginPath(); g.moveTo(x, Tm); g.lineTo(x, Tm + ph); g.stroke(); g.setLineDash([]);
       g.textAlign = 'left'; g.fillText('backward \u2192', x + 3, 2);
@@ -769,72 +864,106 @@
     // one bucket per pixel column: the worst call in it
     const nb = Math.max(1, Math.floor(pw));
     const best = new Int32Array(nb).fill(-1);
-    for (let k = 0; k < E; k++) {
+    const first = Math.max(0, Math.floor(lo)), last = Math.min(E - 1, Math.ceil(hi));
+    for (let k = first; k <= last; k++) {
       const v = out[k];
       if (v !== v) continue;
-      const bk = E > 1 ? Math.min(nb - 1, Math.floor(k / (E - 1) * (nb - 1) + 0.5)) : 0;
+      const bk = Math.min(nb - 1, Math.max(0, Math.floor((k - lo) / (hi - lo) * (nb - 1) + 0.5)));
       const cur = best[bk];
       if (cur < 0 || v > out[cur] || (v === out[cur] && SEVERITY[R.states[k]] > SEVERITY[R.states[cur]])) best[bk] = k;
     }
-    P.buckets = best; P.nb = nb; P.L = L; P.pw = pw;
-    for (let order = 0; order < 4; order++) { // draw ok first, origins last
+    P.buckets = best; P.nb = nb;
+    const size = nb >= (last - first + 1) * 4 ? 5 : 3;
+    for (let order = 0; order < 4; order++) { // ok first, origins on top
       for (let bk = 0; bk < nb; bk++) {
         const k = best[bk];
         if (k < 0 || SEVERITY[R.states[k]] !== order) continue;
         g.fillStyle = STATE_COLOURS[R.states[k]];
-        g.fillRect(xOf(k) - 1.5, yOf(out[k]) - 1.5, 3, 3);
+        g.fillRect(xOf(k) - size / 2, yOf(out[k]) - size / 2, size, size);
       }
     }
     R.rc.origins.forEach((o, j) => {
-      if (o.pos < 0) return;
+      if (o.pos < lo || o.pos > hi) return;
       const x = Math.round(xOf(o.pos)) + 0.5;
       g.strokeStyle = '#c62828'; g.lineWidth = j === 0 ? 2 : 1; g.globalAlpha = j === 0 ? 0.9 : 0.45;
       g.beginPath(); g.moveTo(x, Tm); g.lineTo(x, Tm + ph); g.stroke();
       g.globalAlpha = 1; g.lineWidth = 1;
       if (j < 9) { g.fillStyle = '#c62828'; g.textAlign = 'center'; g.textBaseline = 'bottom'; g.fillText(String(j + 1), x, Tm - 2); }
     });
-    if (P.selected >= 0 && P.selected < E) {
+    if (P.selected >= lo && P.selected <= hi && P.selected < E) {
       const x = xOf(P.selected), v = out[P.selected];
       g.strokeStyle = '#1f5fbf'; g.lineWidth = 2;
       g.beginPath(); g.arc(x, v === v ? yOf(v) : Tm + ph, 6, 0, 2 * Math.PI); g.stroke(); g.lineWidth = 1;
+    }
+    g.restore();
+    if (P.drag && P.drag.x1 !== undefined) {
+      g.fillStyle = 'rgba(31, 95, 191, 0.15)';
+      g.fillRect(Math.min(P.drag.x0, P.drag.x1), Tm, Math.abs(P.drag.x1 - P.drag.x0), ph);
     }
     g.strokeStyle = '#9aa4b2';
     g.strokeRect(L + 0.5, Tm + 0.5, pw, ph);
   }
 
+  function plotX(ev) {
+    return ev.clientX - $('plot').getBoundingClientRect().left;
+  }
+
+  function callAt(x) {
+    return P.lo + (x - P.L) / P.pw * (Math.max(P.lo + 1, P.hi) - P.lo);
+  }
+
   function plotHit(ev) {
     if (!P.buckets) return -1;
-    const rect = $('plot').getBoundingClientRect();
-    const x = ev.clientX - rect.left - P.L;
+    const x = plotX(ev) - P.L;
     if (x < -4 || x > P.pw + 4) return -1;
-    const E = R.out.length;
-    const center = E > 1 ? Math.round(Math.max(0, Math.min(1, x / P.pw)) * (P.nb - 1)) : 0;
-    let found = -1;
-    for (let d = 0; d <= 4 && found < 0; d++) {
+    const center = Math.round(Math.max(0, Math.min(1, x / P.pw)) * (P.nb - 1));
+    for (let d = 0; d <= 4; d++) {
       for (const bk of [center - d, center + d]) {
-        if (bk >= 0 && bk < P.nb && P.buckets[bk] >= 0) { found = P.buckets[bk]; break; }
+        if (bk >= 0 && bk < P.nb && P.buckets[bk] >= 0) return P.buckets[bk];
       }
     }
-    return found;
+    return -1;
+  }
+
+  function showCall(k) { // zoom so that call k is visible, then mark it
+    const E = R.out.length;
+    if (k < P.lo || k > P.hi) { const w = P.hi - P.lo; P.lo = Math.max(0, Math.min(E - 1 - w, k - w / 2)); P.hi = P.lo + w; }
+    P.selected = k;
+    drawPlot();
   }
 
   function bindPlot() {
     const canvas = $('plot'), tip = $('plot-tip');
+    P.lo = 0; P.hi = Math.max(1, R.out.length - 1);
+    P.firstBack = R.rc.entries.findIndex((name) => /\.backward(\.|$)/.test(name));
     $('plot-card').hidden = false;
     $('plot-metric').textContent = 'worst output ' + (R.rc.metric || 'metric') + ' per call (log scale)';
+    canvas.addEventListener('mousedown', (ev) => { if (ev.button === 0) P.drag = { x0: plotX(ev) }; });
     canvas.addEventListener('mousemove', (ev) => {
+      if (P.drag) { P.drag.x1 = plotX(ev); drawPlot(); }
       const k = plotHit(ev);
       if (k < 0) { tip.hidden = true; return; }
       tip.hidden = false;
       tip.textContent = '#' + k + ' ' + entryName(k) + '\n' + STATE_NAMES[R.states[k]] + ', outputs ' + fmtScore(R.out[k]) +
         ', inputs ' + fmtScore(R.inScores[k]);
       const rect = canvas.getBoundingClientRect();
-      const x = ev.clientX - rect.left;
-      tip.style.left = Math.min(x + 12, Math.max(0, rect.width - 360)) + 'px';
+      tip.style.left = Math.min(plotX(ev) + 12, Math.max(0, rect.width - 360)) + 'px';
       tip.style.top = (ev.clientY - rect.top + 14) + 'px';
     });
-    canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
-    canvas.addEventListener('click', (ev) => { const k = plotHit(ev); if (k >= 0) selectCall(k, true); });
+    canvas.addEventListener('mouseleave', () => { tip.hidden = true; if (P.drag) { P.drag = null; drawPlot(); } });
+    canvas.addEventListener('mouseup', (ev) => {
+      const drag = P.drag;
+      P.drag = null;
+      if (drag && drag.x1 !== undefined && Math.abs(drag.x1 - drag.x0) > 5) {
+        const a = callAt(Math.min(drag.x0, drag.x1)), b = callAt(Math.max(drag.x0, drag.x1));
+        P.lo = Math.max(0, Math.floor(a)); P.hi = Math.min(R.out.length - 1, Math.max(P.lo + 1, Math.ceil(b)));
+        drawPlot();
+        return;
+      }
+      const k = plotHit(ev);
+      if (k >= 0) selectCall(k, true); else drawPlot();
+    });
+    canvas.addEventListener('dblclick', () => { P.lo = 0; P.hi = Math.max(1, R.out.length - 1); drawPlot(); });
     let timer = 0;
     window.addEventListener('resize', () => { clearTimeout(timer); timer = setTimeout(drawPlot, 100); });
     drawPlot();
@@ -850,6 +979,8 @@
       buildTable();
       bindFilters();
       applyView();
+      window.__report = { rows: R.n, columns: R.cols.map((c) => c.name), cell: (row, col) => cellText(R.cols[col], row),
+        matching: () => V.view.length, plotX: (k) => (P.xOf ? P.xOf(k) : -1), plotRange: () => [P.lo, P.hi] };
       window.__reportReady = performance.now();
       timings.ready = window.__reportReady;
       if (R.rc) {
@@ -857,8 +988,12 @@
           bindPlot();
           buildTree();
           window.__reportComplete = performance.now();
+          warmNameFilter();
         }, 0);
-      } else window.__reportComplete = performance.now();
+      } else {
+        window.__reportComplete = performance.now();
+        warmNameFilter();
+      }
     } catch (err) {
       const box = $('loading');
       box.hidden = false;
