@@ -23,22 +23,34 @@ class DumpFile:
     data: dict[str, Any] = field(repr=False)
 
 
+def file_error(exc: OSError, path: Path) -> InputError:
+    """The one-line error for a JSON input file that cannot be opened or read."""
+    if isinstance(exc, FileNotFoundError):
+        return InputError("file does not exist", path)
+    if isinstance(exc, IsADirectoryError):
+        return InputError("is a directory, expected a JSON file", path)
+    return InputError(f"cannot be read ({exc.strerror or exc})", path)
+
+
+def loads(text: bytes) -> Any:
+    """orjson, or the stdlib parser for the NaN/Infinity tokens the dumper writes (which orjson rejects).
+
+    Raises ValueError (json.JSONDecodeError) for text that is not JSON.
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def read_json(path: Path) -> Any:
     """Parse a JSON file; NaN/Infinity (written by the dumper) are accepted. Errors name the file."""
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("file does not exist", path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a JSON file", path) from None
     except OSError as exc:
-        raise InputError(f"cannot be read ({exc.strerror or exc})", path) from None
+        raise file_error(exc, path) from None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass  # orjson rejects NaN/Infinity; the stdlib parser accepts them
-    try:
-        return json.loads(raw)
+        return loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"is not valid JSON ({exc})", path) from None
 

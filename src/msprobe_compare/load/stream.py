@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-import orjson
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.load.dumpjson import check_dump_header, read_json
+from msprobe_compare.load.dumpjson import check_dump_header, file_error, loads, read_json
 
 BLOCK = 16 << 20  # bytes read at a time
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
@@ -92,12 +91,8 @@ def _read_head(path: Path) -> tuple[int, bytes]:
     try:
         with open(path, "rb") as f:
             return os.fstat(f.fileno()).st_size, f.read(HEAD)
-    except FileNotFoundError:
-        raise InputError("file does not exist", path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a JSON file", path) from None
     except OSError as exc:
-        raise InputError(f"cannot be read ({exc.strerror or exc})", path) from None
+        raise file_error(exc, path) from None
 
 
 _DATA_KEY = re.compile(rb'\n( +)"data": ')
@@ -369,11 +364,7 @@ class _Scanner:
     def parse(self, text: bytes, at: int) -> Any:
         """A captured JSON text; errors are reported at their file offset (`at` = offset of text[0])."""
         try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-        try:
-            return json.loads(text)
+            return loads(text)
         except json.JSONDecodeError as exc:
             head = text.decode("utf-8", "replace")[: exc.pos]
             raise _invalid(self.path, exc.msg, at + len(head.encode())) from None
@@ -500,10 +491,6 @@ def _unique(path: Path, entries: Iterator[Entry]) -> Iterator[Entry]:
 def _loads_or_none(text: bytes) -> Any:
     """Parse JSON text (NaN/Infinity accepted); None when it is not valid."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(text)
+        return loads(text)
     except ValueError:
         return None
