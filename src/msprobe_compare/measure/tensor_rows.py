@@ -13,9 +13,8 @@ import os
 import re
 import sys
 import threading
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -126,12 +125,18 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
 
 POOL_ENV = "MSPROBE_COMPARE_POOL"  # "thread", "process" or "auto" (the default)
 POOL_KINDS = ("auto", "thread", "process")
-# auto: processes when the average tensor pair is below this many bytes (per-row Python work dominates and
-# threads contend for the GIL), threads otherwise (numpy kernels release the GIL; no process start-up).
-PROCESS_BELOW_BYTES = 4 << 20
+# auto: processes (forked) whenever at least this many rows per worker read tensor files, threads otherwise.
+# Measured on 2 cores (bench/TENSOR_RESULTS.md): processes are as fast as threads on large tensors (a 4.5 GB pair
+# of 52 rows: 3.6 s vs 4.0 s) and much faster on many small ones, where the per-row Python work (zip parsing,
+# unpickling, small numpy calls) makes threads fight over the GIL (4356 rows of ~7 KB: 5.0 s vs 9.7 s, slower
+# than one thread). Threads remain for a handful of rows (no fork cost) and where fork is unsafe (_fork_context).
+PROCESS_MIN_ROWS_PER_WORKER = 2
 _BATCH_BYTES = 4 << 20  # a process task batch holds about this much tensor data ...
 _BATCH_MAX = 64  # ... and at most this many rows
 _WINDOW_PER_WORKER = 2  # batches queued ahead per worker
+# Rows holding at least this fraction of one worker's share of all bytes go first, largest first: a huge
+# tensor near the end (an embedding grad) would otherwise run alone while the other workers idle.
+_BIG_FRACTION = 0.05
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4,
              "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}  # fmt: skip
 _INTS = re.compile(r"\d+")
@@ -153,27 +158,33 @@ def choose_pool(pool: str | None, pair_bytes: Sequence[int], workers: int) -> st
         raise ValueError(f"{POOL_ENV} / pool must be one of {', '.join(POOL_KINDS)}, not {kind!r}")
     if kind != "auto":
         return kind
-    loaded = [b for b in pair_bytes if b > 0]
-    if workers < 2 or len(loaded) < 2 * workers:
-        return "thread"
-    return "process" if sum(loaded) / len(loaded) < PROCESS_BELOW_BYTES else "thread"
+    reading = sum(1 for b in pair_bytes if b > 0)
+    return "process" if workers > 1 and reading >= PROCESS_MIN_ROWS_PER_WORKER * workers else "thread"
 
 
 def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path) -> list[tuple[TensorMetrics, Failure]]:
     return [_measure(t, npu_dir, bench_dir) for t in tasks]
 
 
-def _batches(tasks: list[RowTask], pair_bytes: Sequence[int]) -> Iterator[list[RowTask]]:
+def _batches(tasks: list[RowTask], pair_bytes: Sequence[int], workers: int, max_rows: int) -> list[list[RowTask]]:
+    """Task batches in submission order: the big rows first (largest first, one per batch), then the others in
+    row order, consecutive rows grouped up to _BATCH_BYTES of data or `max_rows` rows."""
+    share = sum(pair_bytes) / workers
+    big = {t.row for t in tasks if pair_bytes[t.row] > 0 and pair_bytes[t.row] >= _BIG_FRACTION * share}
+    batches = [[t] for t in sorted((t for t in tasks if t.row in big), key=lambda t: -pair_bytes[t.row])]
     batch: list[RowTask] = []
     held = 0
     for task in tasks:
+        if task.row in big:
+            continue
         batch.append(task)
         held += pair_bytes[task.row]
-        if held >= _BATCH_BYTES or len(batch) >= _BATCH_MAX:
-            yield batch
+        if held >= _BATCH_BYTES or len(batch) >= max_rows:
+            batches.append(batch)
             batch, held = [], 0
     if batch:
-        yield batch
+        batches.append(batch)
+    return batches
 
 
 def _fork_context() -> Any:
@@ -188,16 +199,37 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
-def _in_order(executor: Executor, fn: Callable[[list[RowTask]], list[Any]], batches: Iterator[list[RowTask]],
-              window: int) -> Iterator[Any]:
-    """Results of fn over the batches, in order, with at most `window` batches submitted and not yet consumed."""
-    pending: deque[Future[list[Any]]] = deque()
-    for batch in batches:
-        pending.append(executor.submit(fn, batch))
-        if len(pending) >= window:
-            yield from pending.popleft().result()
-    while pending:
-        yield from pending.popleft().result()
+def _in_row_order(
+    executor: Executor, fn: Callable[[list[RowTask]], list[Any]], batches: list[list[RowTask]], window: int
+) -> Iterator[Any]:
+    """fn's results for every task of `batches`, yielded in row order, with at most `window` batches submitted
+    and unfinished at any time (each worker holds one tensor pair; finished results are small)."""
+    pending: dict[Future[list[Any]], list[RowTask]] = {}
+    done_rows: dict[int, Any] = {}
+    queue = iter(batches)
+    next_row = 0
+    try:
+        while True:
+            while len(pending) < window:
+                batch = next(queue, None)
+                if batch is None:
+                    break
+                pending[executor.submit(fn, batch)] = batch
+            if not pending:
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                batch = pending.pop(future)
+                for task, result in zip(batch, future.result(), strict=True):
+                    done_rows[task.row] = result
+            while next_row in done_rows:
+                yield done_rows.pop(next_row)
+                next_row += 1
+    finally:
+        for future in pending:
+            future.cancel()
+    if done_rows:  # cannot happen: every row is in exactly one batch
+        raise RuntimeError("tensor rows finished out of the row range")
 
 
 def measure_rows(
@@ -231,16 +263,18 @@ def measure_rows(
     if kind == "serial":
         stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir) for t in tasks)
         _collect(tasks, stream, results, on_row)
-    elif kind == "thread":
-        with ThreadPoolExecutor(max_workers=workers) as executor:
-            fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
-            batches = ([t] for t in tasks)  # one row per task: threads share the GIL-free kernels evenly
-            _collect(tasks, _in_order(executor, fn, batches, workers * _WINDOW_PER_WORKER), results, on_row)
     else:
         fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
-            stream = _in_order(executor, fn, _batches(tasks, pair_bytes), workers * _WINDOW_PER_WORKER)
-            _collect(tasks, stream, results, on_row)
+        window = workers * _WINDOW_PER_WORKER
+        executor: Executor
+        if kind == "thread":  # one row per batch: threads share the GIL-free kernels evenly
+            executor = ThreadPoolExecutor(max_workers=workers)
+            batches = _batches(tasks, pair_bytes, workers, max_rows=1)
+        else:
+            executor = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            batches = _batches(tasks, pair_bytes, workers, max_rows=_BATCH_MAX)
+        with executor:
+            _collect(tasks, _in_row_order(executor, fn, batches, window), results, on_row)
     values = np.full((n, 6), np.nan)
     states = np.zeros((n, 6), dtype=np.int8)
     metrics = [m for m, _ in results]
