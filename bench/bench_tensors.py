@@ -7,14 +7,18 @@ Uses a pair made by bench/gen_tensors.py (generated into --out unless it already
     OURS -f pytorch compare -i compare.json -o OUT -s -j J      for every J in --jobs and pool in --pool
     REF  -f pytorch compare -i compare.json -o OUT -s           (when the reference is installed)
 
-(-f mindspore when the pair was written without torch).  For each run: wall time, CPU time, peak RSS of the child
-(its own ru_maxrss from os.wait4; memory-mapped tensor pages count in it), and throughput = total bytes of both
-sides' tensor files / wall time, in GB/s (1e9 bytes).  --repeat N runs each configuration N times; the median and
-the best wall time are shown.
+(-f mindspore when the pair was written without torch).  For each run: wall time, CPU time (user+sys of the child
+and its reaped workers), peak RSS, and throughput = total bytes of both sides' tensor files / wall time, in GB/s
+(1e9 bytes).  Peak RSS is shown twice: "RSS" is ru_maxrss from os.wait4 (the largest single process of the tree),
+"tree" the peak of the summed VmRSS of the child and its worker processes, sampled every 20 ms (matters for
+process pools).  Memory-mapped tensor pages count in both.  --repeat N runs each configuration N times,
+round-robin over the configurations (so a load change hits all alike); the median and the best are shown.
+--wait-idle P waits before each run until the CPUs are P% idle (useful on a shared machine).
 
 The reference is slow (minutes per GB): --ref-gb X runs it on a separate, smaller pair generated with the same
 shapes and seed (tensor sizes do not depend on --gb, see gen_tensors.py) and compares throughputs in GB/s; ours is
-then also run on that smaller pair so both ratios are printed.  --skip-ref skips the reference.
+then also run on that smaller pair so both ratios are printed (with --data, the smaller pair still has the default
+gen_tensors.py shapes).  --skip-ref skips the reference.  The ours/ref ratio uses runs in the same cache mode.
 
 Page cache (--cache, comma-separated, default "cold,warm"; every configuration is run in each mode):
   cold  the pair's tensor files are evicted from the page cache before every run (sync, then
@@ -24,10 +28,13 @@ Page cache (--cache, comma-separated, default "cold,warm"; every configuration i
         falls back to "cold" when not permitted;
   warm  the tensor files are read once before the runs, and every run finds them in the page cache.
 
-OUR tool's pool kind is chosen with the MSPROBE_COMPARE_POOL environment variable (thread, process, auto).
+Our tool's row workers are chosen with the MSPROBE_COMPARE_POOL environment variable (thread, process, auto):
+--pool thread,process compares them.  Pairs, outputs and logs default to /var/tmp (not /tmp, which other jobs on
+a shared machine may clean).
 
 Usage: python3 bench/bench_tensors.py [--gb 2] [--out DIR | --data DIR] [--seed 1] [--jobs 1,2] [--pool auto]
-           [--repeat 3] [--cache cold|warm] [--ref PATH | --skip-ref] [--ref-gb 0.5] [--timeout SEC]
+           [--repeat 3] [--cache cold,warm] [--ref PATH | --skip-ref] [--ref-gb 0.5] [--ref-cache cold]
+           [--ref-repeat 1] [--timeout SEC]
            [--json FILE] [--ours CMD] [--wait-idle PCT [--wait-max SEC]]
 """
 import argparse

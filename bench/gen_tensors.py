@@ -9,10 +9,12 @@ hidden 4096, 32 heads, ffn 11008 -> activations [1, 2048, 4096] / [1, 2048, 1100
 [11008, 4096] / [4096, 11008].  Activations, weights and activation grads are bfloat16; norm inputs after
 Tensor.float, norm weights and parameter grads (main grads) are float32; token ids are int64.
 
-One decoder layer holds about 2.4 GB of tensors at the default shapes, so the layer count is derived from --gb and
-the entries are then thinned evenly (as a dump with a `list`/`scope` filter would be) to just over --gb per side.
-Thinning keeps forward, backward and parameters_grad entries in proportion; tensor sizes do not change with --gb,
-so throughput measured on a small pair is comparable with a big one.
+One decoder layer holds about 2.9 GB of tensors at the default shapes, so the layer count is derived from --gb and
+the entries are then thinned evenly (as a dump with a `list`/`scope` filter would be) to just over --gb per side
+(the default --gb 2 gives one thinned layer plus the embedding and final norm: 52 rows, 2.25 GB per side; use
+--layers N to spread the same budget over N repeated layers).  Thinning keeps forward, backward and parameters_grad
+entries in proportion; tensor sizes do not change with --gb, so throughput measured on a small pair is comparable
+with a big one.  Smaller --seq/--hidden/--ffn give many small tensors (see bench/TENSOR_RESULTS.md).
 
 The bench side is the NPU side with small perturbations: float32 tensors get relative noise ~1e-4, bfloat16
 tensors relative noise ~1e-3 before rounding to bfloat16 (many elements then differ by one bf16 ulp); token ids are
@@ -32,9 +34,11 @@ Output (layout as written by the real dumper):
     OUT/meta.json      (framework, rows, entries, tensor bytes per side, options)
 
 Usage: python3 bench/gen_tensors.py [--gb 2] [--out DIR] [--seed 1] [--seq 2048] [--hidden 4096] [--ffn 11008]
-                                    [--heads 32] [--vocab 32000] [--no-torch]
-Deterministic for a given seed and options.  Data come from two pools of up to 64 Mi elements of normal numbers (taken at
-random offsets, scaled per tensor), so generation runs at memory speed rather than RNG speed.
+                                    [--heads 32] [--vocab 32000] [--layers N] [--no-torch] [-v]
+Default --out: /var/tmp/msprobe_bench_tensors (not /tmp, which other jobs on a shared machine may clean).
+Deterministic for a given seed and options.  Data come from two pools of up to 64 Mi normal numbers (taken at
+random offsets, scaled per tensor) and go through buffers allocated once, so generation runs at memory and
+torch.save speed rather than RNG speed (about 20 s for the default 2 x 2.25 GB on an idle 2-core VM).
 """
 import argparse
 import json
@@ -131,9 +135,8 @@ class Model:
         a = self.a
         S, H, F, NH = a.seq, a.hidden, a.ffn, a.heads
         act = (1, S, H)
-        top = self.module("embed_tokens", "Embedding", [Leaf((1, S), "i64", False)], [Leaf(act)],
-                          {"weight": Leaf((a.vocab, H), scale=0.02)}, None)
-        del top
+        self.module("embed_tokens", "Embedding", [Leaf((1, S), "i64", False)], [Leaf(act)],
+                    {"weight": Leaf((a.vocab, H), scale=0.02)}, None)
         for i in range(layers):
             p = f"layers.{i}"
             layer = f"{self.mod}.{p}.LlamaDecoderLayer.forward.0"
