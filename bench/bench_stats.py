@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import find_ours, tail
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REF = "/work/refvenv/bin/msprobe"
 
@@ -48,12 +50,6 @@ def count_rows(data_dir):
         data = json.load(f)["data"]
     return sum(leaf_count(v) for v in data.values()), len(data)
 
-
-def find_ours(ref):
-    exe = shutil.which("msprobe")
-    if exe and not (ref and os.path.realpath(exe) == os.path.realpath(ref)) and "refvenv" not in exe:
-        return [exe]
-    return [sys.executable, "-m", "msprobe_compare"]
 
 
 def _proc_tree(root):
@@ -129,15 +125,6 @@ def run_child(cmd, cwd, log_path, timeout, sample=0.25):
     return {"rc": rc, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
             "tree_pss_kb": tree_peak}
 
-
-def tail(path, n=15):
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8", "replace").replace("\r", "\n").splitlines()
-    except OSError:
-        return ""
-    lines = [ln for ln in lines if ln.strip()]
-    return "\n".join("    " + ln for ln in lines[-n:])
 
 
 def main(argv=None):

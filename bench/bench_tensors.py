@@ -49,16 +49,12 @@ import subprocess
 import sys
 import time
 
+from benchlib import find_ours, tail
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REF = "/work/refvenv/bin/msprobe"
 DEFAULT_OUT = "/var/tmp/msprobe_bench_tensors"
 
-
-def find_ours(ref):
-    exe = shutil.which("msprobe")
-    if exe and not (ref and os.path.realpath(exe) == os.path.realpath(ref)) and "refvenv" not in exe:
-        return [exe]
-    return [sys.executable, "-m", "msprobe_compare"]
 
 
 def tensor_files(pair):
@@ -214,14 +210,6 @@ def run_child(cmd, cwd, log_path, timeout, env=None):
     return {"rc": rc, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
             "tree_rss_kb": max(tree_peak, ru.ru_maxrss)}
 
-
-def tail(path, n=15):
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8", "replace").replace("\r", "\n").splitlines()
-    except OSError:
-        return ""
-    return "\n".join("    " + ln for ln in [x for x in lines if x.strip()][-n:])
 
 
 def cpu_idle(seconds=2.0):
