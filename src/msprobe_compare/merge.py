@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.dumpjson import check_input_file
 from msprobe_compare.log import Console
 from msprobe_compare.render import table
@@ -152,7 +151,7 @@ def merge_results(in_dir: Path, out_dir: Path, config_path: Path, console: Conso
     name = "multi_ranks_compare_merge_{ts}.xlsx"
     path = out_dir / name.format(ts=free_timestamp(out_dir, [name]))
     with atomic_output(path) as tmp:
-        write_workbook(tmp, [(index, header, ((r, Colour.NONE) for r in rows), len(rows))
+        write_workbook(tmp, [(index, header, [list(c) for c in zip(*rows)] if rows else [[] for _ in header])
                              for index, header, rows in sheets])  # fmt: skip
     console.info(f"The merged compare result is saved in: {path}")
     return path

@@ -6,13 +6,13 @@ import openpyxl
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render.files import atomic_output
-from msprobe_compare.render.xlsx import write_xlsx
+from msprobe_compare.render.xlsx import write_xlsx_columns
 
 
 def test_formula_like_strings_are_text(tmp_path):
     path = tmp_path / "t.xlsx"
     evil = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "=cmd|' /C calc'!A0"]
-    write_xlsx(path, ["a"], (([v], Colour.NONE) for v in evil), len(evil))
+    write_xlsx_columns(path, ["a"], [evil], [Colour.NONE] * len(evil))
     ws = openpyxl.load_workbook(path).active
     cells = [ws.cell(row=r + 2, column=1) for r in range(len(evil))]
     assert [c.value for c in cells] == evil

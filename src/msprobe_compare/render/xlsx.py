@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import zipfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from msprobe_compare.judge.highlight import Colour
 
@@ -148,23 +148,6 @@ def _cell(value: Any, style: str) -> str:
     return _cell(str(value), style)
 
 
-def _write_sheet(zf: zipfile.ZipFile, k: int, header: Sequence[str], rows: Any, size: int, selected: bool) -> None:
-    last_ref = f"{column_letter(len(header) - 1)}{size + 1}"
-    with zf.open(f"xl/worksheets/sheet{k}.xml", "w", force_zip64=True) as raw:
-        buf: list[str] = [_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "")]
-        buf.append('<row r="1">' + "".join(_cell(text, ' s="3"') for text in header) + "</row>")
-        cell = _cell
-        for r in range(2, size + 2):
-            cells, colour = next(rows)
-            style = STYLE[colour]
-            buf.append(f'<row r="{r}">' + "".join([cell(value, style) for value in cells]) + "</row>")
-            if len(buf) >= 4096:
-                raw.write("".join(buf).encode("utf-8"))
-                buf.clear()
-        buf.append(f'</sheetData><autoFilter ref="A1:{last_ref}"/></worksheet>')
-        raw.write("".join(buf).encode("utf-8"))
-
-
 BLOCK_ROWS = 32768  # rows turned into XML at a time: bounds the memory of the fragments
 
 
@@ -197,7 +180,7 @@ def _write_sheet_columns(
     zf: zipfile.ZipFile, k: int, header: Sequence[str], columns: Sequence[Sequence[Any]],
     colours: Sequence[Colour], start: int, size: int, selected: bool,
 ) -> None:  # fmt: skip
-    """Like _write_sheet, from columns: rows [start, start + size) of every column."""
+    """One sheet from columns: rows [start, start + size) of every column, whole rows coloured."""
     last_ref = f"{column_letter(len(header) - 1)}{size + 1}"
     with zf.open(f"xl/worksheets/sheet{k}.xml", "w", force_zip64=True) as raw:
         head = "".join(_cell(text, ' s="3"') for text in header)
@@ -220,7 +203,7 @@ def _write_sheet_columns(
 def write_xlsx_columns(
     path: Path, header: list[str], columns: Sequence[Sequence[Any]], colours: Sequence[Colour], sheet_name: str = "Sheet"
 ) -> None:
-    """The result table given column by column (the fast path), split into sheets like write_xlsx."""
+    """The result table given column by column, split into sheets part_0, part_1, ... when long."""
     n_rows = len(columns[0]) if columns else 0
     sheets = sheet_sizes(n_rows, sheet_name)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
@@ -231,24 +214,15 @@ def write_xlsx_columns(
         _write_workbook_parts(zf, [(name, header, size) for name, size in sheets])
 
 
-def write_xlsx(
-    path: Path,
-    header: list[str],
-    rows: Iterable[tuple[Sequence[Any], Colour]],
-    n_rows: int,
-    sheet_name: str = "Sheet",
+def write_workbook(
+    path: Path, sheets: list[tuple[str, Sequence[str], Sequence[Sequence[Any]]]]
 ) -> None:
-    """One result table, split into sheets part_0, part_1, ... above MAX_SHEET_ROWS rows."""
-    it = iter(rows)
-    write_workbook(path, [(name, header, it, size) for name, size in sheet_sizes(n_rows, sheet_name)])
-
-
-def write_workbook(path: Path, sheets: list[tuple[str, Sequence[str], Iterable[tuple[Sequence[Any], Colour]], int]]) -> None:
-    """Sheets given as (name, header, rows, row count); rows are consumed in sheet order."""
+    """Several uncoloured sheets given as (name, header, columns)."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for k, (_, header, rows, size) in enumerate(sheets, start=1):
-            _write_sheet(zf, k, header, iter(rows), size, selected=k == 1)
-        _write_workbook_parts(zf, [(name, header, size) for name, header, _, size in sheets])
+        for k, (_, header, columns) in enumerate(sheets, start=1):
+            size = len(columns[0]) if columns else 0
+            _write_sheet_columns(zf, k, header, columns, [Colour.NONE] * size, 0, size, selected=k == 1)
+        _write_workbook_parts(zf, [(name, header, len(cols[0]) if cols else 0) for name, header, cols in sheets])
 
 
 def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[str], int]]) -> None:
