@@ -92,9 +92,9 @@ class RootCause:
 
 
 def phase_of(entry: str) -> str:
-    tail = entry.rsplit(".", 2)
     if entry.endswith("parameters_grad"):
         return "parameters_grad"
+    tail = entry.rsplit(".", 2)
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
 
 
@@ -159,9 +159,9 @@ def _inplace_artifacts(o: CompareOutcome, differs: np.ndarray) -> np.ndarray:
     """
     npu, bench, match = o.npu, o.bench, o.match
     out = np.zeros(len(npu), dtype=bool)
-    first_out: dict[int, int] = {}
-    for i in np.flatnonzero(npu.state == State.OUTPUT).tolist():
-        first_out.setdefault(int(npu.entry_index[i]), i)
+    outputs = np.flatnonzero(npu.state == State.OUTPUT)
+    entries, first = np.unique(npu.entry_index[outputs], return_index=True)
+    first_out = dict(zip(entries.tolist(), outputs[first].tolist()))
     for i in np.flatnonzero(differs & (npu.state == State.INPUT)).tolist():
         entry = npu.entries[npu.entry_index[i]]
         api = entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]
@@ -181,15 +181,26 @@ def _same_value(a: RowTable, i: int, b: RowTable, j: int) -> bool:
     return bool(np.all(a.stat_kind[i] == StatKind.NUMBER) and np.array_equal(a.stats[i], b.stats[j]))
 
 
-def _config_rows(o: CompareOutcome) -> np.ndarray:
+def _is_scalar(dtype: str) -> bool:
+    return dtype.startswith("<class")
+
+
+def _config_rows(o: CompareOutcome, scalar: np.ndarray) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
     npu, bench, match = o.npu, o.bench, o.match
     out = np.zeros(len(npu), dtype=bool)
-    scalar = [i for i, d in enumerate(npu.dtype) if d.startswith("<class")]
-    for i in scalar:
-        j = int(match[i])
-        if j >= 0:
-            out[i] = npu.stat_display(i, 0) != bench.stat_display(j, 0)
+    rows = np.flatnonzero(scalar & (match >= 0))
+    if not len(rows):
+        return out
+    cols = match[rows]
+    kn, kb = npu.stat_kind[rows, 0], bench.stat_kind[cols, 0]
+    numeric = np.array([True, True, False, False, False])  # by StatKind: NUMBER, INT (compared by value)
+    both_numeric = numeric[kn] & numeric[kb]
+    raw = (kn == StatKind.RAW) | (kb == StatKind.RAW)
+    differs = np.where(both_numeric, npu.stats[rows, 0] != bench.stats[cols, 0], kn != kb)
+    for k in np.flatnonzero(raw).tolist():  # text, bool, ...: as Python compares the shown values
+        differs[k] = npu.stat_display(int(rows[k]), 0) != bench.stat_display(int(cols[k]), 0)
+    out[rows] = differs
     return out
 
 
@@ -200,8 +211,9 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> 
     metric, score, differs, known, threshold = _row_scores(o)
     artifact = _inplace_artifacts(o, differs)
     differs, known = differs & ~artifact, known & ~artifact
-    config = _config_rows(o)
-    tensor_row = np.array([not d.startswith("<class") and d != "None" for d in npu.dtype], dtype=bool)
+    scalar = npu.dtype_mask(_is_scalar)
+    config = _config_rows(o, scalar)
+    tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
     is_in = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
     is_out = (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)
     ei = npu.entry_index
@@ -244,28 +256,34 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> 
     order = [k for k in range(n_entries) if phases[k] != "parameters_grad"]
     order += [k for k in range(n_entries) if phases[k] == "parameters_grad"]
     inherited = False
+    known_l, cfg_l, in_l, out_l, has_out_l = (a.tolist() for a in (any_known, cfg_diff, in_diff, out_diff, has_out))
+
+    def evidence(e: int) -> Evidence:
+        return Evidence(metric, _num(in_scores[e]), _num(out_scores[e]), threshold, first_row.get(e))
+
     for e in order:
-        if phases[e] != "forward" and seen_diff:
+        phase = phases[e]
+        if phase != "forward" and seen_diff:
             inherited = True
-        name = entries[e]
-        if not any_known[e] and not cfg_diff[e]:
+        if not known_l[e] and not cfg_l[e]:
             states[e] = CallState.UNKNOWN
             continue
-        ev = Evidence(metric, _num(in_scores[e]), _num(out_scores[e]), threshold, first_row.get(e))
+        name = entries[e]
         origin: Origin | None = None
-        if in_diff[e] or (inherited and (out_diff[e] or cfg_diff[e])):
-            if not seen_diff and phases[e] != "parameters_grad":
-                origin = Origin(name, OriginKind.BOUNDARY, phases[e], last_ok, ev)
+        if in_l[e] or (inherited and (out_l[e] or cfg_l[e])):
+            if not seen_diff and phase != "parameters_grad":
+                origin = Origin(name, OriginKind.BOUNDARY, phase, last_ok, evidence(e))
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
-        elif cfg_diff[e]:
-            origin = Origin(name, OriginKind.CONFIGURATION, phases[e], None, ev, tuple(differing_args.get(e, ())))
+        elif cfg_l[e]:
+            origin = Origin(name, OriginKind.CONFIGURATION, phase, None, evidence(e),
+                            tuple(differing_args.get(e, ())))  # fmt: skip
             state = CallState.ORIGIN
-        elif out_diff[e]:
-            origin = Origin(name, OriginKind.COMPUTATION, phases[e], None, ev)
+        elif out_l[e]:
+            origin = Origin(name, OriginKind.COMPUTATION, phase, None, evidence(e))
             state = CallState.ORIGIN
         else:
             state = CallState.OK
-            if has_out[e]:
+            if has_out_l[e]:
                 last_ok = name
         if state is not CallState.OK:
             seen_diff = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -78,16 +78,21 @@ class RowTable:
     def __len__(self) -> int:
         return len(self.names)
 
+    def dtype_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
+        """`predicate(dtype)` per row, evaluated once per distinct dtype text."""
+        decided = {d: bool(predicate(d)) for d in set(self.dtype)}
+        return np.fromiter(map(decided.__getitem__, self.dtype), dtype=bool, count=len(self.dtype))
+
     def stat_display(self, row: int, col: int) -> Any:
         """The statistic as a Python value for rendering (float, int, str) or a marker string."""
-        kind = self.stat_kind[row, col]
-        if kind == StatKind.NUMBER:
+        kind = int(self.stat_kind[row, col])
+        if kind == _NUMBER:
             return float(self.stats[row, col])
-        if kind == StatKind.INT:
+        if kind == _INT:
             return int(self.stats[row, col])
-        if kind == StatKind.NAN:
+        if kind == _NAN:
             return "Nan"
-        if kind == StatKind.NONE:
+        if kind == _NONE:
             return "None"
         return self.raw[(row, col)]
 
@@ -96,7 +101,14 @@ class _Cells(tuple):  # type: ignore[type-arg]
     """The four statistic cells of a row whose raw values differ (`_ABSENT` where not raw)."""
 
 
-_ABSENT = object()
+class _Absent:
+    """Marks a cell of `_Cells` that is not raw; one instance, kept by pickling (rows cross processes)."""
+
+    def __reduce__(self) -> str:
+        return "_ABSENT"
+
+
+_ABSENT = _Absent()
 
 
 class RawCells(Mapping[tuple[int, int], Any]):
@@ -218,8 +230,11 @@ class _Builder:
         self.data_name.append(data_name)
 
     def leaf(self, op: str, name: str, state: int, leaf: dict[str, Any]) -> None:
-        data_name = leaf.get("data_name")
-        if isinstance(data_name, str) and data_name and data_name != "-1":
+        get = leaf.get
+        data_name = get("data_name")
+        if data_name is None:
+            data_name = "-1"
+        elif isinstance(data_name, str) and data_name and data_name != "-1":
             name = data_name.rsplit(".", 1)[0] if "." in data_name else data_name
         else:
             data_name = "-1"
@@ -228,36 +243,56 @@ class _Builder:
             if isinstance(tensor, dict):
                 self.leaf(op, name, state, tensor)
             return
-        dtype = leaf.get("dtype")
-        md5 = leaf.get("md5")
+        dtype = get("dtype")
+        md5 = get("md5")
         if md5 is not None and not isinstance(md5, str):
             raise InputError(f"md5 of '{name}' must be a string, got {type(md5).__name__}", self.path)
-        if dtype is not None:  # a tensor
-            if not isinstance(dtype, str):
-                raise InputError(f"dtype of '{name}' must be a string, got {type(dtype).__name__}", self.path)
-            shape = leaf.get("shape")
-            if shape is not None and not isinstance(shape, list):
-                raise InputError(
-                    f"shape of input or output of {op} is not a list: '{name}' has {type(shape).__name__}",
-                    self.path,
-                )
-            rg_raw = leaf.get("requires_grad")
-            if rg_raw is None:
-                rg = RG_MISSING
-            elif isinstance(rg_raw, bool):
-                rg = RG_TRUE if rg_raw else RG_FALSE
-            else:
-                raise InputError(
-                    f"requires_grad of input or output of {op} is not a bool: '{name}' has {rg_raw!r}",
-                    self.path,
-                )
-            values = (leaf.get("Max"), leaf.get("Min"), leaf.get("Mean"), leaf.get("Norm"))  # STAT_KEYS
-            for v in values:
-                if v is not None and not isinstance(v, (int, float, bool)):
-                    raise InputError(f"statistic of '{name}' must be a number or null, got {v!r}", self.path)
-            self.add_row(name, state, dtype, str(shape), values, rg, md5, data_name)  # type: ignore[arg-type]
+        if dtype is None:
+            self._scalar(name, state, leaf, md5, data_name)
             return
-        self._scalar(name, state, leaf, md5, data_name)
+        # a tensor
+        if not isinstance(dtype, str):
+            raise InputError(f"dtype of '{name}' must be a string, got {type(dtype).__name__}", self.path)
+        shape = get("shape")
+        if shape is not None and not isinstance(shape, list):
+            raise InputError(
+                f"shape of input or output of {op} is not a list: '{name}' has {type(shape).__name__}",
+                self.path,
+            )
+        rg_raw = get("requires_grad")
+        if rg_raw is None:
+            rg = RG_MISSING
+        elif rg_raw is True:
+            rg = RG_TRUE
+        elif rg_raw is False:
+            rg = RG_FALSE
+        else:
+            raise InputError(
+                f"requires_grad of input or output of {op} is not a bool: '{name}' has {rg_raw!r}",
+                self.path,
+            )
+        a, b, c, d = get("Max"), get("Min"), get("Mean"), get("Norm")  # STAT_KEYS
+        if type(a) is float and type(b) is float and type(c) is float and type(d) is float and (
+            a == a and b == b and c == c and d == d
+        ):  # the common case: four floats, none NaN
+            self.stats.extend((a, b, c, d))
+            self.kinds.extend(_ALL_NUMBERS)
+            strings = self._strings
+            shape_text = str(shape)
+            self.names.append(name)
+            self.entry_index.append(len(self.entries) - 1)
+            self.state.append(state)
+            self.dtype.append(strings.get(dtype) or self.intern(dtype))
+            self.shape.append(strings.get(shape_text) or self.intern(shape_text))
+            self.rg.append(rg)
+            self.md5.append(md5)
+            self.data_name.append(data_name)
+            return
+        values = (a, b, c, d)
+        for v in values:
+            if v is not None and not isinstance(v, (int, float, bool)):
+                raise InputError(f"statistic of '{name}' must be a number or null, got {v!r}", self.path)
+        self.add_row(name, state, dtype, str(shape), values, rg, md5, data_name)
 
     def _scalar(self, name: str, state: int, leaf: dict[str, Any], md5: str | None, data_name: str) -> None:
         """A non-tensor leaf (spec §3.1 step 3)."""
@@ -293,8 +328,13 @@ class _Builder:
         if node is None:
             self.null(name, state)
         elif isinstance(node, list):
+            leaf, walk, fast = self.leaf, self.walk, depth < MAX_DEPTH
             for i, item in enumerate(node):
-                self.walk(op, item, f"{name}.{i}" if index_lists else name, state, depth + 1)
+                child = f"{name}.{i}" if index_lists else name
+                if fast and type(item) is dict and type(item.get("type")) is str:  # a leaf: skip a level
+                    leaf(op, child, state, item)
+                else:
+                    walk(op, item, child, state, depth + 1)
         elif isinstance(node, dict):
             if isinstance(node.get("type"), str) or "class_type" in node:
                 self.leaf(op, name, state, node)

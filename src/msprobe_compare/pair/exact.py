@@ -5,6 +5,7 @@ The result is one index array: for NPU row i, `bench[i]` is the matched bench ro
 
 from __future__ import annotations
 
+from itertools import chain, repeat
 from typing import Mapping
 
 import numpy as np
@@ -44,19 +45,29 @@ def match_exact(
 ) -> np.ndarray:
     """Join on (compare key, shape), keep NPU order, then apply the dtype gate."""
     keys = npu.names if keys is None else keys
-    index: dict[tuple[str, str], int] = {}
-    for j, (name, shape) in enumerate(zip(bench.names, bench.shape)):
-        index.setdefault((name, shape), j)
-    out = np.fromiter((index.get(k, -1) for k in zip(keys, npu.shape)), dtype=np.int64, count=len(npu))
+    n = len(bench)
+    # built from the end, so a repeated (name, shape) keeps its first bench row
+    index = dict(zip(zip(reversed(bench.names), reversed(bench.shape)), range(n - 1, -1, -1)))
+    found = map(index.get, zip(keys, npu.shape), repeat(-1))
+    out = np.fromiter(found, dtype=np.int64, count=len(npu))
     return apply_dtype_gate(npu, bench, out, cross_framework)
 
 
 def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_framework: bool) -> np.ndarray:
-    """Unmatch pairs whose dtypes are incompatible (spec §3.2)."""
+    """Unmatch pairs whose dtypes are incompatible (spec §3.2); decided once per distinct dtype pair."""
     out = match.copy()
-    for i, j in enumerate(match.tolist()):
-        if j >= 0 and not dtypes_compatible(npu.dtype[i], bench.dtype[j], cross_framework):
-            out[i] = -1
+    hit = np.flatnonzero(match >= 0)
+    if not len(hit):
+        return out
+    names = list(dict.fromkeys(chain(npu.dtype, bench.dtype)))  # the distinct dtypes, a few
+    code = {d: k for k, d in enumerate(names)}
+    npu_codes = np.fromiter(map(code.__getitem__, npu.dtype), dtype=np.int64, count=len(npu))
+    bench_codes = np.fromiter(map(code.__getitem__, bench.dtype), dtype=np.int64, count=len(bench))
+    pairs = npu_codes[hit] * len(names) + bench_codes[match[hit]]
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    ok = np.array([dtypes_compatible(names[p // len(names)], names[p % len(names)], cross_framework)
+                   for p in distinct.tolist()], dtype=bool)  # fmt: skip
+    out[hit[~ok[inverse]]] = -1
     return out
 
 

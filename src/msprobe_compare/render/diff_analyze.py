@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-
+import numpy as np
 
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
@@ -30,14 +30,13 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
     if rc is None or not rc.origins:
         return []
     npu = outcome.npu
-    rows_of: dict[int, list[int]] = {}
-    for i, e in enumerate(npu.entry_index.tolist()):
-        rows_of.setdefault(e, []).append(i)
+    position = {name: e for e, name in enumerate(npu.entries)}
+    starts = np.searchsorted(npu.entry_index, np.arange(len(npu.entries) + 1))  # rows are in entry order
     items = []
     for origin in rc.origins:
-        e = npu.entries.index(origin.entry)
+        e = position[origin.entry]
         info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
-        for i in rows_of.get(e, []):
+        for i in range(int(starts[e]), int(starts[e + 1])):
             side = "output" if npu.state[i] in (State.OUTPUT, State.PARAMETERS_GRAD) else "input"
             if outcome.mode is Mode.MD5:
                 info[side][npu.names[i]] = {"NPU MD5": npu.md5[i] or "N/A"}

@@ -1,0 +1,80 @@
+"""Reading the bench side in a forked child gives the same tables and the same errors as reading in turn."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from msprobe_compare.errors import InputError
+from msprobe_compare.load import rows, sides
+from msprobe_compare.load.rows import flatten
+from msprobe_compare.load.stream import open_dump
+from tests.load.test_stream import DUMPS, same_tables
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+@pytest.fixture(autouse=True)
+def always_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sides, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sides.os, "cpu_count", lambda: 2)
+
+
+def read_pair(npu: Path, bench: Path, parallel: bool):
+    return sides.flatten_sides(npu, open_dump(npu)[1], {}, bench, open_dump(bench)[1], parallel=parallel)
+
+
+@pytest.mark.parametrize("npu", DUMPS[:6], ids=lambda p: str(p.parent.relative_to(p.parents[3])))
+def test_forked_read_equals_sequential(npu: Path) -> None:
+    bench = DUMPS[-1]
+    a_npu, a_bench = read_pair(npu, bench, parallel=True)
+    same_tables(a_npu, flatten(npu, open_dump(npu)[1]))
+    same_tables(a_bench, flatten(bench, open_dump(bench)[1]))
+
+
+def test_absent_marker_survives_pickling() -> None:
+    """Rows cross the pipe pickled; `_Cells` tell raw from absent cells by identity."""
+    assert pickle.loads(pickle.dumps(rows._ABSENT)) is rows._ABSENT
+
+
+def _broken(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name / "dump.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    return path
+
+
+GOOD = '{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {"Functional.relu.0.forward": ' \
+       '{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, ' \
+       '"Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}]}}}'
+BAD_ENTRY = GOOD.replace('"requires_grad": false', '"requires_grad": "yes"')
+
+
+def test_bench_error_comes_back_from_the_child(tmp_path: Path) -> None:
+    npu, bench = _broken(tmp_path, "npu", GOOD), _broken(tmp_path, "bench", BAD_ENTRY)
+    with pytest.raises(InputError) as forked:
+        read_pair(npu, bench, parallel=True)
+    with pytest.raises(InputError) as sequential:
+        read_pair(npu, bench, parallel=False)
+    assert forked.value.message == sequential.value.message
+    assert str(bench) in forked.value.message and "requires_grad" in forked.value.message
+
+
+def test_npu_error_wins_and_the_child_is_reaped(tmp_path: Path) -> None:
+    npu, bench = _broken(tmp_path, "npu", BAD_ENTRY), _broken(tmp_path, "bench", BAD_ENTRY)
+    with pytest.raises(InputError) as err:
+        read_pair(npu, bench, parallel=True)
+    assert str(npu) in err.value.message
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left behind
+
+
+def test_small_files_are_read_in_turn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sides, "PARALLEL_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(sides.os, "fork", lambda: pytest.fail("forked for a small pair"))
+    npu = _broken(tmp_path, "npu", GOOD)
+    a, b = read_pair(npu, npu, parallel=True)
+    assert a.names == b.names == ["Functional.relu.0.forward.input.0"]
