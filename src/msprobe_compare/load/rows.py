@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from orjson import dumps
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
@@ -166,6 +167,7 @@ class _Builder:
         self.data_name: list[str] = []
         self.has_md5 = False
         self._strings: dict[str, str] = {}
+        self._shapes: dict[bytes, str] = {}  # JSON text of a shape list -> its str()
 
     def intern(self, text: str) -> str:
         """One shared object per distinct dtype/shape string (millions of rows hold a few distinct values)."""
@@ -278,12 +280,17 @@ class _Builder:
             self.stats.extend((a, b, c, d))
             self.kinds.extend(_ALL_NUMBERS)
             strings = self._strings
-            shape_text = str(shape)
+            key = dumps(shape)  # exact (1, 1.0 and true differ), and cheaper than str() of the list
+            shape_text = self._shapes.get(key)
+            if shape_text is None:
+                shape_text = str(shape)
+                if len(self._shapes) < INTERN_LIMIT:
+                    self._shapes[key] = shape_text = self.intern(shape_text)
             self.names.append(name)
             self.entry_index.append(len(self.entries) - 1)
             self.state.append(state)
             self.dtype.append(strings.get(dtype) or self.intern(dtype))
-            self.shape.append(strings.get(shape_text) or self.intern(shape_text))
+            self.shape.append(shape_text)
             self.rg.append(rg)
             self.md5.append(md5)
             self.data_name.append(data_name)
