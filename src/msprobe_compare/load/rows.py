@@ -54,6 +54,8 @@ _FIELDS = (
 RG_MISSING, RG_FALSE, RG_TRUE = -1, 0, 1
 _NUMBER, _INT, _NAN, _NONE, _RAW = (int(k) for k in StatKind)  # plain ints: IntEnum access is slow in hot loops
 _ALL_NUMBERS = (_NUMBER,) * 4
+_ALL_NONE = (_NONE,) * 4
+_ZEROS = (0.0,) * 4
 INTERN_LIMIT = 1 << 16  # distinct dtype/shape strings shared through the builder's cache
 
 
@@ -168,6 +170,7 @@ class _Builder:
         self.has_md5 = False
         self._strings: dict[str, str] = {}
         self._shapes: dict[bytes, str] = {}  # JSON text of a shape list -> its str()
+        self._crcs: dict[tuple[type, Any], str] = {}  # (type, value) of a scalar -> its checksum text
 
     def intern(self, text: str) -> str:
         """One shared object per distinct dtype/shape string (millions of rows hold a few distinct values)."""
@@ -195,6 +198,9 @@ class _Builder:
         if type(a) is type(b) is type(c) is type(d) is float and a == a and b == b and c == c and d == d:
             self.stats.extend(values)  # the common case: four floats, none NaN
             self.kinds.extend(_ALL_NUMBERS)
+        elif a is None and b is None and c is None and d is None:
+            self.stats.extend(_ZEROS)
+            self.kinds.extend(_ALL_NONE)
         else:
             nums = [0.0, 0.0, 0.0, 0.0]
             kinds = [_NONE, _NONE, _NONE, _NONE]
@@ -320,9 +326,18 @@ class _Builder:
             dtype, shape, stat = "torch.ProcessGroup", "[]", ranks
             md5 = md5 or ranks
         else:
-            dtype, shape, stat = f"<class '{_pytype(value)}'>", "[]", value
+            dtype, shape, stat = _CLASS_TEXT.get(type(value)) or f"<class '{_pytype(value)}'>", "[]", value
         if md5 is None:
-            md5 = self.intern(f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}")
+            tv = type(value)
+            if tv is int or tv is str or tv is bool or value is None:  # exact keys (not float: 0.0 == -0.0)
+                key = (tv, value)
+                md5 = self._crcs.get(key)
+                if md5 is None:
+                    md5 = _crc_text(value)
+                    if len(self._crcs) < INTERN_LIMIT:
+                        self._crcs[key] = md5
+            else:
+                md5 = _crc_text(value)
         self.add_row(name, state, dtype, shape, (stat, stat, stat, stat), RG_MISSING, md5, data_name)
 
     def null(self, name: str, state: int) -> None:
@@ -395,6 +410,16 @@ def _column(values: array, dtype: type) -> np.ndarray:
     if not values:
         return np.zeros(0, dtype=dtype)
     return np.frombuffer(values, dtype=dtype)
+
+
+_CLASS_TEXT = {t: f"<class '{t.__name__}'>" for t in (int, float, bool, str, list, dict)} | {
+    type(None): "<class 'NoneType'>"
+}
+
+
+def _crc_text(value: Any) -> str:
+    """The checksum shown as a scalar's md5: CRC-32 of its Python text, 8 hex digits."""
+    return f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}"
 
 
 def _pytype(value: Any) -> str:

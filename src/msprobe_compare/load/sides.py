@@ -3,7 +3,7 @@
 Reading is CPU-bound Python (parse, walk, build columns), one core per file. On a POSIX system with
 two or more cores and large files the bench side is flattened in a child process forked for the
 purpose, which sends its finished RowTable back through a pipe; the parent flattens the NPU side
-meanwhile. Results and errors are the same as reading one side after the other: an NPU error wins,
+meanwhile (never when other threads run: forking those is unsafe). Results and errors are the same as reading one side after the other: an NPU error wins,
 then a bench error.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ def flatten_sides(
 
 def _worth_forking(npu_path: Path, bench_path: Path) -> bool:
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        return False
+    if threading.active_count() > 1:  # forking a process that runs other threads (Ray, a host app) is unsafe
         return False
     try:
         return npu_path.stat().st_size + bench_path.stat().st_size >= PARALLEL_MIN_BYTES
