@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import replace
 import os
 import sys
 from pathlib import Path
 
+from msprobe_compare import distribute
 from msprobe_compare.api import compare_directories, compare_files
 from msprobe_compare.config import CompareConfig, Options, load_config
-from msprobe_compare.errors import CompareError
+from msprobe_compare.errors import CompareError, UsageError
 from msprobe_compare.log import Console
 from msprobe_compare.merge import merge_results
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render import report
 from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
 
-EXIT_OK, EXIT_ERROR, EXIT_GATE = 0, 1, 3
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--fail-on", choices=["error", "warning"], default=None,
                      help="exit with code 3 when rows at this level (or worse) exist, for CI gates")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
+    cmp.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                     help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
+                          "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
+                          "(needs msprobe-compare[ray])")  # fmt: skip
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
     merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
@@ -101,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         layer_mapping=_mapping_arg(args.layer_mapping) if args.framework == "mindspore" else None,
         jobs=args.jobs,
         formats=args.format,
+        ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
     )
+    ray_session = contextlib.ExitStack()
     try:
+        if options.ray:
+            ray_session.enter_context(distribute.session())
         cfg = load_config(args.input_path, options)
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
@@ -118,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             return _gate(console, args.fail_on, results)
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
+    except UsageError as exc:
+        console.error(exc.message)
+        return EXIT_USAGE
     except CompareError as exc:
         console.error(exc.message)
         return EXIT_ERROR
@@ -132,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.error(f"internal error: {type(exc).__name__}: {exc} (set MSPROBE_DEBUG=1 for the traceback)")
         return EXIT_ERROR
+    finally:
+        ray_session.close()
     if args.diff_analyze and written.xlsx is not None:
         report.write_origins_json(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
     if written.xlsx is not None:

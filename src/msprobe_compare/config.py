@@ -27,6 +27,8 @@ class Options:
     layer_mapping: Path | bool | None = None
     jobs: int | None = None
     formats: tuple[str, ...] = ("xlsx", "html")  # see render.report.FORMATS
+    parallel_read: bool = True  # read the bench dump.json in a forked child (off inside parallel ranks)
+    ray: str | bool | None = None  # None: local pools; True: RAY_ADDRESS or a local Ray; str: that cluster
 
 
 @dataclass(frozen=True)

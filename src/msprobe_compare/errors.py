@@ -20,6 +20,10 @@ class CompareError(Exception):
         return f"{self.path}: {self.problem}"
 
 
+class UsageError(CompareError):
+    """A command line that cannot work as given, e.g. an option whose optional dependency is missing (exit code 2)."""
+
+
 class InputError(CompareError):
     """Bad input file or content (missing, unreadable, malformed)."""
 

@@ -3,7 +3,8 @@
 Rows are spread over `jobs` workers, threads or processes (POOL_ENV / the `pool` argument; see `choose_pool`).
 Each worker holds at most one tensor pair (memory-mapped) and its chunk buffers, and at most a few batches of
 row tasks are queued ahead, so memory stays bounded. Results come back in row order to the main process, which
-alone calls `on_row`.
+alone calls `on_row`. A `RowBackend` (the `backend` argument) runs the batches elsewhere instead, e.g. on a Ray
+cluster (`msprobe_compare.distribute`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.load.tensors import load_tensor
+from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
     STATE_TEXT,
     Accuracy,
@@ -162,13 +164,30 @@ def choose_pool(pool: str | None, pair_bytes: Sequence[int], workers: int) -> st
     return "process" if workers > 1 and reading >= PROCESS_MIN_ROWS_PER_WORKER * workers else "thread"
 
 
+@single_threaded_blas()  # BLAS on one thread (deterministic dot products) also in non-forked workers
 def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path) -> list[tuple[TensorMetrics, Failure]]:
     return [_measure(t, npu_dir, bench_dir) for t in tasks]
 
 
-def _batches(tasks: list[RowTask], pair_bytes: Sequence[int], workers: int, max_rows: int) -> list[list[RowTask]]:
+class RowBackend(Protocol):
+    """Runs batches of row tasks outside the local pools (see `measure_rows`)."""
+
+    workers: int  # tasks running at once: sizes the batches and the submission window
+    batch_bytes: int  # a batch holds about this much tensor data ...
+    max_rows: int  # ... and at most this many rows
+
+    def run(
+        self, fn: Callable[[list[RowTask]], list[Any]], batches: list[list[RowTask]], window: int
+    ) -> Iterator[tuple[list[RowTask], list[Any]]]:
+        """(batch, fn(batch)) for every batch as it finishes, with at most `window` batches unfinished."""
+        ...
+
+
+def _batches(
+    tasks: list[RowTask], pair_bytes: Sequence[int], workers: int, max_rows: int, batch_bytes: int = _BATCH_BYTES
+) -> list[list[RowTask]]:
     """Task batches in submission order: the big rows first (largest first, one per batch), then the others in
-    row order, consecutive rows grouped up to _BATCH_BYTES of data or `max_rows` rows."""
+    row order, consecutive rows grouped up to `batch_bytes` of data or `max_rows` rows."""
     share = sum(pair_bytes) / workers
     big = {t.row for t in tasks if pair_bytes[t.row] > 0 and pair_bytes[t.row] >= _BIG_FRACTION * share}
     batches = [[t] for t in sorted((t for t in tasks if t.row in big), key=lambda t: -pair_bytes[t.row])]
@@ -179,7 +198,7 @@ def _batches(tasks: list[RowTask], pair_bytes: Sequence[int], workers: int, max_
             continue
         batch.append(task)
         held += pair_bytes[task.row]
-        if held >= _BATCH_BYTES or len(batch) >= max_rows:
+        if held >= batch_bytes or len(batch) >= max_rows:
             batches.append(batch)
             batch, held = [], 0
     if batch:
@@ -199,15 +218,13 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
-def _in_row_order(
+def _finished(
     executor: Executor, fn: Callable[[list[RowTask]], list[Any]], batches: list[list[RowTask]], window: int
-) -> Iterator[Any]:
-    """fn's results for every task of `batches`, yielded in row order, with at most `window` batches submitted
-    and unfinished at any time (each worker holds one tensor pair; finished results are small)."""
+) -> Iterator[tuple[list[RowTask], list[Any]]]:
+    """(batch, fn(batch)) as batches finish, with at most `window` batches submitted and unfinished at any time
+    (each worker holds one tensor pair; finished results are small)."""
     pending: dict[Future[list[Any]], list[RowTask]] = {}
-    done_rows: dict[int, Any] = {}
     queue = iter(batches)
-    next_row = 0
     try:
         while True:
             while len(pending) < window:
@@ -220,18 +237,32 @@ def _in_row_order(
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 batch = pending.pop(future)
-                for task, result in zip(batch, future.result(), strict=True):
-                    done_rows[task.row] = result
+                yield batch, future.result()
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _in_row_order(finished: Iterator[tuple[list[RowTask], list[Any]]]) -> Iterator[Any]:
+    """The results of finished batches (see `_finished`, `RowBackend.run`), yielded in row order."""
+    done_rows: dict[int, Any] = {}
+    next_row = 0
+    try:
+        for batch, results in finished:
+            for task, result in zip(batch, results, strict=True):
+                done_rows[task.row] = result
             while next_row in done_rows:
                 yield done_rows.pop(next_row)
                 next_row += 1
     finally:
-        for future in pending:
-            future.cancel()
+        close = getattr(finished, "close", None)
+        if close is not None:  # stop submitting (and cancel) when the caller stops early
+            close()
     if done_rows:  # cannot happen: every row is in exactly one batch
         raise RuntimeError("tensor rows finished out of the row range")
 
 
+@single_threaded_blas()  # for the whole run; forked workers inherit it (measure/blas.py)
 def measure_rows(
     npu: RowTable,
     bench: RowTable,
@@ -241,10 +272,12 @@ def measure_rows(
     jobs: int | None = None,
     on_row: Callable[[RowTask, TensorMetrics, Failure], None] | None = None,
     pool: str | None = None,
+    backend: RowBackend | None = None,
 ) -> TensorColumns:
     """Measure every NPU row; `on_row` is called in row order, in this process (per-row logs and progress).
 
-    `pool`: "thread", "process" or "auto" (None: the MSPROBE_COMPARE_POOL variable, else "auto")."""
+    `pool`: "thread", "process" or "auto" (None: the MSPROBE_COMPARE_POOL variable, else "auto").
+    `backend`: run the rows there instead (`jobs` and `pool` are then not used)."""
     n = len(npu)
     bench_files = [bench.data_name[j] if j >= 0 else NA for j in match.tolist()]
     tasks = [RowTask(i, npu.names[i], npu.data_name[i], bench_files[i]) for i in range(n)]
@@ -255,12 +288,18 @@ def measure_rows(
         else 2 * _estimated_bytes(npu.shape[t.row], npu.dtype[t.row])
         for t in tasks
     ]  # fmt: skip
-    kind = choose_pool(pool, pair_bytes, workers) if workers > 1 and n > 1 else "serial"
+    kind = choose_pool(pool, pair_bytes, workers) if workers > 1 and n > 1 and backend is None else "serial"
     context = _fork_context() if kind == "process" else None
     if kind == "process" and context is None:
         kind = "thread"
     results: list[tuple[TensorMetrics, Failure]] = []
-    if kind == "serial":
+    if backend is not None:
+        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
+        batches = _batches(tasks, pair_bytes, backend.workers, max_rows=backend.max_rows,
+                           batch_bytes=backend.batch_bytes)  # fmt: skip
+        window = backend.workers * _WINDOW_PER_WORKER
+        _collect(tasks, _in_row_order(backend.run(fn, batches, window)), results, on_row)
+    elif kind == "serial":
         stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir) for t in tasks)
         _collect(tasks, stream, results, on_row)
     else:
@@ -274,7 +313,7 @@ def measure_rows(
             executor = ProcessPoolExecutor(max_workers=workers, mp_context=context)
             batches = _batches(tasks, pair_bytes, workers, max_rows=_BATCH_MAX)
         with executor:
-            _collect(tasks, _in_row_order(executor, fn, batches, window), results, on_row)
+            _collect(tasks, _in_row_order(_finished(executor, fn, batches, window)), results, on_row)
     values = np.full((n, 6), np.nan)
     states = np.zeros((n, 6), dtype=np.int8)
     metrics = [m for m, _ in results]

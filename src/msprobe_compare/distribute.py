@@ -1,0 +1,220 @@
+"""Distributed execution on Ray (`--ray [ADDRESS]`): ranks and batches of tensor rows become Ray tasks.
+
+Every node reads the dumps from a shared filesystem. A rank task writes its result files into the output folder
+(also shared), as the local process pool does, and returns its `RankOutcome` and its log lines, which the caller
+prints. A tensor task returns the metrics of its rows; the caller assembles the rows in order (`tensor_rows`). The
+results are therefore those of a local run.
+
+Ray is imported here only, and only when asked for. Without ADDRESS we connect to the cluster named by RAY_ADDRESS,
+else start a private local instance that listens on 127.0.0.1 only, without dashboard (`start_local`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, TypeVar
+
+from msprobe_compare.errors import CompareError, UsageError
+from msprobe_compare.log import Console
+
+INSTALL_HINT = "pip install msprobe-compare[ray]"
+LOOPBACK = "127.0.0.1"
+RAY_BATCH_BYTES = 32 << 20  # a tensor task reads about this much data (a few tens of ms of work) ...
+RAY_BATCH_MAX = 256  # ... and measures at most this many rows
+_RANK_WINDOW_PER_CPU = 2  # rank tasks submitted ahead per cluster CPU
+
+# Environment of the processes of a local instance (set while `ray.init` starts them):
+# - RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: the node address is 127.0.0.1, not this host's outward address;
+# - usage statistics off;
+# - a dead HTTP proxy on the loopback (all but loopback addresses go through it): Ray's usage-stats module probes
+#   cloud metadata servers (169.254.169.254, metadata.google.internal) at start even with statistics off, and the
+#   probes must fail here instead of leaving the machine. Ray's own gRPC traffic is loopback, exempted by no_proxy.
+_DEAD_PROXY = f"http://{LOOPBACK}:9"
+_LOCAL_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "http_proxy": _DEAD_PROXY,
+    "https_proxy": _DEAD_PROXY,
+    "HTTP_PROXY": _DEAD_PROXY,
+    "HTTPS_PROXY": _DEAD_PROXY,
+    "no_proxy": f"{LOOPBACK},localhost,::1",
+    "NO_PROXY": f"{LOOPBACK},localhost,::1",
+}
+
+R = TypeVar("R")
+T = TypeVar("T")
+_state = {"owned": False}  # this process called ray.init (and `session` shuts it down)
+
+
+def require_ray() -> Any:
+    """The `ray` module, or a UsageError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(f"--ray needs Ray, which is not installed; install it with: {INSTALL_HINT}") from None
+    return ray
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """For the CLI: Ray must be importable; a connection made meanwhile (`connect`) is closed at the end."""
+    ray = require_ray()
+    try:
+        yield
+    finally:
+        if _state["owned"] and ray.is_initialized():
+            ray.shutdown()
+        _state["owned"] = False
+
+
+def connect(target: str | bool, console: Console | None = None) -> Any:
+    """Connect this process to Ray unless it is already (a Ray worker, or the caller's own `ray.init`).
+
+    `target`: a cluster address, or True for the cluster named by RAY_ADDRESS, else (or for "local") a new local
+    instance (`start_local`)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return ray
+    address = target if isinstance(target, str) else (os.environ.get("RAY_ADDRESS") or None)
+    if address in (None, "local"):  # Ray's own "local" would not be confined to the loopback
+        start_local()
+        where = f"a local Ray instance on {LOOPBACK}"
+    else:
+        try:
+            ray.init(address=address, configure_logging=False)
+        except Exception as exc:  # ConnectionError, ValueError, timeouts, ...: all mean "not reachable as given"
+            raise CompareError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
+        where = f"the Ray cluster at {address}"
+    _state["owned"] = True
+    if console is not None:
+        console.info(f"--ray: running on {where} ({cluster_cpus(ray)} CPUs)")
+    return ray
+
+
+def start_local(num_cpus: int | None = None) -> None:
+    """Start a private Ray instance on this machine: 127.0.0.1 only, no dashboard, no usage statistics."""
+    saved = {key: os.environ.get(key) for key in _LOCAL_ENV}
+    os.environ.update(_LOCAL_ENV)
+    try:
+        ray = require_ray()
+        try:  # the loopback choice is read when Ray is imported; apply it if Ray was imported before us
+            from ray._private import ray_constants
+
+            if getattr(ray_constants, "ENABLE_RAY_CLUSTER", False):
+                ray_constants.ENABLE_RAY_CLUSTER = False
+        except ImportError:
+            pass
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address=LOOPBACK,
+                     configure_logging=False)  # fmt: skip
+        except Exception as exc:
+            raise CompareError(f"cannot start a local Ray instance: {exc}") from None
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != LOOPBACK:
+        ray.shutdown()
+        raise CompareError(f"the local Ray instance would use the address {node_ip}, not {LOOPBACK}; stopped it")
+
+
+def cluster_cpus(ray: Any) -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _call(fn: Callable[..., R], *args: Any) -> R:
+    """A task body: `fn(*args)` on a worker."""
+    return fn(*args)
+
+
+def _call_captured(fn: Callable[..., R], *args: Any) -> tuple[R, str]:
+    """A task body: `fn(*args)` on a worker, with what it printed on stdout."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = fn(*args)
+    return result, out.getvalue()
+
+
+@cache
+def _remote(captured: bool) -> Any:
+    """The Ray remote functions (made once Ray is imported). Rank tasks write files: a crashed one is not retried."""
+    ray = require_ray()
+    if captured:
+        return ray.remote(num_cpus=1, max_retries=0)(_call_captured)
+    return ray.remote(num_cpus=1)(_call)
+
+
+def _as_completed(ray: Any, submit: Callable[[T], Any], items: Sequence[T], window: int) -> Iterator[tuple[int, Any]]:
+    """(index, result) of every item's task as tasks finish, with at most `window` of them unfinished.
+
+    Waits in `ray.wait`, which lends this worker's CPU to other tasks when it runs inside a task itself (a rank task
+    waiting for its tensor tasks), so nested tasks cannot deadlock."""
+    pending: dict[Any, int] = {}
+    queue = iter(enumerate(items))
+    try:
+        while True:
+            while len(pending) < window:
+                item = next(queue, None)
+                if item is None:
+                    break
+                pending[submit(item[1])] = item[0]
+            if not pending:
+                return
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                yield pending.pop(ref), ray.get(ref)
+    finally:
+        for ref in pending:  # stopped early (an error): do not leave work behind on the cluster
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+
+
+def map_ranks(
+    fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], target: str | bool, console: Console,
+    limit: int | None = None,
+) -> list[R]:  # fmt: skip
+    """`fn(*job)` for every job as a Ray task of one CPU, results in job order. A task's log lines are printed here
+    when it finishes. `limit`: at most this many tasks unfinished (default: twice the cluster's CPUs)."""
+    ray = connect(target, console)
+    remote = _remote(True)
+    window = max(1, limit or _RANK_WINDOW_PER_CPU * cluster_cpus(ray))
+    results: list[Any] = [None] * len(jobs)
+    for index, (result, text) in _as_completed(ray, lambda job: remote.remote(fn, *job), jobs, window):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        results[index] = result
+    return results
+
+
+@dataclass
+class RayRows:
+    """A `tensor_rows.RowBackend` on Ray: batches of rows as tasks, their metrics returned to the caller."""
+
+    workers: int
+    batch_bytes: int = RAY_BATCH_BYTES
+    max_rows: int = RAY_BATCH_MAX
+
+    def run(
+        self, fn: Callable[[list[Any]], list[Any]], batches: list[list[Any]], window: int
+    ) -> Iterator[tuple[list[Any], list[Any]]]:
+        ray = require_ray()
+        remote = _remote(False)
+        fn_ref = ray.put(fn)  # shipped once, not with every task
+        for index, results in _as_completed(ray, lambda batch: remote.remote(fn_ref, batch), batches, window):
+            yield batches[index], results
+
+
+def row_backend(target: str | bool, console: Console, jobs: int | None = None) -> RayRows:
+    """The Ray backend for tensor rows; `jobs` caps the tasks running at once (default: the cluster's CPUs)."""
+    ray = connect(target, console)
+    cpus = cluster_cpus(ray)
+    return RayRows(workers=max(1, min(jobs, cpus) if jobs else cpus))
