@@ -78,9 +78,32 @@ def _few(keys: list[Any]) -> bool:
     return len(set(sample)) * 4 <= len(sample) * 3
 
 
-def _few_objects(cells: list[Any]) -> bool:
+def _few_objects(cells: list[Any] | table.Column) -> bool:
     """Whether the list repeats a few objects (as table columns of texts do) rather than holding distinct ones."""
-    return _few(list(map(id, cells[:: max(1, len(cells) // 512)])))
+    return _few(list(map(id, _pick(cells, slice(None, None, max(1, len(cells) // 512))))))
+
+
+def _coded(cells: Any) -> bool:
+    return isinstance(cells, table.Column) and cells.codes is not None
+
+
+def _pick(cells: list[Any] | table.Column, rows: slice | list[int]) -> list[Any]:
+    """Cells at `rows` of a list or of a coded table.Column (whose cells are the objects of its table)."""
+    if _coded(cells):
+        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+        picked = cells.codes[rows] if isinstance(rows, slice) else cells.codes[np.asarray(rows, dtype=np.int64)]
+        return list(map(cells.table.__getitem__, picked.tolist()))
+    if isinstance(rows, slice):
+        return cells[rows]  # type: ignore[return-value]
+    return list(map(cells.__getitem__, rows))  # type: ignore[union-attr]
+
+
+def _ids(cells: list[Any] | table.Column) -> np.ndarray:
+    """id() of every cell; for a coded column through its table."""
+    if _coded(cells):
+        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+        return np.fromiter(map(id, cells.table), dtype=np.int64, count=len(cells.table))[cells.codes]
+    return np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))
 
 
 class _Dict:
@@ -154,14 +177,24 @@ def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
     return kind, values, False
 
 
-def _encode_cells(cells: list[Any], strings: _Dict) -> tuple[np.ndarray, np.ndarray | None]:
-    """(code per cell, numbers or None): codes 0-2 are numbers (see table.Cells), 3+k the k-th string."""
+def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.ndarray, np.ndarray | None]:
+    """(code per cell, numbers or None): codes 0-2 are numbers (see table.Column), 3+k the k-th string."""
+    if isinstance(cells, table.Column) and not _coded(cells):
+        if cells.kind is None:
+            return _encode_cells(_as_list(cells), strings)
+        kind, values, objects = cells.kind, cells.values, cells.objects
+        text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+        if len(text_rows) == len(kind):
+            return KIND_STR + strings.codes(list(map(str, objects))), None
+        codes = kind.astype(np.int64)
+        if len(text_rows):
+            codes[text_rows] = KIND_STR + strings.codes(list(map(str, objects[text_rows].tolist())))
+        return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
     if isinstance(cells, table.Cells):
         kind, values = cells.kind, cells.values
     elif _few_objects(cells):  # classify each distinct object once
-        ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))
-        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        objects = list(map(cells.__getitem__, first.tolist()))
+        _, first, inverse = np.unique(_ids(cells), return_index=True, return_inverse=True)
+        objects = _pick(cells, first.tolist())
         kind_u, values_u, _ = _classify(objects)
         codes_u = kind_u.astype(np.int64)
         texts = np.flatnonzero(kind_u == table.KIND_OTHER)
@@ -170,6 +203,8 @@ def _encode_cells(cells: list[Any], strings: _Dict) -> tuple[np.ndarray, np.ndar
         inverse = inverse.reshape(-1)
         numbers = kind_u < table.KIND_OTHER
         return codes_u[inverse], (np.where(numbers, values_u, np.nan)[inverse] if numbers.any() else None)
+    elif _coded(cells):
+        return _encode_cells(cells.objects, strings)  # type: ignore[union-attr]
     else:
         kind, values, texts_only = _classify(cells)
         if texts_only:
@@ -241,24 +276,57 @@ def _partner(header: list[str], k: int) -> int | None:
     return next((j for j in range(k) if header[j].lower() == want), None)
 
 
+def _equal(cells: list[Any] | table.Column, ref_cells: list[Any] | table.Column) -> np.ndarray:
+    """cells[i] == ref_cells[i] for each row; for two coded columns through a table of their values."""
+    if _coded(cells) and _coded(ref_cells):
+        a, b = cells.table, ref_cells.table  # type: ignore[union-attr]
+        if all(type(x) is str for x in a + b):  # type: ignore[operator]  # str equality is key equality
+            index: dict[str, int] = {}
+            for x in a + b:  # type: ignore[operator]
+                index.setdefault(x, len(index))
+            va = np.array([index[x] for x in a], dtype=np.int64)  # type: ignore[union-attr]
+            vb = np.array([index[x] for x in b], dtype=np.int64)  # type: ignore[union-attr]
+            return va[cells.codes] == vb[ref_cells.codes]  # type: ignore[union-attr]
+        eq = np.array([[bool(x == y) for y in b] for x in a], dtype=bool)  # type: ignore[union-attr]
+        return eq.reshape(len(a), len(b))[cells.codes, ref_cells.codes]  # type: ignore[arg-type, union-attr]
+    if _coded(cells):
+        cells = cells.objects  # type: ignore[union-attr]
+    if _coded(ref_cells):
+        ref_cells = ref_cells.objects  # type: ignore[union-attr]
+    return np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
+
+
 def _encode_like(
-    cells: list[Any], ref_cells: list[Any], ref_codes: np.ndarray, strings: _Dict
+    cells: list[Any] | table.Column, ref_cells: list[Any] | table.Column, ref_codes: np.ndarray, strings: _Dict
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Encode a "Bench X" column whose cells mostly equal its "NPU X" column's: only the others are coded."""
-    same = np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
+    same = _equal(cells, ref_cells)
     same &= ref_codes >= KIND_STR  # equal to a text (str == only matches str)
     other = np.flatnonzero(~same)
     codes = ref_codes.copy()
     if len(other):
-        sub, nums = _encode_cells(list(map(cells.__getitem__, other.tolist())), strings)
+        sub, nums = _encode_cells(_pick(cells, other.tolist()), strings)
         if nums is not None:
             return _encode_cells(cells, strings)
         codes[other] = sub
     return codes, None
 
 
-def _encode_table(header: list[str], cols: list[list[Any]], blob: _Blob) -> tuple[list[dict[str, Any]], list[_Dict]]:
+def _as_list(col: Any) -> list[Any]:
+    """A column without number kinds as its list of cells."""
+    return col.objects if isinstance(col.objects, list) else list(col.objects)
+
+
+def _numeric(col: Any) -> bool:
+    """Whether the column carries number kinds (a table.Column with kinds, or table.Cells)."""
+    return isinstance(col, table.Cells) or (isinstance(col, table.Column) and col.kind is not None)
+
+
+def _encode_table(
+    header: list[str], cols: list[list[Any]] | list[table.Column], blob: _Blob
+) -> tuple[list[dict[str, Any]], list[_Dict]]:
     """Column metadata (codes and numbers in `blob`) and the dictionaries they index."""
+    cols = [_as_list(c) if isinstance(c, table.Column) and c.kind is None and not _coded(c) else c for c in cols]
     dicts: list[_Dict] = []
     metas: list[dict[str, Any]] = []
     codes_of: list[np.ndarray] = []
@@ -269,7 +337,7 @@ def _encode_table(header: list[str], cols: list[list[Any]], blob: _Blob) -> tupl
         d = dict_of[ref] if ref is not None else len(dicts)
         if ref is None:
             dicts.append(_Dict())
-        if ref is not None and not isinstance(cells, table.Cells) and not isinstance(cols[ref], table.Cells):
+        if ref is not None and not _numeric(cells) and not _numeric(cols[ref]):
             codes, nums = _encode_like(cells, cols[ref], codes_of[ref], dicts[d])
         else:
             codes, nums = _encode_cells(cells, dicts[d])
@@ -355,6 +423,15 @@ def _threshold(metric: str) -> float:
     return 1 - ONE_K_TOLERANCE if "Thousandth" in metric else STAT_TOLERANCE
 
 
+def _state_codes(states: list[CallState]) -> np.ndarray:
+    """STATE_CODE of each state, looked up by identity (an Enum's own hash is slow for a million)."""
+    by_id = {id(k): v for k, v in STATE_CODE.items()}
+    try:
+        return np.fromiter(map(by_id.__getitem__, map(id, states)), np.uint8, len(states))
+    except KeyError:  # an equal state that is not the member itself
+        return np.fromiter(map(STATE_CODE.__getitem__, states), np.uint8, len(states))
+
+
 def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     entries = list(rc.entries)
     n = len(entries)
@@ -377,7 +454,7 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     threshold = rc.origins[0].evidence.threshold if rc.origins else _threshold(rc.metric)
     return {
         "metric": rc.metric, "threshold": _num(threshold), "entries": _strings(entries, blob), "extra": extra,
-        "states": blob.add(np.fromiter(map(STATE_CODE.__getitem__, rc.states), np.uint8, len(rc.states))),
+        "states": blob.add(_state_codes(rc.states)),
         "out": blob.add(np.asarray(out, dtype=np.float64)), "in": blob.add(np.asarray(ins, dtype=np.float64)),
         "parent": blob.add(_narrow(parent_idx + 1)),  # 0: no parent
         "origins": [_origin_json(o, position) for o in rc.origins],
@@ -402,21 +479,22 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor}
 
 
-def payload(outcome: CompareOutcome, title: str) -> bytes:
-    """The binary payload the page decodes (see the module docstring)."""
+def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None) -> bytes:
+    """The binary payload the page decodes (see the module docstring); `columns`: the plain-style
+    table.column_data of `outcome`, when the caller has it already."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, no cycles: the collector would only rescan the heap
     try:
-        return _payload(outcome, title)
+        return _payload(outcome, title, columns)
     finally:
         if enabled:
             gc.enable()
 
 
-def _payload(outcome: CompareOutcome, title: str) -> bytes:
+def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None) -> bytes:
     blob = _Blob()
     header = table.header(outcome)
-    cols = table.columns(outcome, table.Style(text_booleans=False))
+    cols = columns if columns is not None else table.column_data(outcome, table.Style(text_booleans=False))
     metas, dicts = _encode_table(header, cols, blob)
     n = len(outcome)
     colour = outcome.marks.colour if outcome.marks is not None else np.zeros(n, dtype=np.uint8)
@@ -461,6 +539,9 @@ def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
     )  # fmt: skip
 
 
-def write_html(path: Path, outcome: CompareOutcome, title: str, *, compress: bool | None = None) -> None:
+def write_html(
+    path: Path, outcome: CompareOutcome, title: str, *, compress: bool | None = None,
+    columns: list[table.Column] | None = None,
+) -> None:  # fmt: skip
     """Write the report page for `outcome` to `path` (the caller publishes it atomically)."""
-    path.write_text(page(payload(outcome, title), title, compress=compress), encoding="utf-8")
+    path.write_text(page(payload(outcome, title, columns), title, compress=compress), encoding="utf-8")

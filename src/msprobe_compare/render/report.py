@@ -123,29 +123,35 @@ def write_all(
     ts = free_timestamp(out_dir, [*names.values(), html_name, advisor_name])
     header = table.header(outcome)
     first: Path | None = None
+    colours = table.colour_codes(outcome)
+    plain: list[table.Column] | None = None  # the plain-style columns, shared by csv, jsonl and the HTML report
     for fmt, name in names.items():
         path = out_dir / name.format(ts=ts)
         # the coloured style (text booleans, "inf\t") belongs to the coloured xlsx only
         style = table.Style(text_booleans=coloured and fmt == "xlsx")
-        rows = table.rows(outcome, style)
+        if style.text_booleans:
+            columns = table.column_data(outcome, style)
+        else:
+            columns = plain = plain or table.column_data(outcome, style)
         if fmt == "xlsx":
             console.info(f"Saving result excel file in progress. The file path is: {path}.")
         with atomic_output(path) as tmp:
             if fmt == "xlsx":
-                write_xlsx_columns(tmp, header, table.columns(outcome, style), table.colours(outcome),
-                                   sheet_name="Sheet" if coloured else "Sheet1")  # fmt: skip
+                write_xlsx_columns(tmp, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
             elif fmt == "csv":
-                write_csv(tmp, header, rows)
+                write_csv(tmp, header, columns, colours)
             else:
-                write_jsonl(tmp, header, rows)
+                write_jsonl(tmp, header, columns, colours)
+        del columns
         console.info(f"Compare result is {path}")
         first = first or path
     html_path = None
     if "html" in formats:
         html_path = out_dir / html_name.format(ts=ts)
         with atomic_output(html_path) as tmp:
-            write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}")
+            write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}", columns=plain)
         console.info(f"The HTML report is saved in: {html_path}")
+    del plain
     log_rootcause(console, outcome.rootcause)
     advisor_path = None
     if outcome.advisor is not None:

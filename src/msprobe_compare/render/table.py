@@ -7,6 +7,7 @@ writes real booleans and "inf".
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -74,30 +75,34 @@ def _rg_text(code: int) -> str:
     return "True" if code == RG_TRUE else "False" if code == RG_FALSE else NA
 
 
-def _stack_cells(outcome: CompareOutcome) -> list[str]:
-    """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5)."""
+def _stack_cells(outcome: CompareOutcome) -> Column:
+    """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded."""
     npu = outcome.npu
-    cells = [NA] * len(npu)
+    codes = np.zeros(len(npu), dtype=np.int32)
+    table = [NA]
     ei = npu.entry_index
-    for i in np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]] if len(ei) else []).tolist():
-        lines = npu.stacks.get(npu.entries[ei[i]])
+    code_of: dict[int, int] = {}  # id of a stack list -> its code (entries of one call site share the list)
+    stacks, entries = npu.stacks, npu.entries
+    firsts = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]] if len(ei) else [])
+    for i, e in zip(firsts.tolist(), ei[firsts].tolist()):
+        lines = stacks.get(entries[e])
         if lines is not None:
-            cells[i] = str(lines)[:MAX_CELL_CHARS]
-    return cells
+            code = code_of.get(id(lines))
+            if code is None:
+                code = code_of[id(lines)] = len(table)
+                table.append(str(lines)[:MAX_CELL_CHARS])
+            codes[i] = code
+    return Column(codes=codes, table=table)
 
 
 def _take(values: list[Any], match: np.ndarray) -> list[Any]:
     """Bench values aligned to NPU rows, N/A where unmatched."""
-    return [values[j] if j >= 0 else NA for j in match.tolist()]
-
-
-def _numbers(values: np.ndarray, style: Style) -> np.ndarray:
-    """float array -> object array of cell values (+-inf as the style's text)."""
-    out = values.astype(object)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        out[bad] = [style.number(x) for x in values[bad].tolist()]
-    return out
+    if not len(values):
+        return [NA] * len(match)
+    table = np.empty(len(values) + 1, dtype=object)
+    table[:-1] = values
+    table[-1] = NA  # index -1 (unmatched) lands here
+    return table[match].tolist()
 
 
 class Cells(list):  # type: ignore[type-arg]
@@ -115,10 +120,85 @@ KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER = 0, 1, 2, 3
 _SAFE_INT = 2.0**53  # larger integers do not survive a float64
 
 
-def _cells(out: np.ndarray, values: np.ndarray, kind: np.ndarray) -> Cells:
-    cells = Cells(out.tolist())
-    cells.values, cells.kind = values, kind.astype(np.int8)
-    return cells
+class Column:
+    """One column of the result table in compact form, in one of three shapes:
+
+    - `objects` (a list) holds the cell values;
+    - `codes` and `table`: cell i is table[codes[i]] (a column of few distinct values);
+    - `kind`, `values` and `objects` (an object array): `kind[i]` KIND_FLOAT, KIND_INT and KIND_PERCENT
+      mean the number `values[i]` (a float, an int, a float written f"{x!r}%"), KIND_OTHER the value
+      `objects[i]`. Numbers never become Python objects unless `cells()` asks.
+    """
+
+    __slots__ = ("_objects", "kind", "values", "codes", "table")
+
+    def __init__(
+        self, objects: Any = None, kind: np.ndarray | None = None, values: np.ndarray | None = None, *,
+        codes: np.ndarray | None = None, table: list[Any] | None = None,
+    ) -> None:  # fmt: skip
+        self._objects = objects
+        self.kind = kind
+        self.values = values
+        self.codes = codes
+        self.table = table
+
+    @property
+    def objects(self) -> Any:
+        """The cell values (an object array in the numeric shape); made from the codes when coded."""
+        if self._objects is None and self.codes is not None:
+            return _object_array(self.table or [])[self.codes].tolist()
+        return self._objects
+
+    def __len__(self) -> int:
+        return len(self.codes) if self.codes is not None else len(self._objects)
+
+    def cells(self) -> list[Any]:
+        """The cell values as a list: a `Cells` (numbers as float/int/str objects) when the column has kinds."""
+        if self.kind is None:
+            objects = self.objects
+            return objects if isinstance(objects, list) else list(objects)
+        from msprobe_compare.render.celltext import float_reprs
+
+        kind, values = self.kind, self.values
+        assert values is not None
+        out = self._objects.copy()
+        sel = kind == KIND_FLOAT
+        out[sel] = values[sel].astype(object)
+        sel = kind == KIND_INT
+        out[sel] = values[sel].astype(np.int64).astype(object)
+        sel = kind == KIND_PERCENT
+        if sel.any():
+            texts = np.empty(int(np.count_nonzero(sel)), dtype=object)
+            texts[:] = [t + "%" for t in float_reprs(values[sel])]
+            out[sel] = texts
+        cells = Cells(out.tolist())
+        cells.values, cells.kind = values, kind
+        return cells
+
+
+def _object_array(items: list[Any]) -> np.ndarray:
+    """A 1-d object array of `items` (which may themselves be sequences)."""
+    out = np.empty(len(items), dtype=object)
+    for k, item in enumerate(items):
+        out[k] = item
+    return out
+
+
+def _coded(values: list[Any]) -> Column:
+    """A column of few distinct (hashable) values, coded: equal values share a code."""
+    index: dict[Any, int] = {}
+    for v in dict.fromkeys(values):
+        index[v] = len(index)
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+    return Column(codes=codes, table=list(index))
+
+
+def _take_coded(values: list[Any], match: np.ndarray) -> Column:
+    """Bench values (few distinct) aligned to NPU rows, N/A where unmatched, coded."""
+    bench = _coded(values)
+    assert bench.table is not None and bench.codes is not None
+    codes = np.append(bench.codes, np.int32(len(bench.table)))[match]  # -1 (unmatched) picks the appended N/A
+    return Column(codes=codes, table=bench.table + [NA])
 
 
 def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
@@ -126,53 +206,110 @@ def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
         return ints & (np.abs(values) <= _SAFE_INT)
 
 
-def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None) -> list[Any]:
-    """A statistic column of `table` (rows `rows_idx`, -1 = N/A) as cell values."""
-    idx = np.arange(len(table)) if rows_idx is None else rows_idx
-    hit = idx >= 0
-    safe = np.where(hit, idx, 0)
+def _non_finite(objects: np.ndarray, values: np.ndarray, where: np.ndarray, style: Style) -> None:
+    """Cells `where` (non-finite numbers) as the style's texts."""
+    for k in np.flatnonzero(where).tolist():
+        objects[k] = style.number(float(values[k]))
+
+
+def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None) -> Column:
+    """A statistic column of `table` (rows `rows_idx`, -1 = N/A) as cells."""
+    n = len(table) if rows_idx is None else len(rows_idx)
     if len(table) == 0:
-        return [NA] * len(idx)
-    vals, kinds = table.stats[safe, col], table.stat_kind[safe, col]
-    out = _numbers(vals, style)
-    ints = kinds == StatKind.INT
-    out[ints] = vals[ints].astype(np.int64).astype(object)
-    out[kinds == StatKind.NAN] = "Nan"
-    out[kinds == StatKind.NONE] = "None"
-    for k in np.flatnonzero(kinds == StatKind.RAW).tolist():
-        out[k] = style.raw(table.raw[(int(safe[k]), col)])
-    out[~hit] = NA
-    kind = np.where((kinds == StatKind.NUMBER) & np.isfinite(vals), KIND_FLOAT, KIND_OTHER)
-    kind[_int_kind(vals, ints)] = KIND_INT
-    kind[~hit] = KIND_OTHER
-    return _cells(out, vals, kind)
-
-
-def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: bool) -> list[Any]:
-    if percent:
-        out = np.empty(len(values), dtype=object)
-        ok = kinds == Cell.VALUE
-        out[ok] = [f"{x!r}%" for x in values[ok].tolist()]
-        kind = np.where(ok, KIND_PERCENT, KIND_OTHER)
+        return Column([NA] * n)
+    if rows_idx is None:
+        safe = None
+        vals, kinds = table.stats[:, col], table.stat_kind[:, col]
     else:
-        out = _numbers(values, style)
+        safe = np.maximum(rows_idx, 0)
+        vals, kinds = table.stats[safe, col], table.stat_kind[safe, col]
+    objects = np.empty(n, dtype=object)
+    finite = np.isfinite(vals)
+    number = kinds == StatKind.NUMBER
+    kind = np.where(number & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
+    _non_finite(objects, vals, number & ~finite, style)
+    ints = kinds == StatKind.INT
+    if ints.any():
+        safe_ints = _int_kind(vals, ints)
+        kind[safe_ints] = KIND_INT
+        big = ints & ~safe_ints
+        if big.any():
+            objects[big] = vals[big].astype(np.int64).astype(object)
+    objects[kinds == StatKind.NAN] = "Nan"
+    objects[kinds == StatKind.NONE] = "None"
+    raw_rows = np.flatnonzero(kinds == StatKind.RAW)
+    if len(raw_rows):
+        rows = raw_rows if safe is None else safe[raw_rows]
+        objects[raw_rows] = _object_array(_raw_cells(table, col, rows, style))
+    if rows_idx is not None:
+        miss = rows_idx < 0
+        objects[miss] = NA
+        kind[miss] = KIND_OTHER
+    return Column(objects, kind, vals)
+
+
+_RAW_MEMO = (bool, int, str, type(None))  # style.raw of equal values of one of these types is equal (not float)
+
+
+def _raw_cells(table: RowTable, col: int, rows: np.ndarray, style: Style) -> list[Any]:
+    """style.raw of the raw statistics of `rows` in column `col`, converted once per distinct value."""
+    raw = table.raw
+    values = list(map(raw.__getitem__, zip(rows.tolist(), [col] * len(rows))))
+    kinds = list(map(type, values))
+    if not set(kinds) <= set(_RAW_MEMO):
+        return [style.raw(v) for v in values]
+    keys = list(zip(kinds, values))  # True == 1: the key holds the type
+    memo = {key: style.raw(key[1]) for key in dict.fromkeys(keys)}
+    return list(map(memo.__getitem__, keys))
+
+
+def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: bool) -> Column:
+    objects = np.empty(len(values), dtype=object)
+    if percent:
+        kind = np.where(kinds == Cell.VALUE, KIND_PERCENT, KIND_OTHER).astype(np.int8)
+    else:
+        finite = np.isfinite(values)
+        valued = kinds == Cell.VALUE
+        kind = np.where(valued & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
+        # every non-finite value gets the style's text first, as the marker texts below overwrite it
+        _non_finite(objects, values, ~finite, style)
         ints = kinds == Cell.INT
-        out[ints] = values[ints].astype(np.int64).astype(object)
-        kind = np.where((kinds == Cell.VALUE) & np.isfinite(values), KIND_FLOAT, KIND_OTHER)
-        kind[_int_kind(values, ints)] = KIND_INT
-    out[kinds == Cell.NAN] = "Nan"
-    out[kinds == Cell.NA] = NA
-    kind[(kinds == Cell.NAN) | (kinds == Cell.NA)] = KIND_OTHER
-    return _cells(out, values, kind)
+        if ints.any():
+            safe_ints = _int_kind(values, ints)
+            kind[safe_ints] = KIND_INT
+            big = ints & ~safe_ints
+            if big.any():
+                objects[big] = values[big].astype(np.int64).astype(object)
+    objects[kinds == Cell.NAN] = "Nan"
+    objects[kinds == Cell.NA] = NA
+    return Column(objects, kind, values)
 
 
-def _lookup(codes: np.ndarray, table: dict[int, Any]) -> list[Any]:
-    return [table[c] for c in codes.tolist()]
+def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
+    """The column of table[code] for each code, coded (KeyError for a code the table lacks)."""
+    codes = np.asarray(codes)
+    if not len(codes):
+        return Column([])
+    lo, hi = int(codes.min()), int(codes.max())
+    if hi - lo > 1 << 16:
+        return Column([table[c] for c in codes.tolist()])
+    shifted = (codes.astype(np.int64) - lo).astype(np.int32)
+    present = np.flatnonzero(np.bincount(shifted)).tolist()
+    values = [table[c + lo] for c in present]  # KeyError here for an unknown code
+    lut = np.zeros(hi - lo + 1, dtype=np.int32)
+    lut[present] = np.arange(len(present), dtype=np.int32)
+    return Column(codes=lut[shifted], table=values)
 
 
 def colours(outcome: CompareOutcome) -> list[Colour]:
     marks = outcome.marks
     return [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
+
+
+def colour_codes(outcome: CompareOutcome) -> np.ndarray:
+    """Colour per row as an int8 array (judge.highlight.Colour values)."""
+    marks = outcome.marks
+    return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
 
 
 def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
@@ -182,19 +319,34 @@ def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...
 
 def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
     """The cell values of each column of `header(outcome)`, one list per column, in NPU row order."""
+    return [c.cells() for c in column_data(outcome, style)]
+
+
+def column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
+    """Each column of `header(outcome)` in compact form (see `Column`), in NPU row order."""
+    enabled = gc.isenabled()
+    gc.disable()  # many new lists and object arrays, no cycles: a collection would walk the whole heap
+    try:
+        return _column_data(outcome, style)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
     npu, bench, match = outcome.npu, outcome.bench, outcome.match
     v = outcome.verdict
     n = len(npu)
     rg = {RG_TRUE: "True", RG_FALSE: "False", -1: NA}
     consistent = _lookup(v.requires_grad_consistent.astype(np.int8), {1: style.boolean(True), 0: style.boolean(False)})
     bench_rg = np.where(match >= 0, bench.requires_grad[np.maximum(match, 0)] if len(bench) else -1, -1)
-    cols: list[list[Any]] = [
-        npu.names, _take(bench.names, match), npu.dtype, _take(bench.dtype, match),
-        npu.shape, _take(bench.shape, match), _lookup(npu.requires_grad, rg), _lookup(bench_rg, rg),
+    cols: list[Column] = [
+        Column(npu.names), Column(_take(bench.names, match)), _coded(npu.dtype), _take_coded(bench.dtype, match),
+        _coded(npu.shape), _take_coded(bench.shape, match), _lookup(npu.requires_grad, rg), _lookup(bench_rg, rg),
     ]  # fmt: skip
     if outcome.mode is Mode.MD5:
-        cols += [[m or NA for m in npu.md5], [m or NA for m in _take(bench.md5, match)], consistent,
-                 _lookup(v.result, texts.RESULT_TEXT)]  # fmt: skip
+        cols += [Column([m or NA for m in npu.md5]), Column([m or NA for m in _take(bench.md5, match)]),
+                 consistent, _lookup(v.result, texts.RESULT_TEXT)]  # fmt: skip
     else:
         if outcome.mode is Mode.SUMMARY:
             d = outcome.diffs
@@ -202,23 +354,24 @@ def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
             cols += [_diff_column(d.diff[:, c], d.diff_kind[:, c], style, False) for c in range(4)]
             cols += [_diff_column(d.rel[:, c], d.rel_kind[:, c], style, True) for c in range(4)]
         else:
-            cols += [list(c) for c in zip(*(outcome.tensors.metric_cells(i, style) for i in range(n)))] or [[]] * 6
+            metric = [list(c) for c in zip(*(outcome.tensors.metric_cells(i, style) for i in range(n)))] or [[]] * 6
+            cols += [Column(c) for c in metric]
         cols += [_stat_column(npu, c, style) for c in range(4)]
         cols += [_stat_column(bench, c, style, match) for c in range(4)]
         cols.append(consistent)
         if outcome.mode is Mode.SUMMARY:
             cols.append(_lookup(v.result, texts.RESULT_TEXT))
         else:
-            cols.append([outcome.tensors.accuracy_text(i) for i in range(n)])
+            cols.append(Column([outcome.tensors.accuracy_text(i) for i in range(n)]))
         cols.append(_messages(outcome))
     if outcome.show_stack:
         cols.append(_stack_cells(outcome))
     if outcome.mode is Mode.ALL:
-        cols.append([outcome.tensors.data_name_cell(i) for i in range(n)])
+        cols.append(Column([outcome.tensors.data_name_cell(i) for i in range(n)]))
     return cols
 
 
-def _messages(outcome: CompareOutcome) -> list[str]:
+def _messages(outcome: CompareOutcome) -> Column:
     """Err_message per row: base message (+ real-data sentences, fuzzy note), then highlight reasons."""
     v, marks, n = outcome.verdict, outcome.marks, len(outcome)
     reasons = marks.reasons if marks is not None else np.zeros(n, dtype=np.int32)
@@ -228,13 +381,15 @@ def _messages(outcome: CompareOutcome) -> list[str]:
         for i, (flags, why, fz) in enumerate(zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist())):
             base = outcome.tensors.message(i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
             out.append(texts.join_message(base, texts.reason_lines(why)))
-        return out
-    cache: dict[tuple[int, int, bool], str] = {}
-    out = []
-    for key in zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist()):
-        text = cache.get(key)
-        if text is None:
-            base = texts.base_message(key[0]) + (texts.FUZZY_TEXT if key[2] else "")
-            text = cache[key] = texts.join_message(base, texts.reason_lines(key[1]))
-        out.append(text)
-    return out
+        return Column(out)
+    if not n:
+        return Column([])
+    # one text per distinct (flags, reasons, fuzzy): a key of three small non-negative codes
+    key = (np.asarray(v.messages, dtype=np.int64) << 40) | (np.asarray(reasons, dtype=np.int64) << 1)
+    key |= np.asarray(fuzzy, dtype=bool)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    table = []
+    for code in uniq.tolist():
+        base = texts.base_message(code >> 40) + (texts.FUZZY_TEXT if code & 1 else "")
+        table.append(texts.join_message(base, texts.reason_lines((code >> 1) & ((1 << 39) - 1))))
+    return Column(codes=inverse.reshape(-1).astype(np.int32), table=table)

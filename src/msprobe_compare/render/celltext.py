@@ -1,0 +1,568 @@
+"""Cell texts of whole columns at once: CSV fields, JSON values and xlsx cell XML.
+
+Writers ask for the texts of one column over a block of rows and join the rows themselves, so the work per
+cell stays in C:
+
+- numbers: orjson writes the shortest round-trip digits of a whole float64 array in one call, the digits
+  Python's repr chooses; where its layout differs from repr's (exponents, 1e-5 <= |x| < 1e-4) the text is
+  rewritten. `float_reprs` checks this once at import and falls back to repr if orjson ever disagrees;
+- texts: the block is joined with NUL and searched once; clean texts pass through unchanged (CSV) or are
+  wrapped all at once by a join and a split (JSON, XML). Only columns with special characters go cell by
+  cell, and then each distinct string is formatted once.
+
+The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `flat.neutralise`, orjson,
+and `xlsx.cell_xml` give for each value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import orjson
+
+from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
+SAFE_TEXTS = frozenset({"-inf", "-"})
+MAX_CELL_CHARS = 32767  # Excel's limit for one cell
+
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+_CONTROL = "".join(map(chr, range(1, 32)))
+_CSV_QUOTE_CHARS = ',"\r\n'  # characters that make csv.writer quote a field (excel dialect)
+_CSV_QUOTE = re.compile(f"[{re.escape(_CSV_QUOTE_CHARS)}]")
+_JSON_CHARS = '"\\' + _CONTROL  # what orjson escapes; it refuses surrogates
+_JSON_SPECIAL = re.compile(f"[{re.escape(_JSON_CHARS)}\ud800-\udfff]")
+_XML_CHARS = "&<>" + "".join(ch for ch in _CONTROL if ch not in "\t\n\r")
+_XML_SPECIAL = re.compile(f"[{re.escape(_XML_CHARS)}\ufffe\uffff]")
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_XML_TEXT = ('<c t="inlineStr"><is><t xml:space="preserve">', "</t></is></c>")
+_XML_NUMBER = ("<c><v>", "</v></c>")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: writers make millions of short-lived lists and tuples without
+    cycles, and each collection would walk the whole (large) heap of the outcome."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# --- numbers ---------------------------------------------------------------------------------------------
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(starts[k], starts[k] + lengths[k]) over k, vectorised."""
+    total = int(lengths.sum())
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+
+
+class _Pieces:
+    """A table of byte strings that splices insert, addressed by number."""
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self.bytes = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        self.length = np.array([len(p) for p in pieces], dtype=np.int64)
+        self.at = np.cumsum(self.length) - self.length
+
+
+_COMMA, _MINUS, _E = ord(","), ord("-"), ord("e")
+# splice pieces of the layout fix
+_LAYOUT = _Pieces([b"", b".", b"e-05", b"+", b"0", b"+0", b"nan", b"inf", b"-inf"])
+_CUT, _DOT, _E05, _PLUS, _ZERO, _PLUS_ZERO, _NAN, _INF, _NINF = range(9)
+
+
+def _splice(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, piece: np.ndarray, pieces: _Pieces) -> bytes:
+    """`arr` (uint8) with each byte range [starts[k], ends[k]) replaced by piece number piece[k] of `pieces`.
+
+    Ranges are sorted and do not overlap; an empty range inserts. Vectorised: one delete, one insert.
+    """
+    width = ends - starts
+    kept, shift = arr, 0
+    if width.any():
+        cut = width > 0
+        keep = np.ones(len(arr), dtype=bool)
+        keep[_ranges(starts[cut], width[cut])] = False
+        kept = arr[keep]
+        shift = np.cumsum(width) - width  # bytes deleted before each range
+    lengths = pieces.length[piece]
+    flat = pieces.bytes[_ranges(pieces.at[piece], lengths)]
+    return np.insert(kept, np.repeat(starts - shift, lengths), flat).tobytes()
+
+
+_NEWLINE = ord("\n")
+
+
+def _repr_layout(
+    text: bytes, values: np.ndarray, odd: np.ndarray | None, ints: np.ndarray | None = None,
+    numbers: np.ndarray | None = None,
+) -> bytes:  # fmt: skip
+    """orjson's texts of `values` (separated by commas or newlines) in repr's layout where `odd`.
+
+    orjson writes exponents as 1.5e16, 2e-7 and 1e-5 <= |x| < 1e-4 as 0.0000ddd; repr writes 1.5e+16,
+    2e-07 (a sign and two digits at least) and d.dde-05; non-finite values are "null" to orjson. The
+    same digits either way. Where `ints` (integral values below 1e16), "D.0" becomes "D", as str(int).
+    Only `numbers` (default: all) are numbers; the other texts stay as they are. `odd` None: orjson's
+    layout stays (only the ints change).
+    """
+    arr = np.frombuffer(text, dtype=np.uint8)
+    n = len(arr)
+    cut_s, cut_e, kinds = [], [], []  # splices as (start, end, piece) arrays, merged and sorted below
+    if odd is None:
+        small = bad = np.zeros(0, dtype=np.int64)
+    else:
+        with np.errstate(invalid="ignore"):
+            a = np.abs(values)
+            small = np.flatnonzero(odd & (a >= 1e-5) & (a < 1e-4))
+            bad = np.flatnonzero(~np.isfinite(values) if numbers is None else ~np.isfinite(values) & numbers)
+    int_at = np.flatnonzero(ints) if ints is not None else small[:0]
+    if len(small) or len(bad) or len(int_at):  # where each text starts and ends
+        seps = np.flatnonzero((arr == _COMMA) | (arr == _NEWLINE))
+        starts = np.concatenate(([0], seps + 1))
+        ends = np.concatenate((seps, [n]))
+    if len(small):  # [-]0.0000dddd -> [-]d.ddde-05
+        z = starts[small] + (arr[starts[small]] == _MINUS)
+        more = ends[small] - (z + 6) > 1
+        cut_s += [z, z[more] + 7, ends[small]]
+        cut_e += [z + 6, z[more] + 7, ends[small]]
+        kinds += [np.full(len(z), _CUT), np.full(int(more.sum()), _DOT), np.full(len(z), _E05)]
+    e_at = np.flatnonzero(arr == _E) if odd is not None else small
+    if len(e_at):  # e16 -> e+16, e-7 -> e-07
+        signed = arr[e_at + 1] == _MINUS
+        d0 = e_at + 1 + signed
+        single = np.ones(len(e_at), dtype=bool)
+        inside = d0 + 1 < n
+        after = arr[d0[inside] + 1]
+        single[inside] = (after == _COMMA) | (after == _NEWLINE)
+        piece = np.where(signed, np.where(single, _ZERO, -1), np.where(single, _PLUS_ZERO, _PLUS))
+        keep = piece >= 0
+        cut_s.append(d0[keep])
+        cut_e.append(d0[keep])
+        kinds.append(piece[keep])
+    if len(bad):  # null -> nan, inf, -inf
+        v = values[bad]
+        cut_s.append(starts[bad])
+        cut_e.append(ends[bad])
+        kinds.append(np.where(np.isnan(v), _NAN, np.where(v > 0, _INF, _NINF)))
+    if len(int_at):  # D.0 -> D
+        cut_s.append(ends[int_at] - 2)
+        cut_e.append(ends[int_at])
+        kinds.append(np.full(len(int_at), _CUT))
+    if not cut_s:
+        return text
+    s = np.concatenate(cut_s).astype(np.int64)
+    order = np.argsort(s, kind="stable")
+    return _splice(arr, s[order], np.concatenate(cut_e).astype(np.int64)[order],
+                   np.concatenate(kinds).astype(np.int64)[order], _LAYOUT)  # fmt: skip
+
+
+def _odd(values: np.ndarray) -> np.ndarray:
+    """Where repr writes an exponent (or nan/inf), and orjson's layout may differ."""
+    with np.errstate(invalid="ignore"):
+        a = np.abs(values)
+        return ~((a >= 1e-4) & (a < 1e16)) & (values != 0)
+
+
+def _float_reprs_orjson(values: np.ndarray) -> list[str]:
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return []
+    text = orjson.dumps(v, option=_NUMPY)[1:-1]
+    odd = _odd(v)
+    if odd.any():
+        text = _repr_layout(text, v, odd)
+    return text.decode("ascii").split(",")
+
+
+def _float_reprs_python(values: np.ndarray) -> list[str]:
+    return list(map(repr, np.asarray(values, dtype=np.float64).tolist()))
+
+
+def _orjson_agrees() -> bool:
+    """Whether orjson's digits and layouts, rewritten, give repr's text on a sample of hard cases."""
+    rng = np.random.default_rng(12345)
+    bits = rng.integers(0, 2**63 - 1, 4096, dtype=np.int64).view(np.float64)
+    powers = 10.0 ** np.arange(-325, 309, dtype=np.float64)
+    sample = np.concatenate([
+        bits, powers, np.nextafter(powers, 0), np.nextafter(powers, np.inf), -powers,
+        rng.standard_normal(4096).astype(np.float32).astype(np.float64) * 10.0 ** rng.integers(-12, 20, 4096),
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308, 1e-4, 1e-5, 1e16, 9999999999999998.0],
+    ])  # fmt: skip
+    return _float_reprs_orjson(sample) == _float_reprs_python(sample)
+
+
+float_reprs: Callable[[np.ndarray], list[str]] = _float_reprs_orjson if _orjson_agrees() else _float_reprs_python
+float_reprs.__doc__ = "repr(float(x)) of each element of a float array."
+
+
+# --- one cell, any value: the reference behaviour the column paths must match ----------------------------
+
+
+def neutralise(value: Any) -> Any:
+    """Text a spreadsheet would run as a formula gets a leading apostrophe; `-inf` stays as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and value not in SAFE_TEXTS:
+        return "'" + value
+    return value
+
+
+def csv_field(value: Any) -> str:
+    """The field csv.writer (excel dialect) writes for `neutralise(value)`."""
+    value = neutralise(value)
+    text = value if isinstance(value, str) else "" if value is None else str(value)
+    if _CSV_QUOTE.search(text):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def json_value(value: Any) -> str:
+    """orjson's text of a cell value; non-finite floats as their repr text."""
+    if isinstance(value, float) and not np.isfinite(value):
+        value = repr(value)
+    return orjson.dumps(value).decode("utf-8")
+
+
+def xml_escape(text: str) -> str:
+    text = text.translate(_XML_ESCAPES)
+    if _XML_BAD.search(text):
+        text = _XML_BAD.sub("\ufffd", text)
+    return text
+
+
+def cell_xml(value: Any, style: str = "") -> str:
+    """One <c> element without a reference: cells follow each other, so empty ones are written too."""
+    kind = type(value)
+    if kind is str:
+        if not value:
+            return f"<c{style}/>"
+        if len(value) > MAX_CELL_CHARS:
+            value = value[:MAX_CELL_CHARS]
+        if _XML_SPECIAL.search(value) or "\0" in value:
+            value = xml_escape(value)
+        return f'<c{style} t="inlineStr"><is><t xml:space="preserve">{value}</t></is></c>'
+    if kind is float:
+        if value - value == 0:  # finite
+            return f"<c{style}><v>{value!r}</v></c>"
+        return cell_xml(repr(value), style)  # renderers never pass these; keep the file valid regardless
+    if kind is bool:
+        return f'<c{style} t="b"><v>{int(value)}</v></c>'
+    if kind is int:
+        return f"<c{style}><v>{value}</v></c>"
+    if value is None:
+        return f"<c{style}/>"
+    if isinstance(value, (int, float, str)):  # subclasses (numpy scalars, enums)
+        return cell_xml(kind.__mro__[1](value) if not isinstance(value, bool) else bool(value), style)
+    return cell_xml(str(value), style)
+
+
+# --- whole columns -----------------------------------------------------------------------------------------
+
+
+_MEMO_TYPES = (str, bool, int, type(None))  # equal values of one of these types have equal texts (not float: -0.0)
+
+
+def _each(values: Sequence[Any], one: Callable[[Any], str], all_str: bool = False) -> list[str]:
+    """`one` of every value, once per distinct value where equal values surely have equal texts."""
+    if not all_str:
+        kinds = list(map(type, values))
+        distinct = set(kinds)
+        all_str = distinct == {str}
+    if all_str or (len(distinct) == 1 and next(iter(distinct)) in _MEMO_TYPES):
+        memo = {v: one(v) for v in dict.fromkeys(values)}
+        return list(map(memo.__getitem__, values))
+    if distinct <= set(_MEMO_TYPES):  # mixed types: True == 1, so the key holds the type
+        keys = list(zip(kinds, values))
+        memo = {key: one(key[1]) for key in dict.fromkeys(keys)}
+        return list(map(memo.__getitem__, keys))
+    return [one(v) for v in values]
+
+
+def _has_any(s: str, chars: str, pattern: re.Pattern[str]) -> bool:
+    """Whether `s` holds one of `chars` (ASCII; `pattern` also covers the non-ASCII ones)."""
+    if not s.isascii():
+        return pattern.search(s) is not None
+    return any(ch in s for ch in chars)  # one memchr-like scan each: far faster than a regex
+
+
+def _joined(values: Sequence[Any]) -> str | None:
+    """The values joined by NUL when all are strings and none holds a NUL, else None."""
+    if not len(values):
+        return None
+    try:
+        s = "\0".join(values)
+    except TypeError:
+        return None
+    return s if s.count("\0") == len(values) - 1 else None
+
+
+def _formula_start(s: str) -> bool:
+    """Whether some text of the NUL-joined `s` starts with a FORMULA_START character (or may: NUL inside)."""
+    return any(ch in s and (s.startswith(ch) or "\0" + ch in s) for ch in FORMULA_START)
+
+
+def _object_array(items: list[Any]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def _repetitive(values: Sequence[Any]) -> bool:
+    """Whether a sample of `values` repeats a few objects (at most 1 distinct in 4), as coded columns do."""
+    sample = values[:: max(1, len(values) // 256)]
+    return len(set(map(id, sample))) * 4 <= len(sample)
+
+
+Rows = slice | np.ndarray  # rows of a column: a range, or row indices
+
+
+class _Format:
+    """How one output format writes cells; `sep` goes between the cells of a row.
+
+    An instance keeps what it works out once per column (texts of a coded column's table, codes of the other
+    cells of a numeric column): use one for all the blocks of a write, and not beyond it.
+    """
+
+    sep = ","
+    repr_floats = True  # floats in repr's layout (else orjson's)
+
+    def one(self, value: Any) -> str:
+        """The text of one cell value (the reference the column paths match)."""
+        raise NotImplementedError
+
+    def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
+        """The texts of string cells joined by NUL, when none needs special treatment; else None."""
+        raise NotImplementedError
+
+    def number_wrap(self, kind: int) -> tuple[str, str]:
+        """Text before and after the number of a cell of `kind` (KIND_FLOAT for floats and ints)."""
+        raise NotImplementedError
+
+    def strings(self, values: list[Any]) -> list[str]:
+        """The texts of cell values, each distinct string formatted once, clean texts in bulk."""
+        if not values:
+            return []
+        if not _repetitive(values):
+            s = _joined(values)
+            if s is not None:
+                out = self.clean(s, values)
+                return out if out is not None else _each(values, self.one, all_str=True)
+        return _each(values, self.one)
+
+    def column(self, col: Column | Sequence[Any], lo: int, hi: int) -> list[str]:
+        """The texts of rows [lo, hi) of a column (a table.Column or a plain sequence of cell values)."""
+        return self.cells(col, slice(lo, hi))
+
+    def table_texts(self, col: Column) -> np.ndarray:
+        """The texts of a coded column's table (an object array), made once per column."""
+        memo = self.__dict__.setdefault("_tables", {})
+        key = id(col.table)
+        if key not in memo:
+            memo[key] = (col.table, _object_array(self.strings(list(col.table or []))))  # keeps the table alive
+        return memo[key][1]
+
+    def cells(self, col: Column | Sequence[Any], rows: Rows) -> list[str]:
+        """The texts of some rows of a column (a table.Column or a plain sequence of cell values)."""
+        if isinstance(col, Column) and col.codes is not None:
+            return self.table_texts(col)[col.codes[rows]].tolist()
+        if not isinstance(col, Column) or col.kind is None:
+            objects = col.objects if isinstance(col, Column) else col
+            if isinstance(rows, slice):
+                picked = objects[rows]
+                return self.strings(picked if isinstance(picked, list) else list(picked))
+            return self.strings([objects[i] for i in rows.tolist()])
+        kind = col.kind[rows]
+        if not len(kind):
+            return []
+        values = np.array(col.values[rows], dtype=np.float64)  # a copy: placeholders go in
+        # the numbers of one kind (floats and ints, or percents) in bulk, the other cells afterwards
+        if np.count_nonzero(kind == KIND_PERCENT) * 2 > len(kind):
+            mode = KIND_PERCENT
+            number = (kind == KIND_PERCENT) & ~np.signbit(values)  # "-x%" is text CSV neutralises
+            ints = None
+        else:
+            mode = KIND_FLOAT
+            number = kind <= KIND_INT
+            ints = kind == KIND_INT
+            values[ints & (values == 0)] = 0.0  # str(int(-0.0)) is "0"
+            if not ints.any():
+                ints = None
+        rest = np.flatnonzero(~number)
+        values[rest] = np.nan  # placeholders: orjson writes "null"
+        text = orjson.dumps(values, option=_NUMPY)[1:-1]
+        odd = _odd(values) & number if self.repr_floats or mode == KIND_PERCENT else None
+        if (odd is not None and odd.any()) or ints is not None:
+            text = _repr_layout(text, values, odd, ints, number)
+        before, after = self.number_wrap(mode)
+        s = text.decode("ascii")
+        if not len(rest):
+            if before or after:
+                return (before + s.replace(",", after + "\0" + before) + after).split("\0")
+            return s.split(",")
+        # the most common text of the other cells replaces its placeholders in bulk; the rest by index
+        rest_rows = rows[rest] if not isinstance(rows, slice) else rest + (rows.start or 0)
+        texts, codes = self._rest(col, rest_rows, kind[rest])
+        common = int(np.bincount(codes).argmax())
+        bulk = "\0" not in texts[common] if before or after else "," not in texts[common]
+        if before or after:
+            s = before + s.replace(",", after + "\0" + before) + after
+            if bulk:
+                s = s.replace(before + "null" + after, texts[common])
+            out = s.split("\0")
+        else:
+            if bulk:
+                s = s.replace("null", texts[common])
+            out = s.split(",")
+        patch = np.flatnonzero(codes != common) if bulk else np.arange(len(rest))
+        for i, code in zip(rest[patch].tolist(), codes[patch].tolist()):
+            out[i] = texts[code]
+        return out
+
+    def _rest(self, col: Column, rows: np.ndarray, kind: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """Texts of the cells left out of the bulk numbers (other values, numbers of the other kind): the
+        distinct texts, and a code per cell into them."""
+        codes_of, texts = self._other_codes(col)
+        codes = codes_of[rows].astype(np.int64)
+        numbers = np.flatnonzero(codes < 0)  # numbers of the other kind: each its own text, after the others
+        if not len(numbers):
+            return texts, codes
+        values = col.values[rows[numbers]]
+        cells = [int(np.int64(x)) if code == KIND_INT else f"{x!r}%" if code == KIND_PERCENT else x
+                 for code, x in zip(kind[numbers].tolist(), values.tolist())]  # fmt: skip
+        codes[numbers] = np.arange(len(texts), len(texts) + len(numbers))
+        return texts + self.strings(cells), codes
+
+    def _other_codes(self, col: Column) -> tuple[np.ndarray, list[str]]:
+        """For the whole column: a code per KIND_OTHER cell into the texts of its distinct objects (-1 for
+        the numbers), made once per column and format."""
+        memo = self.__dict__.setdefault("_others", {})
+        key = id(col)
+        if key not in memo:
+            assert col.kind is not None
+            others = np.flatnonzero(col.kind == KIND_OTHER)
+            objects = np.asarray(col.objects, dtype=object)[others]
+            ids = np.fromiter(map(id, objects.tolist()), dtype=np.int64, count=len(others))
+            _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+            codes = np.full(len(col.kind), -1, dtype=np.int32)
+            codes[others] = inverse.reshape(-1)
+            memo[key] = (col, codes, self.strings(objects[first].tolist()))  # keeps the column alive
+        return memo[key][1], memo[key][2]
+
+
+class CsvFormat(_Format):
+    """Fields as csv.writer (excel dialect) writes them, text neutralised against formulas."""
+
+    def one(self, value: Any) -> str:
+        return csv_field(value)
+
+    def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
+        if _has_any(joined, _CSV_QUOTE_CHARS, _CSV_QUOTE) or _formula_start(joined):
+            return None
+        return values if isinstance(values, list) else list(values)
+
+    def number_wrap(self, kind: int) -> tuple[str, str]:
+        return ("", "%") if kind == KIND_PERCENT else ("", "")
+
+
+class JsonFormat(_Format):
+    """`"key":value` members of a JSON object, as orjson writes them, with `before` and `after` baked into every
+    cell: a row is then its cells joined with nothing between."""
+
+    sep = ""
+    repr_floats = False
+
+    def __init__(self, key: str, before: str = "", after: str = "") -> None:
+        self.prefix = before + orjson.dumps(key).decode("utf-8") + ":"
+        self.suffix = after
+
+    def one(self, value: Any) -> str:
+        return self.prefix + json_value(value) + self.suffix
+
+    def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
+        if _has_any(joined, _JSON_CHARS, _JSON_SPECIAL):
+            return None
+        p, q = self.prefix + '"', '"' + self.suffix
+        return (p + joined.replace("\0", q + "\0" + p) + q).split("\0")
+
+    def number_wrap(self, kind: int) -> tuple[str, str]:
+        if kind == KIND_PERCENT:
+            return self.prefix + '"', '%"' + self.suffix
+        return self.prefix, self.suffix
+
+
+class XmlFormat(_Format):
+    """Unstyled <c> elements of an xlsx sheet row."""
+
+    sep = ""
+
+    def one(self, value: Any) -> str:
+        return cell_xml(value)
+
+    def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
+        if (
+            "\0\0" in joined or joined[:1] == "\0" or joined[-1:] == "\0" or not joined  # an empty text
+            or _has_any(joined, _XML_CHARS, _XML_SPECIAL)
+            or (len(joined) > MAX_CELL_CHARS and max(map(len, values)) > MAX_CELL_CHARS)
+        ):  # fmt: skip
+            return None
+        return (_XML_TEXT[0] + joined.replace("\0", _XML_TEXT[1] + "\0" + _XML_TEXT[0]) + _XML_TEXT[1]).split("\0")
+
+    def number_wrap(self, kind: int) -> tuple[str, str]:
+        return _XML_NUMBER if kind == KIND_FLOAT else (_XML_TEXT[0], "%" + _XML_TEXT[1])
+
+
+def row_items(
+    formats: Sequence[_Format], columns: Sequence[Column | Sequence[Any]], lo: int, hi: int
+) -> list[list[str]]:  # fmt: skip
+    """Texts of rows [lo, hi) to be joined row by row with the formats' `sep`: a list per column, except that
+    a run of adjacent coded columns gives one list (each item the row's cells of the run, joined)."""
+    items: list[list[str]] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            items.append(formats[run[0]].column(columns[run[0]], lo, hi))
+        elif run:
+            items.extend(_combined([formats[k] for k in run], [columns[k] for k in run], lo, hi))  # type: ignore[misc]
+        run.clear()
+
+    for k, col in enumerate(columns):
+        if isinstance(col, Column) and col.codes is not None:
+            run.append(k)
+        else:
+            flush()
+            items.append(formats[k].column(col, lo, hi))
+    flush()
+    return items
+
+
+COMBINED_CODES = 1 << 62  # the codes of combined columns stay below this
+
+
+def _combined(formats: Sequence[_Format], cols: Sequence[Column], lo: int, hi: int) -> list[list[str]]:
+    """The cells of adjacent coded columns joined row by row: one text per distinct combination of codes."""
+    tables = [f.table_texts(c) for f, c in zip(formats, cols)]
+    size = 1
+    for k, t in enumerate(tables):
+        if size * max(len(t), 1) >= COMBINED_CODES:  # too many combinations: two runs
+            return _combined(formats[:k], cols[:k], lo, hi) + _combined(formats[k:], cols[k:], lo, hi)
+        size *= max(len(t), 1)
+    combo = cols[0].codes[lo:hi].astype(np.int64)  # type: ignore[index]
+    for c, t in zip(cols[1:], tables[1:]):
+        combo = combo * len(t) + c.codes[lo:hi]  # type: ignore[index]
+    uniq, inverse = np.unique(combo, return_inverse=True)
+    parts = []
+    rest = uniq
+    for t in reversed(tables):
+        parts.append(t[rest % len(t)].tolist())
+        rest = rest // len(t)
+    parts.reverse()
+    joined = list(map(formats[0].sep.join, zip(*parts)))
+    return [_object_array(joined)[inverse.reshape(-1)].tolist()]
