@@ -14,6 +14,9 @@ and its reaped workers), peak RSS, and throughput = total bytes of both sides' t
 process pools).  Memory-mapped tensor pages count in both.  --repeat N runs each configuration N times,
 round-robin over the configurations (so a load change hits all alike); the median and the best are shown.
 --wait-idle P waits before each run until the CPUs are P% idle (useful on a shared machine).
+--baseline REV also runs our package as of git revision REV (its src/ exported with git archive, run with
+PYTHONPATH), round-robin with the working tree in every configuration, and prints the speed-ups: a same-session
+before/after comparison that a busy machine affects alike.
 
 The reference is slow (minutes per GB): --ref-gb X runs it on a separate, smaller pair generated with the same
 shapes and seed (tensor sizes do not depend on --gb, see gen_tensors.py) and compares throughputs in GB/s; ours is
@@ -35,7 +38,7 @@ a shared machine may clean).
 Usage: python3 bench/bench_tensors.py [--gb 2] [--out DIR | --data DIR] [--seed 1] [--jobs 1,2] [--pool auto]
            [--repeat 3] [--cache cold,warm] [--ref PATH | --skip-ref] [--ref-gb 0.5] [--ref-cache cold]
            [--ref-repeat 1] [--timeout SEC]
-           [--json FILE] [--ours CMD] [--wait-idle PCT [--wait-max SEC]]
+           [--json FILE] [--ours CMD] [--wait-idle PCT [--wait-max SEC]] [--baseline REV]
 """
 import argparse
 import glob
@@ -248,6 +251,20 @@ def loadavg():
         return float("nan")
 
 
+def baseline_command(rev, work):
+    """Command running our package as of git revision `rev`: its src/ exported (git archive) into the workdir."""
+    root = os.path.dirname(HERE)
+    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", rev], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    dest = os.path.join(os.path.abspath(work), f"baseline_{commit}")
+    if not os.path.isdir(os.path.join(dest, "src")):
+        os.makedirs(dest, exist_ok=True)
+        archive = subprocess.run(["git", "-C", root, "archive", commit, "src"], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
+    print(f"baseline {rev} ({commit}): {dest}/src")
+    return ["env", f"PYTHONPATH={dest}/src", sys.executable, "-m", "msprobe_compare"]
+
+
 def run_once(cfg, i, a, work):
     """One run of a configuration (label, exe, pair, jobs, pool, cache, repeats)."""
     label, exe, pair, jobs, pool, cache, repeats = cfg
@@ -333,6 +350,8 @@ def main(argv=None):
     ap.add_argument("--workdir", default="/var/tmp/msprobe_bench_tensors_runs", help="outputs and logs")
     ap.add_argument("--keep", action="store_true", help="keep the xlsx outputs")
     ap.add_argument("--json", help="write all results to this JSON file")
+    ap.add_argument("--baseline", help="also run our source tree as of this git revision (e.g. HEAD), round-robin "
+                                       "with ours in every configuration, and print the speed-ups")
     a = ap.parse_args(argv)
 
     ref = None
@@ -361,12 +380,15 @@ def main(argv=None):
 
     jobs_list = [int(j) for j in a.jobs.split(",") if j.strip()] or [None]
     pools = [p.strip() for p in a.pool.split(",") if p.strip()] or [None]
+    base = baseline_command(a.baseline, a.workdir) if a.baseline else None
     configs = []
     for cache in caches:
         for pool in pools:
             for jobs in jobs_list:
                 label = f"ours_j{jobs if jobs else 'def'}_{pool or 'env'}_{cache}"
                 configs.append((label, ours, main_pair, jobs, pool, cache, a.repeat))
+                if base:
+                    configs.append(("base" + label[4:], base, main_pair, jobs, pool, cache, a.repeat))
     if ref and ref_pair is not main_pair:
         configs.append((f"ours_refpair_{a.ref_cache}", ours, ref_pair, None, None, a.ref_cache, a.repeat))
     results = measure_all(configs, a, a.workdir)
@@ -395,6 +417,12 @@ def main(argv=None):
               f"{r['cpu_median']:>8.2f} {r['gbps_median']:>9.3f} {r['gbps_best']:>9.3f} {r['rss_mib']:>8.0f} "
               f"{r['tree_rss_mib']:>8.0f} "
               f"{r['load_before']:>5.2f}")
+    for r in results:
+        b = next((x for x in results if x["label"] == "base" + r["label"][4:]), None)
+        if r["label"].startswith("ours_j") and b and r.get("wall_median") and b.get("wall_median"):
+            paired = [x["wall"] / y["wall"] for x, y in zip(b["runs"], r["runs"]) if x["ok"] and y["ok"]]
+            print(f"{r['label']}: x{b['wall_median'] / r['wall_median']:.2f} faster than {a.baseline} (medians; "
+                  f"per round {', '.join(f'x{q:.2f}' for q in paired)}), cpu x{b['cpu_median'] / r['cpu_median']:.2f}")
     if ref_res and ref_res.get("wall_median"):
         rr = ref_res
         same_cache = [r for r in results if r["label"].startswith("ours_j") and r.get("gbps_median")

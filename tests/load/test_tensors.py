@@ -22,6 +22,7 @@ import pytest
 
 from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.load import tensors
 from msprobe_compare.load.tensors import load_tensor, read_npy, read_pt, resolve_tensor_path
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -214,15 +215,100 @@ def test_real_lowprec_dump_has_bf16_and_cnn_bug_has_nan() -> None:
     assert np.isnan(grad.array).any()
 
 
-def test_real_pt_and_npy_are_memory_mapped_and_read_only() -> None:
+@pytest.fixture(params=["mapped", "whole"])
+def read_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of reading a file: memory-mapped (READ_WHOLE_MAX 0) and read whole (every fixture is small)."""
+    if request.param == "mapped":
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+    else:
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 1 << 30)
+    return str(request.param)
+
+
+def test_real_pt_and_npy_are_memory_mapped_or_read_whole_and_read_only(read_mode: str) -> None:
     tensor = read_pt(REAL_PT, REAL_PT.name)
-    assert is_mapped(tensor.array)
+    assert is_mapped(tensor.array) == (read_mode == "mapped")
     with pytest.raises(ValueError):
         tensor.array[(0,) * tensor.array.ndim] = 1
     npy_dir = DATA / "mindspore/L0_tensor/dump_data_2.8.0/step0/rank/dump_tensor_data"
     npy = read_npy(npy_dir / "Cell.backbone.Net.forward.0.input.0.npy", "x.npy")
-    assert is_mapped(npy.array)
+    assert is_mapped(npy.array) == (read_mode == "mapped")
     assert type(npy.array) is np.ndarray and not npy.array.flags.writeable
+
+
+@pytest.mark.parametrize("rel", DUMP_DIRS)
+def test_reading_whole_equals_mapping(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tensor_dir = DATA / rel / "dump_tensor_data"
+    for path in sorted(tensor_dir.iterdir()):
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+        mapped = load_tensor(tensor_dir, path.name)
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 1 << 30)
+        whole = load_tensor(tensor_dir, path.name)
+        assert is_mapped(mapped.array) and not is_mapped(whole.array), path.name
+        assert whole.dtype_name == mapped.dtype_name and whole.array.dtype == mapped.array.dtype, path.name
+        np.testing.assert_array_equal(whole.array, mapped.array, err_msg=path.name)
+        assert not whole.array.flags.writeable
+
+
+def _outcome(path: Path) -> tuple[str, Any]:
+    """("ok", (dtype name, array)) or ("error", kind) of reading `path`."""
+    try:
+        tensor = read_pt(path, path.name)
+    except TensorFileError as exc:
+        return "error", exc.kind
+    return "ok", (tensor.dtype_name, tensor.array.copy())
+
+
+def _zip_variants(tmp_path: Path) -> dict[str, bytes]:
+    """Archives the in-memory reader must hand to zipfile (or judge exactly as zipfile does)."""
+    good = REAL_PT.read_bytes()
+    pkl_at = good.index(b"\x80\x02")  # data.pkl's content (pickle protocol 2) in the first member
+    variants = {"good": good}
+    bad_crc = bytearray(good)
+    bad_crc[pkl_at + 2] ^= 0x01  # one pickle opcode flipped: the CRC no longer matches
+    variants["bad_crc"] = bytes(bad_crc)
+    variants["prepended"] = b"junk" * 10 + good  # zipfile accepts data before the archive
+    with zipfile.ZipFile(REAL_PT) as old:
+        members = [(info, old.read(info)) for info in old.infolist()]
+    commented = tmp_path / "commented.pt"
+    with zipfile.ZipFile(commented, "w") as new:
+        for info, data in members:
+            new.writestr(info.filename, data)
+        new.comment = b"a comment"
+    variants["comment"] = commented.read_bytes()
+    deflated = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as new:
+        for info, data in members:
+            new.writestr(info.filename, data)
+    variants["deflated"] = deflated.read_bytes()
+    renamed = bytearray(good)
+    local_name = good.index(b"/data.pkl")  # in the first local header
+    renamed[local_name + 1] = ord("D")  # local name differs from the central directory's
+    variants["local_name"] = bytes(renamed)
+    end = good.rindex(b"PK\x05\x06")
+    variants["cut_directory"] = good[: end - 50] + good[end:]
+    variants["no_end_record"] = good[:end]
+    return variants
+
+
+def test_whole_file_reader_agrees_with_zipfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for label, data in _zip_variants(tmp_path).items():
+        path = tmp_path / f"{label}.pt"
+        path.write_bytes(data)
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+        mapped = _outcome(path)
+        monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 1 << 30)
+        whole = _outcome(path)
+        assert whole[0] == mapped[0], label
+        if whole[0] == "error":
+            assert whole[1] == mapped[1], label
+        else:
+            assert whole[1][0] == mapped[1][0], label
+            np.testing.assert_array_equal(whole[1][1], mapped[1][1], err_msg=label)
+        if label == "good":
+            assert whole[0] == "ok"
+        if label == "bad_crc":
+            assert whole == ("error", "corrupt")
 
 
 def test_reading_pt_never_imports_torch() -> None:
@@ -237,7 +323,7 @@ def test_reading_pt_never_imports_torch() -> None:
 # ------------------------------------------------------------------------------ hand-made .pt archives
 
 
-def test_crafted_non_contiguous_view_with_offset(tmp_path: Path) -> None:
+def test_crafted_non_contiguous_view_with_offset(tmp_path: Path, read_mode: str) -> None:
     base = np.arange(60, dtype=np.float32)
     # a (4, 3) view starting at item 5 with strides (10, 2)
     path = write_pt(tmp_path / "t.pt", tensor_pickle("FloatStorage", 60, 5, (4, 3), (10, 2)), {"0": base.tobytes()})
@@ -245,7 +331,7 @@ def test_crafted_non_contiguous_view_with_offset(tmp_path: Path) -> None:
     expected = np.lib.stride_tricks.as_strided(base[5:], shape=(4, 3), strides=(40, 8))
     np.testing.assert_array_equal(tensor.array, expected)
     assert tensor.dtype_name == "float32" and not tensor.array.flags.writeable
-    assert is_mapped(tensor.array)
+    assert is_mapped(tensor.array) == (read_mode == "mapped")
 
 
 @pytest.mark.parametrize(

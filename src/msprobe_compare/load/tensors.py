@@ -3,12 +3,13 @@
 No torch import and no pickle code execution: `data.pkl` is unpickled by `_SafeUnpickler`, whose
 `find_class` hands out only inert stand-ins for the few torch globals that describe a tensor, and whose
 `persistent_load` turns storage records into references to the archive's `data/<key>` members. Storage
-members written uncompressed (torch.save's default) are memory-mapped, not copied; every array returned
-is read-only.
+members written uncompressed (torch.save's default) are memory-mapped, not copied, except in files of at most
+READ_WHOLE_MAX bytes, which are read with one read() and viewed in place; every array returned is read-only.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -19,8 +20,8 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, BinaryIO, Literal
+from pathlib import Path, PureWindowsPath
+from typing import Any, BinaryIO, Callable, Literal, NamedTuple
 
 import numpy as np
 
@@ -74,6 +75,17 @@ _NUMPY_DTYPES: dict[str, np.dtype] = {
 _MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is a few hundred bytes
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _ZIP_LOCAL_MAGIC = b"PK\x03\x04"
+_ZIP_CENTRAL = struct.Struct("<4s6H3L5H2L")  # central directory file header, 46 bytes
+_ZIP_CENTRAL_MAGIC = b"PK\x01\x02"
+_ZIP_END = struct.Struct("<4s4H2LH")  # end of central directory record, 22 bytes
+_ZIP_END_MAGIC = b"PK\x05\x06"
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # zip64 end of central directory locator, 20 bytes
+_ZIP64_LOCATOR_MAGIC = b"PK\x06\x07"
+_ZIP64_END = struct.Struct("<4sQ2H2L4Q")  # zip64 end of central directory record, 56 bytes
+_ZIP64_END_MAGIC = b"PK\x06\x06"
+# Files up to this size are read whole (one read(), arrays viewing the bytes); bigger ones are memory-mapped.
+# A small tensor then costs one system call instead of an mmap set-up and many small buffered reads.
+READ_WHOLE_MAX = 1 << 20
 _NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -86,34 +98,43 @@ def resolve_tensor_path(tensor_dir: Path, data_name: str) -> Path:
     Refused as "unsafe": an absolute name, a name with `..`, backslashes or NUL, a symlinked folder or
     file on the way, a special file. "missing": the folder or file does not exist.
     """
+    return Path(_resolve(tensor_dir, data_name))
+
+
+@functools.lru_cache(maxsize=64)
+def _folder_text(tensor_dir: Path | str) -> str:
+    return str(Path(tensor_dir))
+
+
+def _resolve(tensor_dir: Path | str, data_name: str) -> str:
+    """resolve_tensor_path on plain strings (pathlib costs more than the lstat calls on small tensors)."""
     name = str(data_name)
     if not name or "\x00" in name or "\\" in name:
         raise TensorFileError("unsafe", name, "data_name is empty or contains NUL or a backslash")
-    posix = PurePosixPath(name)
-    if posix.is_absolute() or PureWindowsPath(name).anchor:
+    if name.startswith("/") or (":" in name and PureWindowsPath(name).anchor):
         raise TensorFileError("unsafe", name, "data_name is an absolute path")
-    parts = posix.parts
-    if any(part in ("..", ".") for part in parts) or not parts:
+    parts = [part for part in name.split("/") if part not in ("", ".")]  # PurePosixPath(name).parts
+    if ".." in parts or not parts:
         raise TensorFileError("unsafe", name, "data_name escapes the tensor folder")
 
-    tensor_dir = Path(tensor_dir)
-    current = tensor_dir
-    for index, part in enumerate((None, *parts)):
-        if part is not None:
-            current = current / part
+    current = _folder_text(tensor_dir)
+    last = len(parts)
+    for index in range(last + 1):
+        if index:
+            current = os.path.join(current, parts[index - 1])
         try:
             info = os.lstat(current)
         except FileNotFoundError:
             raise TensorFileError("missing", name, f"{current} does not exist") from None
         except OSError as exc:
             raise TensorFileError("missing", name, f"cannot stat {current}: {exc.strerror}") from None
-        if stat.S_ISLNK(info.st_mode):
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
             raise TensorFileError("unsafe", name, f"{current} is a symbolic link")
-        last = index == len(parts)
-        if not last and not stat.S_ISDIR(info.st_mode):
+        if index < last and not stat.S_ISDIR(mode):
             raise TensorFileError("missing", name, f"{current} is not a folder")
-        if last and not stat.S_ISREG(info.st_mode):
-            if stat.S_ISDIR(info.st_mode):
+        if index == last and not stat.S_ISREG(mode):
+            if stat.S_ISDIR(mode):
                 raise TensorFileError("missing", name, f"{current} is a folder, not a file")
             raise TensorFileError("unsafe", name, f"{current} is not a regular file")
     return current
@@ -121,8 +142,10 @@ def resolve_tensor_path(tensor_dir: Path, data_name: str) -> Path:
 
 def load_tensor(tensor_dir: Path, data_name: str) -> TensorData:
     """Resolve `data_name` safely inside `tensor_dir` and read it by its suffix (.pt or .npy)."""
-    path = resolve_tensor_path(tensor_dir, data_name)
-    suffix = path.suffix.lower()
+    path = _resolve(tensor_dir, data_name)
+    last = os.path.basename(path)
+    dot = last.rfind(".")
+    suffix = last[dot:].lower() if 0 < dot < len(last) - 1 else ""  # as Path.suffix
     if suffix == ".pt":
         return read_pt(path, data_name)
     if suffix == ".npy":
@@ -163,19 +186,21 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------ .npy
 
 
-def read_npy(path: Path, name: str) -> TensorData:
-    """A `.npy` file (no pickled objects), memory-mapped when it holds any data."""
+def read_npy(path: Path | str, name: str) -> TensorData:
+    """A `.npy` file (no pickled objects): read whole when small (READ_WHOLE_MAX), else memory-mapped."""
     with _open_regular(path, name) as fp:
         file_size = os.fstat(fp.fileno()).st_size
         if fp.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
             raise TensorFileError("unsupported", name, "not an .npy file")
         fp.seek(0)
+        whole = fp.read() if file_size <= READ_WHOLE_MAX else None
+        src: BinaryIO = io.BytesIO(whole) if whole is not None else fp
         try:
-            version = np.lib.format.read_magic(fp)
+            version = np.lib.format.read_magic(src)
             if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(src)
             elif version in ((2, 0), (3, 0)):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(src)
             else:
                 raise TensorFileError("unsupported", name, f"npy format version {version}")
         except TensorFileError:
@@ -183,7 +208,9 @@ def read_npy(path: Path, name: str) -> TensorData:
         except (ValueError, EOFError, OSError, SyntaxError) as exc:
             raise TensorFileError("corrupt", name, f"bad npy header: {exc}") from None
         _check_npy_dtype(dtype, name)
-        offset = fp.tell()
+        offset = src.tell()
+        if whole is not None:
+            file_size = len(whole)
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         if offset + nbytes > file_size:
@@ -193,6 +220,8 @@ def read_npy(path: Path, name: str) -> TensorData:
         order: Literal["C", "F"] = "F" if fortran else "C"
         if count == 0:
             array = _empty(shape, dtype)
+        elif whole is not None:
+            array = np.frombuffer(whole, dtype=dtype, count=count, offset=offset).reshape(shape, order=order)
         else:
             try:
                 array = np.memmap(fp, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
@@ -384,8 +413,12 @@ class _SafeUnpickler(pickle.Unpickler):
         return _StorageRef(storage_type, key, numel)
 
 
-def read_pt(path: Path, name: str) -> TensorData:
-    """A tensor (or Parameter) saved by torch.save in the zip format, read without torch."""
+def read_pt(path: Path | str, name: str) -> TensorData:
+    """A tensor (or Parameter) saved by torch.save in the zip format, read without torch.
+
+    Files up to READ_WHOLE_MAX bytes are read with one read() and parsed in memory (`_InMemoryZip`), the array
+    a read-only view on those bytes; anything unusual there, and every bigger file, goes through zipfile, with
+    storage members memory-mapped."""
     with _open_regular(path, name) as fp:
         head = fp.read(4)
         if len(head) < 4:
@@ -395,17 +428,34 @@ def read_pt(path: Path, name: str) -> TensorData:
                 raise TensorFileError("unsupported", name, "legacy (non-zip) torch.save format")
             raise TensorFileError("unsupported", name, "not a torch.save zip archive")
         fp.seek(0)
+        if os.fstat(fp.fileno()).st_size <= READ_WHOLE_MAX:
+            try:
+                zipped = _InMemoryZip(fp.read(), name)
+                return _read_archive(zipped.members, zipped.read, zipped.items, name)
+            except _Unusual:
+                fp.seek(0)  # let zipfile judge it (and word the error, if any)
         try:
             with zipfile.ZipFile(fp) as archive:
-                return _read_archive(archive, fp, name)
+                return _read_archive(
+                    {info.filename: info for info in archive.infolist()},
+                    functools.partial(_read_member, archive, name=name),
+                    functools.partial(_storage_items, archive, fp, name=name),
+                    name,
+                )
         except TensorFileError:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, struct.error, OSError) as exc:
             raise TensorFileError("corrupt", name, f"bad zip archive: {exc}") from None
 
 
-def _read_archive(archive: zipfile.ZipFile, fp: BinaryIO, name: str) -> TensorData:
-    members = {info.filename: info for info in archive.infolist()}
+def _read_archive(
+    members: dict[str, Any],
+    read: Callable[[Any, int], bytes],
+    items: Callable[[Any, np.dtype, int, int], np.ndarray],
+    name: str,
+) -> TensorData:
+    """The tensor of an archive: `members` maps names to entries (zipfile.ZipInfo or _Entry), `read(entry,
+    limit)` returns a small member's bytes, `items(entry, dtype, start, stop)` a storage's items."""
     pickles = [m for m in members if m.endswith("/data.pkl") and m.count("/") == 1]
     if len(pickles) != 1:
         problem = "no data.pkl" if not pickles else "several data.pkl"
@@ -414,11 +464,11 @@ def _read_archive(archive: zipfile.ZipFile, fp: BinaryIO, name: str) -> TensorDa
 
     byteorder = members.get(prefix + "byteorder")
     if byteorder is not None:
-        order = _read_member(archive, byteorder, 16, name).strip()
+        order = read(byteorder, 16).strip()
         if order != b"little":
             raise TensorFileError("unsupported", name, f"byte order {order.decode('ascii', 'replace')!r}")
 
-    record = _unpickle(_read_member(archive, members[pickles[0]], _MAX_PICKLE_BYTES, name), name)
+    record = _unpickle(read(members[pickles[0]], _MAX_PICKLE_BYTES), name)
     dtype = _NUMPY_DTYPES.get(record.dtype_name)
     if dtype is None:
         raise TensorFileError("unsupported", name, f"dtype {record.dtype_name}")
@@ -441,14 +491,128 @@ def _read_archive(archive: zipfile.ZipFile, fp: BinaryIO, name: str) -> TensorDa
         )
     if needed == 0:
         return TensorData(_empty(record.shape, dtype), record.dtype_name)
-    flat = _storage_items(archive, fp, member, dtype, record.offset, needed, name)
+    flat = items(member, dtype, record.offset, needed)
     try:
         return TensorData(_view(flat, record), record.dtype_name)
     except ValueError as exc:  # e.g. a zero-stride view too big for numpy
         raise TensorFileError("unsupported", name, f"cannot view shape {record.shape}: {exc}") from None
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str) -> bytes:
+class _Unusual(Exception):
+    """_InMemoryZip met something it does not handle itself: the file goes through zipfile instead."""
+
+
+class _Entry(NamedTuple):
+    """A central directory entry, with the zipfile.ZipInfo fields _read_archive uses (a tuple: cheap to make)."""
+
+    filename: str
+    file_size: int
+    compress_size: int
+    compress_type: int
+    flag_bits: int
+    header_offset: int
+    crc: int
+
+
+class _InMemoryZip:
+    """A small torch.save archive held in memory, parsed without zipfile (whose Python-level parsing costs more
+    than the rest of reading a small tensor). It only accepts the plain layout torch writes: one disk, no
+    comment, no extra fields, stored (uncompressed) members, consistent zip64 end records. Anything else raises
+    _Unusual before any result, so zipfile sees the same file and decides: both accept exactly the same archives
+    here and find the same members, sizes and (checked by CRC) contents."""
+
+    def __init__(self, data: bytes, name: str) -> None:
+        self.data = data
+        self.name = name
+        self.members = self._central_directory()
+
+    def _central_directory(self) -> dict[str, _Entry]:
+        data = self.data
+        end = len(data) - _ZIP_END.size
+        if end < 0:
+            raise _Unusual
+        magic, disk, cd_disk, disk_entries, entries, cd_size, cd_offset, comment = _ZIP_END.unpack_from(data, end)
+        if magic != _ZIP_END_MAGIC or comment or disk or cd_disk or disk_entries != entries:
+            raise _Unusual
+        cd_end = end
+        locator = end - _ZIP64_LOCATOR.size
+        if locator >= 0 and data[locator : locator + 4] == _ZIP64_LOCATOR_MAGIC:
+            _, z_disk, z_offset, z_disks = _ZIP64_LOCATOR.unpack_from(data, locator)
+            if z_disk or z_disks != 1 or z_offset + _ZIP64_END.size != locator:
+                raise _Unusual
+            z_magic, _, _, _, z_disk, z_cd_disk, z_disk_entries, z_entries, z_size, z_offset_cd = (
+                _ZIP64_END.unpack_from(data, z_offset)
+            )
+            if (z_magic, z_disk, z_cd_disk, z_disk_entries, z_entries, z_size, z_offset_cd) != (
+                _ZIP64_END_MAGIC, 0, 0, entries, entries, cd_size, cd_offset
+            ):
+                raise _Unusual
+            cd_end = z_offset
+        elif 0xFFFF in (disk_entries, entries) or 0xFFFFFFFF in (cd_size, cd_offset):
+            raise _Unusual
+        if cd_offset + cd_size != cd_end:  # data before the archive, or a bad directory
+            raise _Unusual
+        members: dict[str, _Entry] = {}
+        pos = cd_offset
+        for _ in range(entries):
+            if pos + _ZIP_CENTRAL.size > cd_end:
+                raise _Unusual
+            (magic, _, _, flags, method, _, _, crc, compress_size, file_size, name_length, extra_length,
+             comment_length, _, _, _, offset) = _ZIP_CENTRAL.unpack_from(data, pos)  # fmt: skip
+            if magic != _ZIP_CENTRAL_MAGIC or extra_length or comment_length:
+                raise _Unusual
+            start = pos + _ZIP_CENTRAL.size
+            try:
+                filename = data[start : start + name_length].decode("utf-8" if flags & 0x800 else "cp437")
+            except UnicodeDecodeError:
+                raise _Unusual from None
+            if "\x00" in filename or (os.sep != "/" and os.sep in filename):
+                raise _Unusual
+            members[filename] = _Entry(filename, file_size, compress_size, method, flags, offset, crc)
+            pos = start + name_length
+        if pos != cd_end:
+            raise _Unusual
+        return members
+
+    def _member_bytes(self, entry: _Entry) -> tuple[int, int]:
+        """(start, stop) of a stored member's bytes, checked as zipfile checks them."""
+        if entry.compress_type != zipfile.ZIP_STORED or entry.flag_bits & 0x61:  # encrypted or patched
+            raise _Unusual
+        if entry.compress_size != entry.file_size:
+            raise _Unusual
+        offset = entry.header_offset
+        if offset + _ZIP_LOCAL_HEADER.size > len(self.data):
+            raise _Unusual
+        header = _ZIP_LOCAL_HEADER.unpack_from(self.data, offset)
+        if header[0] != _ZIP_LOCAL_MAGIC:
+            raise _Unusual
+        name_length, extra_length = header[-2:]
+        name_start = offset + _ZIP_LOCAL_HEADER.size
+        start = name_start + name_length + extra_length
+        stop = start + entry.file_size
+        if stop > len(self.data) or self.data[name_start : name_start + name_length] != entry.filename.encode(
+            "utf-8" if entry.flag_bits & 0x800 else "cp437"
+        ):
+            raise _Unusual
+        return start, stop
+
+    def read(self, entry: _Entry, limit: int) -> bytes:
+        if entry.file_size > limit:
+            detail = f"{entry.filename} is {entry.file_size} bytes (limit {limit})"
+            raise TensorFileError("unsupported", self.name, detail)
+        start, stop = self._member_bytes(entry)
+        member = self.data[start:stop]
+        if zlib.crc32(member) != entry.crc:
+            raise _Unusual
+        return member
+
+    def items(self, entry: _Entry, dtype: np.dtype, start: int, stop: int) -> np.ndarray:
+        first, _ = self._member_bytes(entry)
+        array = np.frombuffer(self.data, dtype=dtype, count=stop - start, offset=first + start * dtype.itemsize)
+        return _readonly(array)
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, *, name: str) -> bytes:
     if info.file_size > limit:
         raise TensorFileError("unsupported", name, f"{info.filename} is {info.file_size} bytes (limit {limit})")
     with archive.open(info) as member:
@@ -475,7 +639,8 @@ def _elements_needed(record: _TensorRecord) -> int:
 
 
 def _storage_items(
-    archive: zipfile.ZipFile, fp: BinaryIO, info: zipfile.ZipInfo, dtype: np.dtype, start: int, stop: int, name: str
+    archive: zipfile.ZipFile, fp: BinaryIO, info: zipfile.ZipInfo, dtype: np.dtype, start: int, stop: int, *,
+    name: str,
 ) -> np.ndarray:
     """Items [start, stop) of a storage member, memory-mapped when the member is stored uncompressed."""
     count = stop - start
