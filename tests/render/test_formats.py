@@ -48,5 +48,5 @@ def test_bad_format_is_a_usage_error(run_cli, capfd):
 
 def test_csv_formula_neutralised(tmp_path):
     path = tmp_path / "t.csv"
-    write_csv(path, ["a"], [(["=1+1"], Colour.NONE), (["-inf"], Colour.RED), (["@x"], Colour.NONE)])
+    write_csv(path, ["a"], [["=1+1", "-inf", "@x"]], [Colour.NONE, Colour.RED, Colour.NONE])
     assert path.read_text().splitlines() == ["a,colour", "'=1+1,", "-inf,red", "'@x,"]
