@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -47,6 +44,7 @@ from msprobe_compare.render import report
 from msprobe_compare.render.files import atomic_output, free_timestamp, prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
+from msprobe_compare.runtime import gc_paused
 
 
 def check_tasks(npu: DumpHeader, bench: DumpHeader) -> None:
@@ -310,22 +308,9 @@ def judge(
     return replace(outcome, rootcause=analyse(outcome, parents))
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a compare makes millions of acyclic objects that it would only
-    rescan (about a third of the reading time). Reference counting still frees everything."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:
     """Compare one pair of dump.json files and write the result files."""
-    with _collector_paused():
+    with gc_paused():
         outcome = build_outcome(cfg, console)
         if len(outcome) == 0:
             console.warning("Can`t match any op. No compare result file generated.")

@@ -16,8 +16,6 @@ and `xlsx.cell_xml` give for each value.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import re
 from typing import Any, Callable, Iterator, Sequence
 
@@ -42,19 +40,6 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _XML_TEXT = ('<c t="inlineStr"><is><t xml:space="preserve">', "</t></is></c>")
 _XML_NUMBER = ("<c><v>", "</v></c>")
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: writers make millions of short-lived lists and tuples without
-    cycles, and each collection would walk the whole (large) heap of the outcome."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 # --- numbers ---------------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render.celltext import (
-    FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, gc_paused, neutralise, row_items,
+    FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.table import Column
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import gc
 import html as _html
 import math
 import operator
@@ -39,6 +38,7 @@ import orjson
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import ONE_K_TOLERANCE, STAT_TOLERANCE, CallState, Origin, RootCause
 from msprobe_compare.model import CompareOutcome
+from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
 
 KIND_FLOAT, KIND_INT, KIND_PCT, KIND_STR = 0, 1, 2, 3
@@ -482,13 +482,8 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
 def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None) -> bytes:
     """The binary payload the page decodes (see the module docstring); `columns`: the plain-style
     table.column_data of `outcome`, when the caller has it already."""
-    enabled = gc.isenabled()
-    gc.disable()  # millions of short-lived objects, no cycles: the collector would only rescan the heap
-    try:
+    with gc_paused():  # millions of short-lived objects, no cycles: the collector would only rescan the heap
         return _payload(outcome, title, columns)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None) -> bytes:

@@ -20,7 +20,8 @@ from typing import IO, Any, Sequence
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.render.celltext import XmlFormat, cell_xml, gc_paused, row_items, xml_escape
+from msprobe_compare.runtime import gc_paused
+from msprobe_compare.render.celltext import XmlFormat, cell_xml, row_items, xml_escape
 from msprobe_compare.render.table import Column
 
 MAX_SHEET_ROWS = 1_048_500
