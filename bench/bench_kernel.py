@@ -82,7 +82,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--elems", type=int, default=1 << 24, help="elements per tensor (default 16 Mi)")
+    ap.add_argument("--elems", type=int, default=1 << 24, help="elements per tensor, a multiple of 4096 (default 16 Mi)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--baseline", default="HEAD", help="git revision of the baseline ('' = none)")
     ap.add_argument("--chunk", type=int, default=0, help="chunk_elems for the working tree (0 = its default)")
@@ -91,6 +91,8 @@ def main() -> int:
     ap.add_argument("--zeros", type=float, default=0.0,
                     help="fraction of elements that are 0 on both sides (default 0, as gen_tensors.py)")
     args = ap.parse_args()
+    if args.elems <= 0 or args.elems % 4096:
+        ap.error("--elems must be a positive multiple of 4096 (rows of 4096 elements)")
 
     from msprobe_compare.measure import tensor_metrics as current
 
