@@ -201,6 +201,17 @@ def _take_coded(values: list[Any], match: np.ndarray) -> Column:
     return Column(codes=codes, table=bench.table + [NA])
 
 
+def _mark_ints(objects: np.ndarray, kind: np.ndarray, values: np.ndarray, ints: np.ndarray) -> None:
+    """Integer cells: KIND_INT where a float64 holds them exactly, else the exact int as the cell object."""
+    if not ints.any():
+        return
+    safe_ints = _int_kind(values, ints)
+    kind[safe_ints] = KIND_INT
+    big = ints & ~safe_ints
+    if big.any():
+        objects[big] = values[big].astype(np.int64).astype(object)
+
+
 def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return ints & (np.abs(values) <= _SAFE_INT)
@@ -228,13 +239,7 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     number = kinds == StatKind.NUMBER
     kind = np.where(number & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
     _non_finite(objects, vals, number & ~finite, style)
-    ints = kinds == StatKind.INT
-    if ints.any():
-        safe_ints = _int_kind(vals, ints)
-        kind[safe_ints] = KIND_INT
-        big = ints & ~safe_ints
-        if big.any():
-            objects[big] = vals[big].astype(np.int64).astype(object)
+    _mark_ints(objects, kind, vals, kinds == StatKind.INT)
     objects[kinds == StatKind.NAN] = "Nan"
     objects[kinds == StatKind.NONE] = "None"
     raw_rows = np.flatnonzero(kinds == StatKind.RAW)
@@ -273,13 +278,7 @@ def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: b
         kind = np.where(valued & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
         # every non-finite value gets the style's text first, as the marker texts below overwrite it
         _non_finite(objects, values, ~finite, style)
-        ints = kinds == Cell.INT
-        if ints.any():
-            safe_ints = _int_kind(values, ints)
-            kind[safe_ints] = KIND_INT
-            big = ints & ~safe_ints
-            if big.any():
-                objects[big] = values[big].astype(np.int64).astype(object)
+        _mark_ints(objects, kind, values, kinds == Cell.INT)
     objects[kinds == Cell.NAN] = "Nan"
     objects[kinds == Cell.NA] = NA
     return Column(objects, kind, values)
