@@ -194,8 +194,8 @@ def _config_rows(o: CompareOutcome, scalar: np.ndarray) -> np.ndarray:
         return out
     cols = match[rows]
     kn, kb = npu.stat_kind[rows, 0], bench.stat_kind[cols, 0]
-    numeric = np.array([True, True, False, False, False])  # by StatKind: NUMBER, INT (compared by value)
-    both_numeric = numeric[kn] & numeric[kb]
+    numeric = (StatKind.NUMBER, StatKind.INT)  # compared by value
+    both_numeric = np.isin(kn, numeric) & np.isin(kb, numeric)
     raw = (kn == StatKind.RAW) | (kb == StatKind.RAW)
     differs = np.where(both_numeric, npu.stats[rows, 0] != bench.stats[cols, 0], kn != kb)
     for k in np.flatnonzero(raw).tolist():  # text, bool, ...: as Python compares the shown values

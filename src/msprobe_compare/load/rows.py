@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from orjson import dumps
+from orjson import JSONEncodeError, dumps
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
@@ -279,33 +279,26 @@ class _Builder:
                 f"requires_grad of input or output of {op} is not a bool: '{name}' has {rg_raw!r}",
                 self.path,
             )
-        a, b, c, d = get("Max"), get("Min"), get("Mean"), get("Norm")  # STAT_KEYS
-        if type(a) is float and type(b) is float and type(c) is float and type(d) is float and (
-            a == a and b == b and c == c and d == d
-        ):  # the common case: four floats, none NaN
-            self.stats.extend((a, b, c, d))
-            self.kinds.extend(_ALL_NUMBERS)
-            strings = self._strings
-            key = dumps(shape)  # exact (1, 1.0 and true differ), and cheaper than str() of the list
-            shape_text = self._shapes.get(key)
-            if shape_text is None:
-                shape_text = str(shape)
-                if len(self._shapes) < INTERN_LIMIT:
-                    self._shapes[key] = shape_text = self.intern(shape_text)
-            self.names.append(name)
-            self.entry_index.append(len(self.entries) - 1)
-            self.state.append(state)
-            self.dtype.append(strings.get(dtype) or self.intern(dtype))
-            self.shape.append(shape_text)
-            self.rg.append(rg)
-            self.md5.append(md5)
-            self.data_name.append(data_name)
-            return
-        values = (a, b, c, d)
+        values = (get("Max"), get("Min"), get("Mean"), get("Norm"))  # STAT_KEYS
         for v in values:
-            if v is not None and not isinstance(v, (int, float, bool)):
+            if v is not None and type(v) is not float and not isinstance(v, (int, float, bool)):
                 raise InputError(f"statistic of '{name}' must be a number or null, got {v!r}", self.path)
-        self.add_row(name, state, dtype, str(shape), values, rg, md5, data_name)
+        self.add_row(name, state, dtype, self.shape_text(shape), values, rg, md5, data_name)
+
+    def shape_text(self, shape: list[Any] | None) -> str:
+        """str() of a shape list, computed once per distinct shape (keyed by its exact JSON form)."""
+        try:
+            key = dumps(shape)  # 1, 1.0 and true differ here; cheaper than str() of the list
+        except JSONEncodeError:  # an int beyond 64 bits (from the stdlib parser)
+            return str(shape)
+        if b"null" in key:  # None and NaN both print as null: not a key that tells them apart
+            return str(shape)
+        text = self._shapes.get(key)
+        if text is None:
+            text = self.intern(str(shape))
+            if len(self._shapes) < INTERN_LIMIT:
+                self._shapes[key] = text
+        return text
 
     def _scalar(self, name: str, state: int, leaf: dict[str, Any], md5: str | None, data_name: str) -> None:
         """A non-tensor leaf (spec §3.1 step 3)."""

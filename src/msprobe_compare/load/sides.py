@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import struct
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,7 +20,6 @@ from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.load.rows import RowTable, flatten
 
 PARALLEL_MIN_BYTES = 16 << 20  # below this (both files together) a fork costs more than it saves
-_HEADER = struct.Struct("<Q")
 
 
 def flatten_sides(
@@ -45,12 +43,10 @@ def flatten_sides(
         except CompareError as exc:
             payload = ("error", type(exc), exc.problem, exc.path)
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which re-raises
-            payload = ("crash", f"{type(exc).__name__}: {exc}", None)
+            payload = ("crash", f"{type(exc).__name__}: {exc}")
         try:
-            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_fd, "wb") as out:
-                out.write(_HEADER.pack(len(data)))
-                out.write(data)
+                pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001
             status = 1
         os._exit(status)
@@ -58,13 +54,11 @@ def flatten_sides(
     try:
         npu = flatten(npu_path, npu_entries, stacks)
         with os.fdopen(read_fd, "rb") as inp:
-            head = inp.read(_HEADER.size)
-            data = inp.read(_HEADER.unpack(head)[0]) if len(head) == _HEADER.size else b""
+            data = inp.read()  # until the child closes its end
     except BaseException:
         _reap(pid, kill=True)
         raise
-    _reap(pid)
-    if not data:
+    if _reap(pid) != 0 or not data:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
     payload = pickle.loads(data)
     if payload[0] == "error":
@@ -86,13 +80,14 @@ def _worth_forking(npu_path: Path, bench_path: Path) -> bool:
         return False
 
 
-def _reap(pid: int, kill: bool = False) -> None:
+def _reap(pid: int, kill: bool = False) -> int:
+    """Wait for the child (killed first when `kill`); its exit status (-1 if it cannot be known)."""
     if kill:
         try:
             os.kill(pid, 9)
         except OSError:
             pass
     try:
-        os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:
-        pass
+        return -1

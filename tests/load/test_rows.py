@@ -1,0 +1,20 @@
+"""Shape texts are str() of the shape list exactly, also where a cache key could confuse two shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from msprobe_compare.load.rows import _Builder
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [([1, 2], [1.0, 2], [True, 2]), ([float("nan")], [None]), ([2**70], [[1], 2], None, [])],
+    ids=["int-float-bool", "nan-none", "odd"],
+)
+def test_shape_text_is_str_of_the_list(shapes: tuple) -> None:
+    builder = _Builder(Path("dump.json"))
+    for _ in range(2):  # the second round is served from the cache where there is one
+        assert [builder.shape_text(s) for s in shapes] == [str(s) for s in shapes]
