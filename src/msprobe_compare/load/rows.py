@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from orjson import JSONEncodeError, dumps
 
+from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
 
@@ -171,6 +172,10 @@ class _Builder:
         self._strings: dict[str, str] = {}
         self._shapes: dict[bytes, str] = {}  # JSON text of a shape list -> its str()
         self._crcs: dict[tuple[type, Any], str] = {}  # (type, value) of a scalar -> its checksum text
+        walker = native.load("_rowwalk")
+        self._walker = None if walker is None else walker.Walker(
+            self.names, self.dtype, self.shape, self.md5, self.data_name, self.entries, self.entry_index,
+            self.state, self.stats, self.kinds, self.rg, self.raw._rows, self._strings, INTERN_LIMIT, _Cells, _ABSENT)  # fmt: skip
 
     def intern(self, text: str) -> str:
         """One shared object per distinct dtype/shape string (millions of rows hold a few distinct values)."""
@@ -362,6 +367,11 @@ class _Builder:
             )
 
     def entry(self, op: str, body: Any) -> None:
+        walker = self._walker
+        if walker is not None:
+            if walker.entry(op, body):  # the native walk handled it (the common case)
+                return
+            walker.flush()  # its pending cells go first: the Python walk appends after them
         if not isinstance(body, dict):
             raise InputError(f"entry '{op}' must be an object, got {type(body).__name__}", self.path)
         self.entries.append(op)
@@ -379,6 +389,10 @@ class _Builder:
                     self.walk(op, body[key], op + suffix, state, 1)
 
     def build(self, stacks: dict[str, list[str]]) -> RowTable:
+        if self._walker is not None:
+            self._walker.flush()
+            self.has_md5 = self.has_md5 or self._walker.has_md5
+            self._walker = None
         n = len(self.names)
         return RowTable(
             entries=self.entries,

@@ -1,0 +1,217 @@
+"""The native row walk (_rowwalk.c) gives exactly the Python walk's tables and errors.
+
+Every fixture dump.json and hypothesis-generated entries (tensor leaves with every kind of statistic, scalars,
+torch.Size, process groups, src/dst, data_name, md5, P2POp, nested containers, parameters_grad and debug entries,
+invalid values) are flattened both ways. Entries the native walk does not handle fall back to the Python walk,
+so the two must agree everywhere, errors included.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from msprobe_compare import native
+from msprobe_compare.errors import InputError
+from msprobe_compare.load import stream
+from msprobe_compare.load.rows import RowTable, _Builder, flatten
+
+DATA = Path(__file__).parents[1] / "data"
+DUMPS = sorted(DATA.rglob("dump.json"))
+
+needs_native = pytest.mark.skipif(
+    native.status()["_rowwalk"] is False and os.environ.get("MSPROBE_REQUIRE_NATIVE") != "1",
+    reason="the _rowwalk extension is not built",
+)
+
+
+def test_native_module_is_built_where_required() -> None:
+    if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
+        assert native.status()["_rowwalk"], "MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._rowwalk is not importable"
+
+
+def _flatten(entries: list[tuple[str, Any]], use_native: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The table, or the (type, message) of the error, with the native walk on or off."""
+    monkeypatch.setenv("MSPROBE_NATIVE", "1" if use_native else "0")
+    builder = _Builder(Path("dump.json"))
+    assert (builder._walker is not None) == use_native
+    try:
+        for op, body in entries:
+            builder.entry(op, body)
+    except (InputError, OverflowError) as exc:
+        return type(exc), str(exc)
+    return builder.build({})
+
+
+def _assert_same(a: Any, b: Any) -> None:
+    if not isinstance(a, RowTable) or not isinstance(b, RowTable):
+        assert a == b
+        return
+    for name in ("entries", "names", "dtype", "shape", "md5", "data_name", "has_md5"):
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("entry_index", "state", "requires_grad", "stat_kind"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert np.array_equal(a.stats, b.stats) and np.array_equal(np.signbit(a.stats), np.signbit(b.stats))
+    assert list(a.raw) == list(b.raw)
+    assert all(_same_value(a.raw[k], b.raw[k]) for k in a.raw)
+    assert [type(v) for v in a.raw._rows.values()] == [type(v) for v in b.raw._rows.values()]
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    return type(x) is type(y) and (x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)))
+
+
+@needs_native
+@pytest.mark.parametrize("path", DUMPS, ids=[str(p.relative_to(DATA)) for p in DUMPS])
+def test_fixture_tables_are_identical(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, entries = stream.open_dump(path)
+    items = list(entries)
+    _assert_same(_flatten(items, True, monkeypatch), _flatten(items, False, monkeypatch))
+
+
+# -- generated entries ------------------------------------------------------------------------------------------
+_numbers = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**70), 2**70), st.booleans(),
+    st.sampled_from([0.0, -0.0, 1e-310, 2**53 + 1]),
+)  # fmt: skip
+_bad = st.sampled_from(["text", [1], {"a": 1}])
+
+
+@st.composite
+def _tensor(draw: st.DrawFn) -> dict[str, Any]:
+    leaf: dict[str, Any] = {"type": "torch.Tensor", "dtype": draw(st.sampled_from(["torch.float32", "torch.bool"]))}
+    shape = draw(st.one_of(st.none(), st.lists(st.integers(-5, 2**40), max_size=4),
+                           st.lists(st.one_of(st.floats(allow_nan=True), st.booleans(), st.integers()), max_size=3)))  # fmt: skip
+    if draw(st.booleans()):
+        leaf["shape"] = shape
+    for key in ("Max", "Min", "Mean", "Norm"):
+        if draw(st.integers(0, 9)):
+            leaf[key] = draw(_numbers if draw(st.integers(0, 30)) else _bad)
+    if draw(st.booleans()):
+        leaf["requires_grad"] = draw(st.one_of(st.booleans(), st.none(), st.just(1)))
+    if draw(st.integers(0, 4)) == 0:
+        leaf["md5"] = draw(st.one_of(st.just("0123abcd"), st.just(""), st.just(7), st.none()))
+    if draw(st.integers(0, 4)) == 0:
+        leaf["data_name"] = draw(st.sampled_from(["-1", "", "Functional.x.0.forward.output.0.pt", "plain", 3]))
+    if draw(st.integers(0, 30)) == 0:
+        leaf["dtype"] = draw(st.sampled_from([5, None]))
+    return leaf
+
+
+@st.composite
+def _scalar(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["int", "float", "bool", "str", "NoneType", "torch.Size", "slice", "ellipsis",
+                                 "torch.ProcessGroup", "torch.dtype"]))  # fmt: skip
+    leaf: dict[str, Any] = {"type": kind}
+    if draw(st.integers(0, 5)):
+        leaf["value"] = draw(st.one_of(st.none(), st.integers(-(2**70), 2**70), st.floats(), st.booleans(),
+                                       st.text(max_size=5), st.lists(st.integers(0, 9), max_size=3),
+                                       st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)))  # fmt: skip
+    if kind == "torch.ProcessGroup" and draw(st.booleans()):
+        leaf["group_ranks"] = draw(st.lists(st.integers(0, 7), max_size=4))
+    if draw(st.integers(0, 4)) == 0:
+        leaf["md5"] = draw(st.one_of(st.just("feedbeef"), st.just(""), st.none()))
+    if draw(st.integers(0, 6)) == 0:
+        leaf["data_name"] = "Functional.y.0.forward.input.1.npy"
+    return leaf
+
+
+_p2p = st.builds(lambda t: {"class_type": "torch.distributed.P2POp", "tensor": t, "op": "isend"}, _tensor())
+_leaf = st.one_of(_tensor(), _scalar(), _p2p, st.none())
+_node = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["a", "b", "src", "dst", "group_src", "ключ"]), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+_body = st.fixed_dictionaries(
+    {},
+    optional={
+        "input_args": st.lists(_node, max_size=4),
+        "input_kwargs": st.dictionaries(st.sampled_from(["dim", "src", "dst", "group", "x"]), _node, max_size=3),
+        "output": st.one_of(st.lists(_node, max_size=3), _node),
+        "parameters": st.dictionaries(st.sampled_from(["weight", "bias"]), _tensor(), max_size=2),
+        "input": _node,
+        "is_recompute": st.booleans(),
+    },
+)
+_op = st.sampled_from(["Functional.linear.{}.forward", "Tensor.add.{}.backward", "Module.m.Linear.forward.{}",
+                       "Module.m.Linear.parameters_grad", "Distributed.send.{}.forward", "Tensor.x.{}.debug"])  # fmt: skip
+
+
+@st.composite
+def _entries(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    out = []
+    for k in range(draw(st.integers(1, 6))):
+        op = draw(_op).format(k)
+        if op.endswith("parameters_grad"):
+            body: Any = draw(st.dictionaries(st.sampled_from(["weight", "bias"]), st.lists(_leaf, max_size=2),
+                                             max_size=2))  # fmt: skip
+        elif draw(st.integers(0, 40)) == 0:
+            body = draw(st.sampled_from([[1], "x", None, 3]))
+        else:
+            body = draw(_body)
+        out.append((op, body))
+    return out
+
+
+@needs_native
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=_entries())
+def test_generated_entries_give_identical_tables_and_errors(entries: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_same(_flatten(entries, True, monkeypatch), _flatten(entries, False, monkeypatch))
+
+
+@needs_native
+def test_fallback_entry_between_native_ones_keeps_row_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice leaf (Python walk) between native entries: rows and numeric columns stay in entry order."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+              "Norm": 1.2, "requires_grad": True}  # fmt: skip
+    entries = [
+        ("Functional.a.0.forward", {"input_args": [tensor], "output": [tensor]}),
+        ("Functional.b.0.forward", {"input_args": [tensor, {"type": "slice", "value": [1, 2, None]}]}),
+        ("Functional.c.0.forward", {"input_args": [{**tensor, "Max": True}], "output": [None]}),
+    ]
+    table = _flatten(entries, True, monkeypatch)
+    _assert_same(table, _flatten(entries, False, monkeypatch))
+    assert list(table.entry_index) == [0, 0, 1, 1, 2, 2]
+    assert table.names[3] == "Functional.b.0.forward.input.1" and table.dtype[3] == "slice"
+    assert table.raw[(4, 0)] is True and (4, 1) not in table.raw
+
+
+@needs_native
+def test_flatten_uses_the_native_walk_and_agrees_on_a_generated_dump(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Streamed from a file as the pipeline does: same table either way."""
+    import json
+    import random
+
+    rng = random.Random(3)
+    data = {}
+    for k in range(300):
+        leaf = {"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [rng.randint(1, 9), 4],
+                "Max": rng.random(), "Min": -rng.random(), "Mean": rng.random() - 0.5, "Norm": rng.random() * 9,
+                "requires_grad": bool(k % 2)}  # fmt: skip
+        data[f"Functional.op{k % 7}.{k}.forward"] = {
+            "input_args": [leaf, {"type": "int", "value": k}], "input_kwargs": {"dim": {"type": "int", "value": -1}},
+            "output": [leaf]}  # fmt: skip
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                "dump_data_dir": None, "data": data}, indent=1))  # fmt: skip
+    tables = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("MSPROBE_NATIVE", flag)
+        _, entries = stream.open_dump(path)
+        tables.append(flatten(path, entries))
+    _assert_same(*tables)
+    assert len(tables[0]) == 1200
