@@ -166,6 +166,34 @@ def test_tiny_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
         check_file(path)
 
 
+@pytest.mark.parametrize("batch", [1, 50, 400, 5000])
+@pytest.mark.parametrize("block", [64, 1 << 20])
+def test_batches_of_any_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, block: int) -> None:
+    """Entries parsed a batch at a time (one object per batch) give the same entries, errors and order."""
+    monkeypatch.setattr(stream, "BATCH", batch)
+    monkeypatch.setattr(stream, "BLOCK", block)
+    sources = dict(variant_sources())
+    for label in ("tricky", "pytorch/mlp_bug_md5/npu/step0/rank", "mindspore/L1_statistics/dump_data_2.8.0/step0/rank"):
+        path = tmp_path / f"{label.replace('/', '_')}.json"
+        path.write_text(VARIANTS["indent1"](sources[label]))
+        check_file(path)
+
+
+@pytest.mark.parametrize("batch", [1, 30, 1 << 20])
+def test_repeated_name_across_batches_comes_after_the_entries_before_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       batch: int) -> None:  # fmt: skip
+    monkeypatch.setattr(stream, "BATCH", batch)
+    data = {f"e{k}": {"output": [None]} for k in range(6)}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "data": data}, indent=1).replace('"e4"', '"e1"'))
+    seen = []
+    with pytest.raises(InputError, match="entry 'e1' appears more than once"):
+        for name, _ in open_dump(path)[1]:
+            seen.append(name)
+    assert seen == ["e0", "e1", "e2", "e3"]
+
+
 def test_small_tail_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tail window grows until the lines after "data" are paired."""
     monkeypatch.setattr(stream, "TAIL", 64)

@@ -25,9 +25,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+
+import orjson
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import check_dump_header, file_error, loads, read_json
@@ -40,6 +43,8 @@ BOM = b"\xef\xbb\xbf"
 JSON_WS = b" \t\r\n"
 
 Entry = tuple[str, Any]
+Batch = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
+BATCH = 1 << 20  # bytes of entries parsed by one orjson call on the fast path
 
 
 @dataclass(frozen=True)
@@ -76,14 +81,15 @@ def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
     task, level, framework = check_dump_header(path, layout.keys, layout.data_type)
     header = DumpHeader(path, task, level, framework)
     if layout.values:
-        entries: Iterator[Entry] = iter(layout.values)
+        batches: Iterator[Batch] = iter([layout.values])
     elif layout.empty:
-        entries = iter(())
+        batches = iter(())
     elif layout.indent:
-        entries = _fast_entries(path, layout)
+        batches = _fast_batches(path, layout)
     else:
-        entries = _general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end)
-    return header, _unique(path, entries)
+        batches = _singles(_general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end))
+    # the entries of each checked batch are iterated in C: no Python frame per entry
+    return header, chain.from_iterable(_unique(path, batches))
 
 
 # -- header ---------------------------------------------------------------------------------------------------------
@@ -191,8 +197,12 @@ def _trailing_keys(rest: bytes) -> dict[str, Any] | None:
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
-def _fast_entries(path: Path, layout: _Layout) -> Iterator[Entry]:
-    """Entries of "data" in an indent=n file, split at the entry-start lines and parsed one by one."""
+def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
+    """Entries of "data" in an indent=n file, split at the entry-start lines.
+
+    About BATCH bytes of whole entries at a time are parsed by one orjson call as one object; that is exact when
+    the object has as many members as the batch has entry-start lines. Otherwise (NaN/Infinity, a repeated name,
+    a surprise in the layout) the batch is parsed entry by entry, as `_parse_piece` checks them."""
     n = layout.indent
     sep = b"\n" + b" " * (2 * n) + b'"'
     lsep = len(sep)
@@ -212,21 +222,53 @@ def _fast_entries(path: Path, layout: _Layout) -> Iterator[Entry]:
             end = len(buf)
             i = 0
             while True:
-                j = buf.find(sep, i + lsep)
-                if j < 0:
-                    if not last:
+                # [i, k): whole entries, about BATCH bytes (all the rest at the end of "data")
+                k = buf.find(sep, i + BATCH)
+                if k < 0:
+                    k = end if last else buf.rfind(sep, i + lsep)
+                    if k <= i:
                         break
-                    j = end
-                entry = _parse_piece(buf[i + lsep : j], final=j == end)
-                if entry is None:
-                    yield from _general_entries(path, pos + i + lsep - 1, at_key=True, expect_end=layout.data_end)
+                batch = _parse_batch(buf, i, k, sep, final=k == end)
+                if batch is not None:
+                    yield batch
+                else:
+                    j = i
+                    while j < k:  # entry by entry
+                        nxt = buf.find(sep, j + lsep, k)
+                        if nxt < 0:
+                            nxt = k
+                        entry = _parse_piece(buf[j + lsep : nxt], final=nxt == end)
+                        if entry is None:
+                            yield from _singles(_general_entries(path, pos + j + lsep - 1, at_key=True,
+                                                            expect_end=layout.data_end))  # fmt: skip
+                            return
+                        yield [entry]
+                        j = nxt
+                if k == end:
                     return
-                yield entry
-                if j == end:
-                    return
-                i = j
+                i = k
             buf = buf[i:]
             pos += i
+
+
+def _parse_batch(buf: bytes, i: int, k: int, sep: bytes, final: bool) -> dict[str, Any] | None:
+    """The entries in buf[i:k] (each starting with `sep`) parsed as one object, or None when that is not exact."""
+    text = buf[i + len(sep) - 1 : k].rstrip(JSON_WS)
+    if text.endswith(b","):
+        if final:
+            return None
+        text = text[:-1]
+    elif not final:
+        return None
+    try:
+        doc = orjson.loads(b"{" + text + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    return doc if len(doc) == buf.count(sep, i, k) else None
+
+
+def _singles(entries: Iterator[Entry]) -> Iterator[Batch]:
+    return ([entry] for entry in entries)
 
 
 def _parse_piece(piece: bytes, final: bool) -> Entry | None:
@@ -478,14 +520,23 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             )
 
 
-def _unique(path: Path, entries: Iterator[Entry]) -> Iterator[Entry]:
-    """Refuse a repeated entry name (a whole-document parse would silently keep only its last body)."""
+def _unique(path: Path, batches: Iterator[Batch]) -> Iterator[Batch]:
+    """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
+    before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
-    for name, body in entries:
-        if name in seen:
-            raise InputError(f"entry '{name}' appears more than once in 'data'", path)
-        seen.add(name)
-        yield name, body
+    for batch in batches:
+        if isinstance(batch, dict) and seen.isdisjoint(batch):
+            seen.update(batch)
+            yield batch.items()
+            continue
+        out: list[Entry] = []
+        for name, body in batch.items() if isinstance(batch, dict) else batch:
+            if name in seen:
+                yield out
+                raise InputError(f"entry '{name}' appears more than once in 'data'", path)
+            seen.add(name)
+            out.append((name, body))
+        yield out
 
 
 def _loads_or_none(text: bytes) -> Any:
