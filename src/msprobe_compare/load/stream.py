@@ -202,7 +202,7 @@ def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
 
     About BATCH bytes of whole entries at a time are parsed by one orjson call as one object; that is exact when
     the object has as many members as the batch has entry-start lines. Otherwise (NaN/Infinity, a repeated name,
-    a surprise in the layout) the batch is parsed entry by entry, as `_parse_piece` checks them."""
+    a surprise in the layout) the batch is split (`_batches`) down to the entries that need `_parse_piece`."""
     n = layout.indent
     sep = b"\n" + b" " * (2 * n) + b'"'
     lsep = len(sep)
@@ -228,27 +228,40 @@ def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
                     k = end if last else buf.rfind(sep, i + lsep)
                     if k <= i:
                         break
-                batch = _parse_batch(buf, i, k, sep, final=k == end)
-                if batch is not None:
+                for batch in _batches(buf, i, k, sep, end):
+                    if isinstance(batch, int):  # not an entry alone: the general path reads on from there
+                        yield from _singles(_general_entries(path, pos + batch + lsep - 1, at_key=True,
+                                                             expect_end=layout.data_end))  # fmt: skip
+                        return
                     yield batch
-                else:
-                    j = i
-                    while j < k:  # entry by entry
-                        nxt = buf.find(sep, j + lsep, k)
-                        if nxt < 0:
-                            nxt = k
-                        entry = _parse_piece(buf[j + lsep : nxt], final=nxt == end)
-                        if entry is None:
-                            yield from _singles(_general_entries(path, pos + j + lsep - 1, at_key=True,
-                                                            expect_end=layout.data_end))  # fmt: skip
-                            return
-                        yield [entry]
-                        j = nxt
                 if k == end:
                     return
                 i = k
             buf = buf[i:]
             pos += i
+
+
+def _batches(buf: bytes, i: int, k: int, sep: bytes, end: int) -> Iterator[Batch | int]:
+    """The entries in buf[i:k] as batches: parsed in one go where exact, else split in two around the middle entry
+    start, down to single entries (so a NaN or an odd entry costs a few small parses, not one per entry). Ends
+    with the offset of an entry that does not parse alone, if there is one."""
+    batch = _parse_batch(buf, i, k, sep, final=k == end)
+    if batch is not None:
+        yield batch
+        return
+    lsep = len(sep)
+    m = buf.find(sep, i + max(lsep, (k - i) // 2), k)
+    if m < 0:
+        m = buf.find(sep, i + lsep, k)
+    if m < 0:  # one entry
+        entry = _parse_piece(buf[i + lsep : k], final=k == end)
+        yield [entry] if entry is not None else i
+        return
+    for part in _batches(buf, i, m, sep, end):
+        yield part
+        if isinstance(part, int):
+            return
+    yield from _batches(buf, m, k, sep, end)
 
 
 def _parse_batch(buf: bytes, i: int, k: int, sep: bytes, final: bool) -> dict[str, Any] | None:
