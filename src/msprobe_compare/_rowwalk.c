@@ -81,6 +81,35 @@ static const struct {
 #define N_FIELDS 5
 static PyObject *field_keys[N_FIELDS];
 
+/* ---- text path: dump.json entries parsed straight from the file's bytes ----------------------------------------
+ *
+ * Walker.parse(buf, start, stop, final) reads `"name": {body}, "name": {body} ...` (the members of "data" in
+ * buf[start:stop], a trailing comma required unless `final`) into a small tree of spans over the bytes, one entry
+ * at a time, and walks it as `walk_entry` walks parsed objects. It accepts only plain JSON it fully understands:
+ * strings of printable ASCII without escapes, numbers of the JSON grammar (and NaN/Infinity, which the dumper
+ * writes), no repeated member names. Anything else, or any leaf the native walk leaves to Python, undoes the
+ * whole batch and returns None, and the caller parses the batch as objects instead.
+ */
+enum { J_NULL, J_FALSE, J_TRUE, J_INT, J_BIGINT, J_FLOAT, J_STR, J_ARR, J_OBJ };
+
+typedef struct {
+    uint8_t kind;
+    const char *s; /* literal (numbers) or content (strings) */
+    Py_ssize_t n;
+    const char *key; /* member name in an object */
+    Py_ssize_t key_n;
+    int32_t child, next; /* first child, next sibling; -1 for none */
+    int64_t ival;        /* J_INT */
+    double fval;         /* J_FLOAT */
+} JNode;
+
+typedef struct {
+    const char *p, *end;
+    JNode *v;
+    int32_t len, cap;
+} Parser;
+
+
 /* ---- the walker ------------------------------------------------------------------------------------------ */
 typedef struct {
     PyObject_HEAD
@@ -96,6 +125,8 @@ typedef struct {
     PyObject *cells_type;  /* rows._Cells: four cells of which only some are raw */
     PyObject *absent;      /* rows._ABSENT: a cell of _Cells that is not raw */
     int32_t entry;        /* index of the current entry */
+    Buf text;             /* scratch text */
+    Parser parser;        /* the span tree of the entry being parsed (reused) */
 } Walker;
 
 enum { A_ENTRY = 0, A_STATE = 1, A_STATS = 2, A_KINDS = 3, A_RG = 4 };
@@ -117,6 +148,8 @@ static void Walker_dealloc(Walker *w) {
     Py_XDECREF(w->cells_type);
     Py_XDECREF(w->absent);
     PyMem_Free(w->name.p);
+    PyMem_Free(w->text.p);
+    PyMem_Free(w->parser.v);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
@@ -684,37 +717,33 @@ static int truncate_list(PyObject *list, Py_ssize_t n) {
     return PyList_GET_SIZE(list) > n ? PyList_SetSlice(list, n, PyList_GET_SIZE(list), NULL) : 0;
 }
 
-static PyObject *Walker_entry(Walker *w, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "entry(op, body)");
-        return NULL;
-    }
-    PyObject *op = args[0], *body = args[1];
-    if (!PyUnicode_Check(op) || !PyDict_Check(body)) Py_RETURN_FALSE;
-    Py_ssize_t rows = PyList_GET_SIZE(w->names);
-    Py_ssize_t marks[5];
-    for (int i = 0; i < 5; i++) marks[i] = w->bufs[i].len;
-    w->entry = (int32_t)PyList_GET_SIZE(w->entries);
-    int status = walk_entry(w, op, body);
-    int has = 0;
-    if (status == OK && !w->has_md5) has = body_has_md5(body, &status);
-    if (status == OK && PyList_Append(w->entries, op) < 0) status = FAIL;
-    for (Py_ssize_t i = 0; status == OK && i < PyList_GET_SIZE(w->pending_raw); i++) {
+typedef struct {
+    Py_ssize_t rows, entries, bufs[5];
+} Mark;
+
+static void mark_take(Walker *w, Mark *m) {
+    m->rows = PyList_GET_SIZE(w->names);
+    m->entries = PyList_GET_SIZE(w->entries);
+    for (int i = 0; i < 5; i++) m->bufs[i] = w->bufs[i].len;
+}
+
+/* Move the pending raw cells into RawCells; OK or FAIL. */
+static int commit_raw(Walker *w) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w->pending_raw); i++) {
         PyObject *pair = PyList_GET_ITEM(w->pending_raw, i);
-        if (PyDict_SetItem(w->raw_rows, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0) status = FAIL;
+        if (PyDict_SetItem(w->raw_rows, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0) return FAIL;
     }
-    if (status == OK) {
-        if (has) w->has_md5 = 1;
-        if (truncate_list(w->pending_raw, 0) < 0) return NULL;
-        Py_RETURN_TRUE;
-    }
-    /* undo this entry's rows (a failed commit of raw cells cannot leave a partial entry either) */
+    return truncate_list(w->pending_raw, 0) < 0 ? FAIL : OK;
+}
+
+/* Undo everything added since the mark (a pending Python error is kept). Returns -1 if undoing failed. */
+static int rollback(Walker *w, const Mark *m) {
     PyObject *err_type, *err_value, *err_tb;
     PyErr_Fetch(&err_type, &err_value, &err_tb);
-    for (int i = 0; i < 5; i++) w->bufs[i].len = marks[i];
-    int bad = truncate_list(w->names, rows) < 0 || truncate_list(w->dtype, rows) < 0 ||
-              truncate_list(w->shape, rows) < 0 || truncate_list(w->md5, rows) < 0 ||
-              truncate_list(w->data_name, rows) < 0 || truncate_list(w->entries, w->entry) < 0;
+    for (int i = 0; i < 5; i++) w->bufs[i].len = m->bufs[i];
+    int bad = truncate_list(w->names, m->rows) < 0 || truncate_list(w->dtype, m->rows) < 0 ||
+              truncate_list(w->shape, m->rows) < 0 || truncate_list(w->md5, m->rows) < 0 ||
+              truncate_list(w->data_name, m->rows) < 0 || truncate_list(w->entries, m->entries) < 0;
     for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(w->pending_raw); i++) {
         PyObject *row = PyTuple_GET_ITEM(PyList_GET_ITEM(w->pending_raw, i), 0);
         if (PyDict_DelItem(w->raw_rows, row) < 0) PyErr_Clear(); /* not committed yet */
@@ -724,11 +753,711 @@ static PyObject *Walker_entry(Walker *w, PyObject *const *args, Py_ssize_t nargs
         Py_XDECREF(err_type);
         Py_XDECREF(err_value);
         Py_XDECREF(err_tb);
-        return NULL;
+        return -1;
     }
     PyErr_Restore(err_type, err_value, err_tb);
-    if (status == FAIL) return NULL;
+    return 0;
+}
+
+static PyObject *Walker_entry(Walker *w, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "entry(op, body)");
+        return NULL;
+    }
+    PyObject *op = args[0], *body = args[1];
+    if (!PyUnicode_Check(op) || !PyDict_Check(body)) Py_RETURN_FALSE;
+    Mark m;
+    mark_take(w, &m);
+    w->entry = (int32_t)m.entries;
+    int status = walk_entry(w, op, body);
+    int has = 0;
+    if (status == OK && !w->has_md5) has = body_has_md5(body, &status);
+    if (status == OK && PyList_Append(w->entries, op) < 0) status = FAIL;
+    if (status == OK) status = commit_raw(w);
+    if (status == OK) {
+        if (has) w->has_md5 = 1;
+        Py_RETURN_TRUE;
+    }
+    if (rollback(w, &m) < 0 || status == FAIL) return NULL;
     Py_RETURN_FALSE;
+}
+
+static int32_t j_new(Parser *ps, uint8_t kind) {
+    if (ps->len == ps->cap) {
+        int32_t cap = ps->cap ? ps->cap * 2 : 256;
+        JNode *v = PyMem_Realloc(ps->v, sizeof(JNode) * (size_t)cap);
+        if (!v) return -2;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    JNode *x = &ps->v[ps->len];
+    x->kind = kind;
+    x->s = x->key = NULL;
+    x->n = x->key_n = 0;
+    x->child = x->next = -1;
+    return ps->len++;
+}
+
+static void j_ws(Parser *ps) {
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t')) ps->p++;
+}
+
+/* A string without escapes, of printable ASCII: its content span. 0 on success, -1 when not that. */
+static int j_string(Parser *ps, const char **s, Py_ssize_t *n) {
+    const char *p = ps->p + 1; /* after the quote */
+    const char *q = p;
+    while (q < ps->end) {
+        unsigned char c = (unsigned char)*q;
+        if (c == '"') break;
+        if (c == '\\' || c < 0x20 || c >= 0x7f) return -1;
+        q++;
+    }
+    if (q >= ps->end) return -1;
+    *s = p;
+    *n = q - p;
+    ps->p = q + 1;
+    return 0;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Clinger's fast path: a decimal with at most 15 significant digits and a power of ten up to 22 is one exact
+ * integer times or divided by an exact power of ten, so one correctly rounded operation gives the correctly
+ * rounded value (what float() gives). Returns 0 when the text is not that simple. */
+static int fast_decimal(const char *s, const char *end, double *out) {
+    static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    int neg = *s == '-';
+    const char *p = s + neg;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0, seen_dot = 0;
+    for (; p < end && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.') {
+            seen_dot = 1;
+            continue;
+        }
+        if (m == 0 && *p == '0') { /* a leading zero is not a significant digit */
+            if (seen_dot) exp10--;
+            continue;
+        }
+        if (++digits > 15) return 0;
+        m = m * 10 + (uint64_t)(*p - '0');
+        if (seen_dot) exp10--;
+    }
+    if (p < end) { /* exponent */
+        p++;
+        int eneg = 0, e = 0;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        for (; p < end; p++) {
+            e = e * 10 + (*p - '0');
+            if (e > 400) return 0;
+        }
+        exp10 += eneg ? -e : e;
+    }
+    double x = (double)m;
+    if (m == 0)
+        x = 0.0;
+    else if (exp10 < -22 || exp10 > 22)
+        return 0;
+    else if (exp10 < 0)
+        x /= pow10[-exp10];
+    else
+        x *= pow10[exp10];
+    *out = neg ? -x : x;
+    return 1;
+}
+
+static int32_t j_number(Parser *ps) {
+    const char *p = ps->p, *start = p;
+    if (p < ps->end && *p == '-') p++;
+    if (p + 8 <= ps->end && memcmp(p, "Infinity", 8) == 0) {
+        int32_t k = j_new(ps, J_FLOAT);
+        if (k < 0) return k;
+        ps->v[k].fval = *start == '-' ? -Py_HUGE_VAL : Py_HUGE_VAL;
+        ps->v[k].s = start;
+        ps->p = p + 8;
+        ps->v[k].n = ps->p - start;
+        return k;
+    }
+    if (p >= ps->end || !is_digit(*p)) return -1;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < ps->end && is_digit(*p)) p++;
+    }
+    int is_float = 0;
+    if (p < ps->end && *p == '.') {
+        p++;
+        if (p >= ps->end || !is_digit(*p)) return -1;
+        while (p < ps->end && is_digit(*p)) p++;
+        is_float = 1;
+    }
+    if (p < ps->end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < ps->end && (*p == '+' || *p == '-')) p++;
+        if (p >= ps->end || !is_digit(*p)) return -1;
+        while (p < ps->end && is_digit(*p)) p++;
+        is_float = 1;
+    }
+    if (p < ps->end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' || *p == '+')) return -1;
+    Py_ssize_t n = p - start;
+    int32_t k;
+    if (is_float) {
+        double x;
+        if (!fast_decimal(start, p, &x)) {
+            char tmp[64];
+            if (n >= (Py_ssize_t)sizeof(tmp)) return -1;
+            memcpy(tmp, start, (size_t)n);
+            tmp[n] = 0;
+            char *stop = NULL;
+            x = strtod(tmp, &stop); /* correctly rounded (glibc); a locale with another decimal point stops early */
+            if (stop != tmp + n) return -1;
+        }
+        k = j_new(ps, J_FLOAT);
+        if (k < 0) return k;
+        ps->v[k].fval = x;
+    } else {
+        Py_ssize_t digits = n - (*start == '-');
+        if (digits > 18) {
+            k = j_new(ps, J_BIGINT);
+        } else {
+            int64_t v = 0;
+            for (const char *q = start + (*start == '-'); q < p; q++) v = v * 10 + (*q - '0');
+            k = j_new(ps, J_INT);
+            if (k >= 0) ps->v[k].ival = *start == '-' ? -v : v;
+        }
+        if (k < 0) return k;
+    }
+    ps->v[k].s = start;
+    ps->v[k].n = n;
+    ps->p = p;
+    return k;
+}
+
+/* One value; its node index, -1 when the text is not what this parser takes, -2 on memory errors. */
+static int32_t j_value(Parser *ps, int depth) {
+    if (depth > MAX_DEPTH) return -1;
+    j_ws(ps);
+    if (ps->p >= ps->end) return -1;
+    char c = *ps->p;
+    if (c == '{' || c == '[') {
+        int32_t k = j_new(ps, c == '{' ? J_OBJ : J_ARR);
+        if (k < 0) return k;
+        ps->p++;
+        j_ws(ps);
+        char close = c == '{' ? '}' : ']';
+        if (ps->p < ps->end && *ps->p == close) {
+            ps->p++;
+            return k;
+        }
+        int32_t last = -1;
+        for (;;) {
+            const char *key = NULL;
+            Py_ssize_t key_n = 0;
+            if (c == '{') {
+                j_ws(ps);
+                if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &key, &key_n) < 0) return -1;
+                for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next) /* a repeated name */
+                    if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                j_ws(ps);
+                if (ps->p >= ps->end || *ps->p != ':') return -1;
+                ps->p++;
+            }
+            int32_t item = j_value(ps, depth + 1);
+            if (item < 0) return item;
+            ps->v[item].key = key;
+            ps->v[item].key_n = key_n;
+            if (last < 0)
+                ps->v[k].child = item;
+            else
+                ps->v[last].next = item;
+            last = item;
+            j_ws(ps);
+            if (ps->p >= ps->end) return -1;
+            if (*ps->p == ',') {
+                ps->p++;
+                continue;
+            }
+            if (*ps->p == close) {
+                ps->p++;
+                return k;
+            }
+            return -1;
+        }
+    }
+    if (c == '"') {
+        const char *s;
+        Py_ssize_t n;
+        if (j_string(ps, &s, &n) < 0) return -1;
+        int32_t k = j_new(ps, J_STR);
+        if (k < 0) return k;
+        ps->v[k].s = s;
+        ps->v[k].n = n;
+        return k;
+    }
+    static const struct {
+        const char *word;
+        int len;
+        uint8_t kind;
+    } words[] = {{"null", 4, J_NULL}, {"true", 4, J_TRUE}, {"false", 5, J_FALSE}, {"NaN", 3, J_FLOAT}};
+    for (int i = 0; i < 4; i++) {
+        if (c == words[i].word[0]) {
+            if (ps->end - ps->p < words[i].len || memcmp(ps->p, words[i].word, (size_t)words[i].len) != 0) return -1;
+            int32_t k = j_new(ps, words[i].kind);
+            if (k < 0) return k;
+            ps->v[k].fval = Py_NAN;
+            ps->v[k].s = ps->p;
+            ps->v[k].n = words[i].len;
+            ps->p += words[i].len;
+            return k;
+        }
+    }
+    return j_number(ps);
+}
+
+static int32_t j_get(const Parser *ps, int32_t obj, const char *key) {
+    Py_ssize_t n = (Py_ssize_t)strlen(key);
+    for (int32_t o = ps->v[obj].child; o >= 0; o = ps->v[o].next)
+        if (ps->v[o].key_n == n && memcmp(ps->v[o].key, key, (size_t)n) == 0) return o;
+    return -1;
+}
+
+static int j_is(const Parser *ps, int32_t k, uint8_t kind) { return k >= 0 && ps->v[k].kind == kind; }
+
+static int j_equals(const Parser *ps, int32_t k, const char *text) {
+    Py_ssize_t n = (Py_ssize_t)strlen(text);
+    return j_is(ps, k, J_STR) && ps->v[k].n == n && memcmp(ps->v[k].s, text, (size_t)n) == 0;
+}
+
+static PyObject *j_str(const Parser *ps, int32_t k) { return PyUnicode_FromStringAndSize(ps->v[k].s, ps->v[k].n); }
+
+/* Text of str(value) for a scalar value node into out; FALLBACK for lists, dicts and big ints. */
+static int j_text(const Parser *ps, int32_t k, Buf *out) {
+    out->len = 0;
+    if (k < 0) return buf_put(out, "None", 4) < 0 ? FAIL : OK;
+    const JNode *x = &ps->v[k];
+    char tmp[24];
+    switch (x->kind) {
+    case J_NULL:
+        return buf_put(out, "None", 4) < 0 ? FAIL : OK;
+    case J_TRUE:
+        return buf_put(out, "True", 4) < 0 ? FAIL : OK;
+    case J_FALSE:
+        return buf_put(out, "False", 5) < 0 ? FAIL : OK;
+    case J_INT:
+        return buf_put(out, tmp, format_int(tmp, (long long)x->ival)) < 0 ? FAIL : OK;
+    case J_STR:
+        return buf_put(out, x->s, x->n) < 0 ? FAIL : OK;
+    case J_FLOAT: {
+        char *r = PyOS_double_to_string(x->fval, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (!r) return FAIL;
+        int bad = buf_put(out, r, (Py_ssize_t)strlen(r)) < 0;
+        PyMem_Free(r);
+        return bad ? FAIL : OK;
+    }
+    default:
+        return FALLBACK;
+    }
+}
+
+/* "[a, b]" for a list of (64-bit) ints, "None" for null/missing; FALLBACK otherwise. New reference in *out. */
+static int j_int_list_text(Walker *w, const Parser *ps, int32_t k, PyObject **out) {
+    if (k < 0 || ps->v[k].kind == J_NULL) {
+        Py_INCREF(s_none_text);
+        *out = s_none_text;
+        return OK;
+    }
+    if (ps->v[k].kind != J_ARR) return FALLBACK;
+    Buf *b = &w->text;
+    b->len = 0;
+    if (buf_put(b, "[", 1) < 0) return FAIL;
+    char tmp[24];
+    for (int32_t c = ps->v[k].child; c >= 0; c = ps->v[c].next) {
+        if (ps->v[c].kind != J_INT) return FALLBACK;
+        if (c != ps->v[k].child && buf_put(b, ", ", 2) < 0) return FAIL;
+        if (buf_put(b, tmp, format_int(tmp, (long long)ps->v[c].ival)) < 0) return FAIL;
+    }
+    if (buf_put(b, "]", 1) < 0) return FAIL;
+    *out = PyUnicode_FromStringAndSize(b->p, b->len);
+    return *out ? OK : FAIL;
+}
+
+/* Statistic cell of a value node: FALLBACK for values a tensor statistic cannot hold here. */
+static int j_cell(const Parser *ps, int32_t k, double *num, int8_t *kind, PyObject **raw) {
+    *num = 0.0;
+    *raw = NULL;
+    if (k < 0 || ps->v[k].kind == J_NULL) {
+        *kind = K_NONE;
+        return OK;
+    }
+    const JNode *x = &ps->v[k];
+    if (x->kind == J_FLOAT) {
+        if (x->fval != x->fval) {
+            *kind = K_NAN;
+        } else {
+            *num = x->fval;
+            *kind = K_NUMBER;
+        }
+        return OK;
+    }
+    if (x->kind == J_INT) {
+        *num = (double)x->ival;
+        *kind = K_INT;
+        return OK;
+    }
+    if (x->kind == J_TRUE || x->kind == J_FALSE) {
+        *kind = K_RAW;
+        *raw = x->kind == J_TRUE ? Py_True : Py_False;
+        return OK;
+    }
+    return FALLBACK;
+}
+
+static int j_scalar(Walker *w, const Parser *ps, int32_t leaf, PyObject *name, int state, int32_t md5_node,
+                    PyObject *data_name) {
+    int32_t kind = j_get(ps, leaf, "type"), value = j_get(ps, leaf, "value");
+    PyObject *dtype = NULL, *shape = NULL, *stat_text = NULL, *md5 = NULL, *stat_obj = NULL;
+    int status = OK, by_text = 0;
+    double nums[4] = {0.0, 0.0, 0.0, 0.0};
+    int8_t kinds[4] = {K_NONE, K_NONE, K_NONE, K_NONE};
+    PyObject *raw = NULL;
+    if (j_equals(ps, kind, "torch.Size")) {
+        Py_INCREF(s_torch_size);
+        dtype = s_torch_size;
+        status = j_int_list_text(w, ps, value, &shape);
+    } else if (j_equals(ps, kind, "slice") || j_equals(ps, kind, "ellipsis")) {
+        return FALLBACK;
+    } else {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+        if (!s) return FAIL;
+        Py_INCREF(s_empty_list);
+        shape = s_empty_list;
+        if (ends_with(s, n, ".src") || ends_with(s, n, ".dst") || ends_with(s, n, ".group_src") ||
+            ends_with(s, n, ".group_dst")) {
+            dtype = j_str(ps, kind);
+            status = dtype ? j_text(ps, value, &w->text) : FAIL;
+            if (status == OK) stat_text = PyUnicode_FromStringAndSize(w->text.p, w->text.len);
+            by_text = 1;
+        } else if (j_equals(ps, kind, "torch.ProcessGroup")) {
+            Py_INCREF(s_process_group);
+            dtype = s_process_group;
+            status = j_int_list_text(w, ps, j_get(ps, leaf, "group_ranks"), &stat_text);
+            by_text = 1;
+        } else {
+            uint8_t vk = value < 0 ? J_NULL : ps->v[value].kind;
+            dtype = vk == J_NULL ? s_class_none : vk == J_TRUE || vk == J_FALSE ? s_class_bool
+                  : vk == J_INT ? s_class_int : vk == J_FLOAT ? s_class_float : vk == J_STR ? s_class_str : NULL;
+            if (!dtype) {
+                Py_DECREF(shape);
+                return FALLBACK;
+            }
+            Py_INCREF(dtype);
+            if (vk == J_STR) {
+                stat_obj = j_str(ps, value);
+                if (!stat_obj) status = FAIL;
+                raw = stat_obj;
+                for (int c = 0; c < 4; c++) kinds[c] = K_RAW;
+            } else if (status == OK) {
+                status = j_cell(ps, value, &nums[0], &kinds[0], &raw);
+                for (int c = 1; c < 4; c++) {
+                    nums[c] = nums[0];
+                    kinds[c] = kinds[0];
+                }
+            }
+        }
+        if (by_text && status == OK) {
+            if (!stat_text) {
+                status = FAIL;
+            } else {
+                raw = stat_text;
+                for (int c = 0; c < 4; c++) kinds[c] = K_RAW;
+            }
+        }
+    }
+    if (status == OK) { /* md5: as given (`md5 or stat` for texts), else the checksum of str(value) */
+        int given = j_is(ps, md5_node, J_STR) && (!by_text || ps->v[md5_node].n > 0);
+        if (given) {
+            md5 = j_str(ps, md5_node);
+        } else if (by_text) {
+            Py_INCREF(stat_text);
+            md5 = stat_text;
+        } else {
+            const char *t = NULL;
+            Py_ssize_t tn = 0;
+            if (value < 0 || ps->v[value].kind == J_NULL) {
+                t = "";
+            } else if (ps->v[value].kind == J_ARR && shape != s_empty_list) { /* torch.Size: str(value) */
+                t = PyUnicode_AsUTF8AndSize(shape, &tn);
+                if (!t) status = FAIL;
+            } else {
+                status = j_text(ps, value, &w->text);
+                t = w->text.p;
+                tn = w->text.len;
+            }
+            if (status == OK) {
+                uint32_t c = crc32_bytes(t, tn);
+                static const char digits[] = "0123456789abcdef";
+                char hex[8];
+                for (int i = 7; i >= 0; i--, c >>= 4) hex[i] = digits[c & 0xF];
+                md5 = PyUnicode_FromStringAndSize(hex, 8);
+            }
+        }
+        if (status == OK && !md5) status = FAIL;
+    }
+    if (status == OK && raw) {
+        PyObject *cells[4] = {raw, raw, raw, raw};
+        status = queue_raw(w, cells);
+    }
+    if (status == OK) status = add_row(w, name, state, dtype, shape, nums, kinds, RG_MISSING, md5, data_name);
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(stat_text);
+    Py_XDECREF(stat_obj);
+    Py_XDECREF(md5);
+    return status;
+}
+
+static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
+    if (j_get(ps, leaf, "class_type") >= 0) return FALLBACK;
+    int32_t dn = j_get(ps, leaf, "data_name");
+    PyObject *name, *data_name;
+    if (j_is(ps, dn, J_STR) && ps->v[dn].n > 0 && !j_equals(ps, dn, "-1")) {
+        const JNode *x = &ps->v[dn];
+        Py_ssize_t cut = x->n;
+        for (Py_ssize_t i = x->n - 1; i >= 0; i--)
+            if (x->s[i] == '.') {
+                cut = i;
+                break;
+            }
+        data_name = j_str(ps, dn);
+        name = PyUnicode_FromStringAndSize(x->s, cut);
+    } else {
+        Py_INCREF(s_minus1);
+        data_name = s_minus1;
+        name = name_object(w);
+    }
+    int status = name && data_name ? OK : FAIL;
+    int32_t dtype = j_get(ps, leaf, "dtype"), md5 = j_get(ps, leaf, "md5");
+    if (status != OK) {
+    } else if (md5 >= 0 && ps->v[md5].kind != J_NULL && ps->v[md5].kind != J_STR) {
+        status = FALLBACK;
+    } else if (dtype < 0 || ps->v[dtype].kind == J_NULL) {
+        status = j_scalar(w, ps, leaf, name, state, md5, data_name);
+    } else if (ps->v[dtype].kind != J_STR) {
+        status = FALLBACK;
+    } else {
+        PyObject *shape = NULL, *dtype_text = NULL, *md5_text = NULL;
+        int32_t shape_node = j_get(ps, leaf, "shape"), rg_node = j_get(ps, leaf, "requires_grad");
+        int rg = RG_MISSING;
+        if (j_is(ps, rg_node, J_TRUE))
+            rg = RG_TRUE;
+        else if (j_is(ps, rg_node, J_FALSE))
+            rg = RG_FALSE;
+        else if (rg_node >= 0 && ps->v[rg_node].kind != J_NULL)
+            status = FALLBACK;
+        double nums[4];
+        int8_t kinds[4];
+        PyObject *raw[4];
+        static const char *keys[4] = {"Max", "Min", "Mean", "Norm"};
+        int any_raw = 0;
+        for (int c = 0; c < 4 && status == OK; c++) {
+            status = j_cell(ps, j_get(ps, leaf, keys[c]), &nums[c], &kinds[c], &raw[c]);
+            any_raw |= raw[c] != NULL;
+        }
+        if (status == OK) status = j_int_list_text(w, ps, shape_node, &shape);
+        if (status == OK) {
+            dtype_text = j_str(ps, dtype);
+            md5_text = j_is(ps, md5, J_STR) ? j_str(ps, md5) : (Py_INCREF(Py_None), Py_None);
+            if (!dtype_text || !md5_text) status = FAIL;
+        }
+        if (status == OK && any_raw) status = queue_raw(w, raw);
+        if (status == OK) status = add_row(w, name, state, dtype_text, shape, nums, kinds, rg, md5_text, data_name);
+        Py_XDECREF(shape);
+        Py_XDECREF(dtype_text);
+        Py_XDECREF(md5_text);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(data_name);
+    return status;
+}
+
+static int j_is_leaf(const Parser *ps, int32_t k) {
+    return j_is(ps, j_get(ps, k, "type"), J_STR) || j_get(ps, k, "class_type") >= 0;
+}
+
+static int j_walk(Walker *w, const Parser *ps, int32_t k, int state, int depth, int index_lists) {
+    if (depth >= MAX_DEPTH - 1) return FALLBACK;
+    uint8_t kind = ps->v[k].kind;
+    if (kind == J_NULL) return null_row(w, state);
+    Py_ssize_t mark = w->name.len;
+    int status = OK;
+    if (kind == J_ARR) {
+        int64_t i = 0;
+        for (int32_t c = ps->v[k].child; c >= 0 && status == OK; c = ps->v[c].next, i++) {
+            if (index_lists) {
+                char digits[24];
+                if (name_push_text(w, digits, format_int(digits, (long long)i)) < 0) return FAIL;
+            }
+            status = ps->v[c].kind == J_OBJ && j_is_leaf(ps, c) ? j_leaf(w, ps, c, state)
+                                                                  : j_walk(w, ps, c, state, depth + 1, 1);
+            w->name.len = mark;
+        }
+        return status;
+    }
+    if (kind == J_OBJ) {
+        if (j_is_leaf(ps, k)) return j_leaf(w, ps, k, state);
+        for (int32_t c = ps->v[k].child; c >= 0 && status == OK; c = ps->v[c].next) {
+            if (name_push_text(w, ps->v[c].key, ps->v[c].key_n) < 0) return FAIL;
+            status = j_walk(w, ps, c, state, depth + 1, 1);
+            w->name.len = mark;
+        }
+        return status;
+    }
+    return FALLBACK;
+}
+
+static int j_has_md5(const Parser *ps, int32_t body) {
+    for (int32_t c = ps->v[body].child; c >= 0; c = ps->v[c].next) {
+        if (ps->v[c].kind == J_ARR) {
+            for (int32_t x = ps->v[c].child; x >= 0; x = ps->v[x].next)
+                if (ps->v[x].kind == J_OBJ && j_get(ps, x, "md5") >= 0) return 1;
+        } else if (ps->v[c].kind == J_OBJ && j_get(ps, c, "md5") >= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The rows of one entry (name span, body node). */
+static int j_entry(Walker *w, const Parser *ps, const char *op, Py_ssize_t n, int32_t body) {
+    if (ps->v[body].kind != J_OBJ) return FALLBACK;
+    const char *last = op;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (op[i] == '.') {
+            last = op + i + 1;
+            break;
+        }
+    Py_ssize_t last_n = n - (last - op);
+    if (last_n == 5 && memcmp(last, "debug", 5) == 0) return FALLBACK;
+    int status = OK;
+    if (last_n == 15 && memcmp(last, "parameters_grad", 15) == 0) {
+        for (int32_t c = ps->v[body].child; c >= 0 && status == OK; c = ps->v[c].next) {
+            if (set_name(w, op, n) < 0 || name_push_text(w, ps->v[c].key, ps->v[c].key_n) < 0) return FAIL;
+            status = j_walk(w, ps, c, S_PARAMETERS_GRAD, 1, 0);
+        }
+        return status;
+    }
+    for (int f = 0; f < N_FIELDS && status == OK; f++) {
+        int32_t c = j_get(ps, body, FIELDS[f].key);
+        if (c < 0) continue;
+        const char *suffix = FIELDS[f].suffix;
+        if (set_name(w, op, n) < 0 || buf_put(&w->name, suffix, (Py_ssize_t)strlen(suffix)) < 0) return FAIL;
+        status = j_walk(w, ps, c, FIELDS[f].state, 1, 1);
+    }
+    return status;
+}
+
+/* Entries until the end of the text or the first one this path leaves to the object path, whose offset (of its
+ * name's quote) goes to *stopped (-1 when none). Each entry is added whole or not at all. */
+static int j_batch(Walker *w, Parser *ps, PyObject *names, const char *base, const char *lead, Py_ssize_t lead_n,
+                   Py_ssize_t *stopped) {
+    *stopped = -1;
+    for (;;) {
+        j_ws(ps);
+        const char *at = ps->p;
+        Mark m;
+        mark_take(w, &m);
+        const char *op;
+        Py_ssize_t n;
+        int status = OK;
+        int32_t body = -1;
+        if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &op, &n) < 0) {
+            status = FALLBACK;
+        } else {
+            j_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') {
+                status = FALLBACK;
+            } else {
+                ps->p++;
+                ps->len = 0;
+                body = j_value(ps, 1);
+                if (body == -2) {
+                    PyErr_NoMemory();
+                    return FAIL;
+                }
+                if (body < 0) status = FALLBACK;
+            }
+        }
+        if (status == OK) {
+            j_ws(ps); /* what follows must be the end, or a comma and the next entry's line start */
+            if (ps->p < ps->end) {
+                if (*ps->p != ',') {
+                    status = FALLBACK;
+                } else {
+                    const char *q = ps->p + 1;
+                    while (q < ps->end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
+                    /* an entry must start a line of its own, so that where this path stops is a separator */
+                    if (q >= ps->end || q - (ps->p + 1) < lead_n || memcmp(q - lead_n, lead, (size_t)lead_n) != 0)
+                        status = FALLBACK;
+                }
+            }
+        }
+        PyObject *name = NULL;
+        if (status == OK) {
+            name = PyUnicode_FromStringAndSize(op, n);
+            if (!name) return FAIL;
+            w->entry = (int32_t)PyList_GET_SIZE(w->entries);
+            status = j_entry(w, ps, op, n, body);
+        }
+        if (status == OK && PyList_Append(w->entries, name) < 0) status = FAIL;
+        if (status == OK && PyList_Append(names, name) < 0) status = FAIL;
+        if (status == OK) status = commit_raw(w);
+        Py_XDECREF(name);
+        if (status != OK) {
+            if (rollback(w, &m) < 0 || status == FAIL) return FAIL;
+            *stopped = at - base;
+            return OK;
+        }
+        if (!w->has_md5 && j_has_md5(ps, body)) w->has_md5 = 1;
+        if (ps->p >= ps->end) return OK;
+        ps->p++; /* the comma */
+    }
+}
+
+static PyObject *Walker_parse(Walker *w, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, stop, lead_n;
+    int final;
+    const char *lead;
+    if (!PyArg_ParseTuple(args, "y*nnpy#", &view, &start, &stop, &final, &lead, &lead_n)) return NULL;
+    if (start < 0 || stop > view.len || start > stop) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "parse: span out of range");
+        return NULL;
+    }
+    const char *base = (const char *)view.buf;
+    const char *text = base + start, *end = base + stop;
+    while (end > text && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t')) end--;
+    /* the members before the next entry end with a comma; the last member of "data" does not */
+    int comma = end > text && end[-1] == ',';
+    Py_ssize_t stopped = -1;
+    PyObject *names = PyList_New(0);
+    int status = names ? OK : FAIL;
+    if (status == OK && comma == final) { /* not the expected end: every entry goes the object path */
+        stopped = start;
+    } else if (status == OK) {
+        w->parser.p = text;
+        w->parser.end = comma ? end - 1 : end;
+        status = j_batch(w, &w->parser, names, base, lead, lead_n, &stopped);
+    }
+    PyBuffer_Release(&view);
+    if (status != OK) {
+        Py_XDECREF(names);
+        return NULL;
+    }
+    PyObject *out = Py_BuildValue("(Nn)", names, stopped);
+    return out;
 }
 
 static PyObject *Walker_flush(Walker *w, PyObject *unused) {
@@ -750,6 +1479,9 @@ static PyObject *Walker_has_md5(Walker *w, void *closure) { return PyBool_FromLo
 static PyMethodDef Walker_methods[] = {
     {"entry", (PyCFunction)(void (*)(void))Walker_entry, METH_FASTCALL,
      "entry(op, body) -> bool: add the entry's rows; False (nothing added) when the Python walk must do it"},
+    {"parse", (PyCFunction)Walker_parse, METH_VARARGS,
+     "parse(buf, start, stop, final, lead) -> (names of the entries added, offset of the first entry left to the "
+     "object path or -1); every entry after the first must start right after `lead` (newline and indent)"},
     {"flush", (PyCFunction)Walker_flush, METH_NOARGS, "move pending numeric cells into the builder's arrays"},
     {NULL, NULL, 0, NULL},
 };

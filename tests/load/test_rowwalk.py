@@ -215,3 +215,109 @@ def test_flatten_uses_the_native_walk_and_agrees_on_a_generated_dump(tmp_path: P
         tables.append(flatten(path, entries))
     _assert_same(*tables)
     assert len(tables[0]) == 1200
+
+
+# -- the text path: rows read straight from dump.json bytes (Walker.parse) ----------------------------------------
+def _file_table(path: Path, use_native: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("MSPROBE_NATIVE", "1" if use_native else "0")
+    try:
+        return flatten(path, stream.open_dump(path)[1])
+    except (InputError, OverflowError) as exc:
+        return type(exc), str(exc)
+
+
+def _write_dump(path: Path, entries: list[tuple[str, Any]], ascii_only: bool = True) -> None:
+    import json
+
+    doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None,
+           "data": {}}  # fmt: skip
+    text = json.dumps(doc, indent=1)
+    members = [f' {json.dumps(op, ensure_ascii=ascii_only)}: '
+               + json.dumps(body, indent=1, ensure_ascii=ascii_only).replace("\n", "\n  ")
+               for op, body in entries]  # fmt: skip  (written by hand: names may repeat)
+    body = "{\n " + ",\n ".join(members) + "\n }" if members else "{}"
+    path.write_text(text.replace('"data": {}', '"data": ' + body))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=_entries(), ascii_only=st.booleans(), batch=st.sampled_from([1, 200, 1 << 20]),
+       repeat=st.integers(0, 8))  # fmt: skip
+def test_text_path_gives_identical_tables_and_errors(tmp_path_factory: pytest.TempPathFactory,
+                                                     monkeypatch: pytest.MonkeyPatch, entries: list, ascii_only: bool,
+                                                     batch: int, repeat: int) -> None:  # fmt: skip
+    if repeat == 0 and len(entries) > 1:
+        entries = [*entries, entries[0]]  # a repeated name, refused either way
+    monkeypatch.setattr(stream, "BATCH", batch)
+    path = tmp_path_factory.mktemp("dump") / "dump.json"
+    _write_dump(path, entries, ascii_only)
+    _assert_same(_file_table(path, True, monkeypatch), _file_table(path, False, monkeypatch))
+
+
+_FLOAT_TEXTS = ["1.5", "-0.0", "0.0", "1e-7", "1E+22", "1e23", "0.000123456789012345678", "123456789012345.6",
+                "9007199254740993.0", "2.2250738585072011e-308", "4.9e-324", "1e-400", "1e400", "-1e400",
+                "0.30000000000000004", "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497791.0",
+                "1.00000000000000011102230246251565404236316680908203125", "7.1e-10", "123.456e-5", "NaN", "Infinity",
+                "-Infinity", "0e0", "5e-0", "0.1", "0.7", "1.7976931348623157e308", "2.225073858507201e-308"]  # fmt: skip
+
+
+@needs_native
+def test_text_path_reads_numbers_as_the_json_parsers_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    rng = random.Random(7)
+    texts = _FLOAT_TEXTS + [repr(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30)) for _ in range(2000)]
+    texts += [f"{rng.randint(0, 10**15)}.{rng.randint(0, 10**6):06d}e{rng.randint(-25, 25)}" for _ in range(500)]
+    texts += [str(rng.randint(-(10**18), 10**18)) for _ in range(200)] + ["-0", "0", str(2**63 - 1), str(-(2**63))]
+    lines = []
+    for k in range(0, len(texts), 4):
+        cells = (texts[k : k + 4] + ["null"] * 4)[:4]
+        lines.append(f'  "Functional.f.{k}.forward": {{\n   "output": [\n    {{\n     "type": "torch.Tensor",\n'
+                     f'     "dtype": "torch.float32",\n     "shape": [2],\n     "Max": {cells[0]},\n'
+                     f'     "Min": {cells[1]},\n     "Mean": {cells[2]},\n     "Norm": {cells[3]}\n    }}\n   ]\n  }}')  # fmt: skip
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "task": "statistics",\n "data": {\n' + ",\n".join(lines) + "\n }\n}")
+    native_table = _file_table(path, True, monkeypatch)
+    _assert_same(native_table, _file_table(path, False, monkeypatch))
+    assert len(native_table) == len(lines)
+
+
+@needs_native
+@pytest.mark.parametrize("batch", [300, 1 << 20])
+def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          batch: int) -> None:  # fmt: skip
+    """Plain entries are read from the text; an entry with a leaf the text path leaves to Python (a slice) or
+    a number it does not take (an int beyond 64 bits in a shape) goes the object path alone, in order."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+              "Norm": 1.2, "requires_grad": True}  # fmt: skip
+    entries = [(f"Functional.a.{k}.forward", {"input_args": [tensor, {"type": "int", "value": k}],
+                                              "output": [tensor]}) for k in range(40)]  # fmt: skip
+    entries[25] = ("Functional.s.0.forward", {"input_args": [{"type": "slice", "value": [1, 2, None]}]})
+    entries[31] = ("Functional.b.0.forward", {"output": [{**tensor, "shape": [2**70]}]})
+    path = tmp_path / "dump.json"
+    _write_dump(path, entries)
+    monkeypatch.setattr(stream, "BATCH", batch)
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    entries_iter = stream.open_dump(path)[1]
+    walked: list[str] = []
+    stops: list[int] = []
+    real_use = entries_iter.use_walker
+
+    class Spy:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def parse(self, *args: Any) -> Any:
+            names, stopped = self.inner.parse(*args)
+            walked.extend(names)
+            stops.append(stopped)
+            return names, stopped
+
+    entries_iter.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
+    table = flatten(path, entries_iter)
+    assert len(walked) == 38 and "Functional.s.0.forward" not in walked and "Functional.b.0.forward" not in walked
+    assert sum(s >= 0 for s in stops) == 2
+    _assert_same(table, _file_table(path, False, monkeypatch))
+    assert table.entries[25] == "Functional.s.0.forward" and table.dtype[table.names.index(
+        "Functional.s.0.forward.input.0")] == "slice"  # fmt: skip

@@ -448,6 +448,8 @@ def flatten(
     """The entries of a dump.json `data` object ((name, body) pairs in dump order, e.g. from
     `stream.open_dump`, or the object itself) -> RowTable."""
     builder = _Builder(path)
+    if builder._walker is not None and hasattr(entries, "use_walker"):
+        entries.use_walker(builder._walker)  # it may add rows straight from the text; the rest comes here
     for op, body in entries.items() if isinstance(entries, Mapping) else entries:
         builder.entry(op, body)
     return builder.build(stacks or {})

@@ -80,16 +80,53 @@ def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
         layout = _scan_document(path)
     task, level, framework = check_dump_header(path, layout.keys, layout.data_type)
     header = DumpHeader(path, task, level, framework)
-    if layout.values:
-        batches: Iterator[Batch] = iter([layout.values])
-    elif layout.empty:
-        batches = iter(())
-    elif layout.indent:
-        batches = _fast_batches(path, layout)
-    else:
-        batches = _singles(_general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end))
-    # the entries of each checked batch are iterated in C: no Python frame per entry
-    return header, chain.from_iterable(_unique(path, batches))
+    return header, Entries(path, layout)
+
+
+class _Walked:
+    """Entries whose rows a native walker added straight from the text (their names, for the repeat check)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+
+class Entries:
+    """The `(name, body)` entries of "data", read when iterated. A row builder may first hand over its native
+    walker (`use_walker`): the fast path then lets it read whole batches of entries from the text, and yields
+    only the entries it left to be parsed as objects."""
+
+    def __init__(self, path: Path, layout: _Layout) -> None:
+        self._path = path
+        self._layout = layout
+        self._walker: Any = None
+        self._it: Iterator[Entry] | None = None
+
+    def use_walker(self, walker: Any) -> None:
+        if self._it is None:
+            self._walker = walker
+
+    def __iter__(self) -> Iterator[Entry]:
+        return self
+
+    def __next__(self) -> Entry:
+        if self._it is None:
+            self._it = self._start()
+        return next(self._it)
+
+    def _start(self) -> Iterator[Entry]:
+        path, layout = self._path, self._layout
+        if layout.values:
+            batches: Iterator[Batch] = iter([layout.values])
+        elif layout.empty:
+            batches = iter(())
+        elif layout.indent:
+            batches = _fast_batches(path, layout, self._walker)
+        else:
+            batches = _singles(_general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end))
+        # the entries of each checked batch are iterated in C: no Python frame per entry
+        return chain.from_iterable(_unique(path, batches))
 
 
 # -- header ---------------------------------------------------------------------------------------------------------
@@ -197,12 +234,13 @@ def _trailing_keys(rest: bytes) -> dict[str, Any] | None:
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
-def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
+def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[Batch | _Walked]:
     """Entries of "data" in an indent=n file, split at the entry-start lines.
 
     About BATCH bytes of whole entries at a time are parsed by one orjson call as one object; that is exact when
     the object has as many members as the batch has entry-start lines. Otherwise (NaN/Infinity, a repeated name,
-    a surprise in the layout) the batch is split (`_batches`) down to the entries that need `_parse_piece`."""
+    a surprise in the layout) the batch is split (`_batches`) down to the entries that need `_parse_piece`.
+    With a native `walker`, each batch is first offered to it as text (see _rowwalk.c)."""
     n = layout.indent
     sep = b"\n" + b" " * (2 * n) + b'"'
     lsep = len(sep)
@@ -228,7 +266,25 @@ def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
                     k = end if last else buf.rfind(sep, i + lsep)
                     if k <= i:
                         break
-                for batch in _batches(buf, i, k, sep, end):
+                j = i
+                while walker is not None and j < k:  # the text path; entries it leaves go one by one below
+                    walked, stopped = walker.parse(buf, j + lsep - 1, k, k == end, sep[:-1])
+                    if walked:
+                        yield _Walked(walked)
+                    if stopped < 0:
+                        j = k
+                        break
+                    j = stopped - (lsep - 1)  # the entry's separator
+                    nxt = buf.find(sep, j + lsep, k)
+                    nxt = k if nxt < 0 else nxt
+                    for batch in _batches(buf, j, nxt, sep, end):
+                        if isinstance(batch, int):
+                            yield from _singles(_general_entries(path, pos + batch + lsep - 1, at_key=True,
+                                                                 expect_end=layout.data_end))  # fmt: skip
+                            return
+                        yield batch
+                    j = nxt
+                for batch in _batches(buf, j, k, sep, end) if j < k else ():
                     if isinstance(batch, int):  # not an entry alone: the general path reads on from there
                         yield from _singles(_general_entries(path, pos + batch + lsep - 1, at_key=True,
                                                              expect_end=layout.data_end))  # fmt: skip
@@ -533,11 +589,21 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             )
 
 
-def _unique(path: Path, batches: Iterator[Batch]) -> Iterator[Batch]:
+def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Batch]:
     """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
     before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
     for batch in batches:
+        if type(batch) is _Walked:
+            names = batch.names
+            if seen.isdisjoint(names) and len(set(names)) == len(names):
+                seen.update(names)
+                continue
+            for name in names:  # their rows are added already: only the error matters now
+                if name in seen:
+                    raise InputError(f"entry '{name}' appears more than once in 'data'", path)
+                seen.add(name)
+            continue
         if isinstance(batch, dict) and seen.isdisjoint(batch):
             seen.update(batch)
             yield batch.items()
