@@ -2,18 +2,21 @@
 """Same-process micro-benchmark of the real-data metrics kernel (`compare_tensors`), in GB/s of tensor bytes.
 
 Compares the working tree's `msprobe_compare.measure.tensor_metrics` with the same file at a git revision
-(default HEAD; loaded from `git show`, so nothing is checked out) on large in-memory pairs: float32 and bfloat16
+(default HEAD; loaded from `git show`, so nothing is checked out), and within the working tree the compiled kernel
+(`_tensorkernel`, "native") with the numpy path (`--paths native,numpy`; the native variant is left out when the
+module is not built or MSPROBE_NATIVE=0), on large in-memory pairs: float32 and bfloat16
 LLaMA-like activations, the bench side with relative noise (1e-4 for float32, 1e-3 for bfloat16) as in
 gen_tensors.py, optionally with exact zeros (--zeros). The variants run round-robin, `--repeat` times each, in one
 process, so a load change on a shared machine hits all of them alike; the median and the best are shown, with
-the ratio of the medians, and each metric of the last results is compared.
+the ratio of the medians to the first variant's, and each metric of the last results is compared with the first
+variant's.
 
 GB/s = bytes of both sides / CPU seconds of the calling thread (1e9 bytes). CPU time rather than wall time, so that
 time slices lost to other processes on a busy machine do not count (cache and memory-bandwidth contention still
 do). No file I/O: this is the kernel alone, on one core, with BLAS pinned to one thread as in the tool.
 
 Usage: python3 bench/bench_kernel.py [--elems 16777216] [--repeat 7] [--baseline HEAD] [--chunk N] [--only f32,bf16]
-           [--zeros 0.001]
+           [--zeros 0.001] [--paths native,numpy]
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--zeros", type=float, default=0.0,
                     help="fraction of elements that are 0 on both sides (default 0, as gen_tensors.py)")
+    ap.add_argument("--paths", default="native,numpy",
+                    help="working-tree variants: native (compiled kernel), numpy (its fallback), or both")
     args = ap.parse_args()
     if args.elems <= 0 or args.elems % 4096:
         ap.error("--elems must be a positive multiple of 4096 (rows of 4096 elements)")
@@ -101,7 +106,22 @@ def main() -> int:
         base_mod = load_revision(args.baseline)
         variants[f"baseline ({args.baseline})"] = base_mod.compare_tensors
     chunk = args.chunk or current.DEFAULT_CHUNK_ELEMS
-    variants["working tree"] = lambda n, b: current.compare_tensors(n, b, chunk_elems=chunk)
+    paths = set(args.paths.split(","))
+    split = getattr(current, "_compare", None)  # (npu, bench, chunk_elems, kernel): kernel None = numpy path
+    kernel = None
+    if split is not None:
+        from msprobe_compare import native
+
+        kernel = native.load("_tensorkernel")
+    if split is None:
+        variants["working tree"] = lambda n, b: current.compare_tensors(n, b, chunk_elems=chunk)
+    else:
+        if "numpy" in paths:
+            variants["working tree, numpy"] = lambda n, b: split(n, b, chunk, None)
+        if "native" in paths and kernel is not None:
+            variants[f"working tree, native ({kernel.SIMD})"] = lambda n, b: split(n, b, chunk, kernel)
+    if not variants:
+        ap.error("no variant to run (is the native module built?)")
     pairs = make_pairs(args.elems, args.seed, set(args.only.split(",")), args.zeros)
     print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
           f"{args.elems} elements per tensor, chunk {chunk}")
@@ -120,18 +140,19 @@ def main() -> int:
                     times[name].append(seconds)
             print(f"\n{kind}: {nbytes / 1e9:.3f} GB per call (both sides)")
             medians = {}
+            names = list(variants)
             for name, ts in times.items():
                 med = statistics.median(ts)
                 medians[name] = med
-                print(f"  {name:<24} median {med * 1e3:8.1f} ms = {nbytes / med / 1e9:5.2f} GB/s "
-                      f"({med / args.elems * 1e9:5.2f} ns/elem); best {nbytes / min(ts) / 1e9:5.2f} GB/s")
-            names = list(variants)
-            if len(names) == 2:
-                print(f"  speed-up (median): x{medians[names[0]] / medians[names[1]]:.2f}")
-                a, b = (results[n] for n in names)
+                ratio = f"  x{medians[names[0]] / med:.2f}" if name != names[0] else ""
+                print(f"  {name:<32} median {med * 1e3:8.1f} ms = {nbytes / med / 1e9:5.2f} GB/s "
+                      f"({med / args.elems * 1e9:5.2f} ns/elem); best {nbytes / min(ts) / 1e9:5.2f} GB/s{ratio}")
+            first = results[names[0]]
+            for other in names[1:]:
+                print(f"  {other} against {names[0]}:")
                 for field in ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth",
                               "five_thousandths"):
-                    x, y = getattr(a, field), getattr(b, field)
+                    x, y = getattr(first, field), getattr(results[other], field)
                     same = "same" if (x.state, x.value) == (y.state, y.value) else f"differs: {x.value!r}"
                     print(f"    {field:<17} {y.value!r:<24} {same}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")

@@ -11,6 +11,14 @@ Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 
   + eps (float64 machine epsilon) added in that dtype. float16 pairs use float64 (D5), so a zero in the bench
   never turns into NaN/inf and identical tensors always give MaxRelativeErr 0 and ratios 1.
 * NaN/inf positions identical on both sides count as 0 on both sides; otherwise every metric is N/A.
+
+When the compiled kernel `msprobe_compare._tensorkernel` is built with a SIMD loop (SSE2/AVX2 on x86; see
+`_native_kernel`; MSPROBE_NATIVE=0 turns it off), pairs whose sides are each float32 or bfloat16 go through it
+instead of numpy: one fused pass per chunk, straight from the (possibly memory-mapped) buffers, without the GIL.
+It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, the ratios and the messages are
+identical; the sums behind Cosine and EucDist are added in another order than numpy/BLAS (fixed, so still
+deterministic whatever the threads, -j or pool), so they may differ from the numpy path in the last bits, as they
+already do between BLAS and einsum (measure/blas.py). Other dtypes always take the numpy path.
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 
@@ -51,6 +61,7 @@ DEFAULT_CHUNK_ELEMS = 1 << 17  # 128 Ki elements: float64 buffers stay cache-siz
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_U16 = np.dtype(np.uint16)
 _READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
 
 
@@ -198,6 +209,11 @@ def accuracy_reached(m: TensorMetrics) -> Accuracy:
 def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> TensorMetrics:
     """The real-data metrics of one pair, after the reference's pre-checks (empty, 0-d, shape, unreadable,
     NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements."""
+    return _compare(npu, bench, chunk_elems, _native_kernel())
+
+
+def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: ModuleType | None) -> TensorMetrics:
+    """compare_tensors with the compiled kernel `kernel`, or the numpy path only when None."""
     if chunk_elems < 1:
         raise ValueError("chunk_elems must be positive")
     n_arr, b_arr = np.asarray(npu.array), np.asarray(bench.array)
@@ -215,20 +231,72 @@ def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAU
     if not readable:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.UNREADABLE)
 
-    n_dtype, b_dtype = npu.compute_dtype, bench.compute_dtype
-    chunk = min(chunk_elems, n_arr.size)
-    n_side, b_side = _Side(npu, n_arr, chunk, "npu bits"), _Side(bench, b_arr, chunk, "bench bits")
-    with single_threaded_blas() as blas, np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        acc = _Accumulator(n_arr.size, chunk, _re_dtype(n_dtype, b_dtype), blas)
-        for start in range(0, n_arr.size, chunk_elems):
-            stop = min(start + chunk_elems, n_arr.size)
-            if not acc.add(n_side.chunk(start, stop), b_side.chunk(start, stop)):
-                return TensorMetrics.uniform(MetricState.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
-    return acc.finish(dtype_mismatch=n_dtype != b_dtype)
+    totals = _accumulate(npu, bench, n_arr, b_arr, chunk_elems, kernel)
+    if totals is None:
+        return TensorMetrics.uniform(MetricState.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
+    return totals.finish(dtype_mismatch=npu.compute_dtype != bench.compute_dtype)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # internals
+
+
+def _native_kernel() -> ModuleType | None:
+    """The compiled kernel, when it is built, not turned off, and has a SIMD loop: its plain C loop (what builds
+    for other CPUs than x86 get) is slower than the numpy path, 5 to 7 against 3.6 ns per element measured on x86."""
+    kernel = native.load("_tensorkernel")
+    return kernel if kernel is not None and kernel.SIMD != "portable" else None
+
+
+def _accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: np.ndarray, chunk_elems: int,
+                kernel: ModuleType | None) -> _Totals | None:
+    """The sums, maxima and counts of a pair of equal shapes (not 0-d, not empty, readable), by `kernel` when it
+    reads both sides, else by numpy; None when the NaN/inf positions of the two sides differ."""
+    chunk = min(chunk_elems, n_arr.size)
+    n_bf16, b_bf16 = _native_side(npu, n_arr), _native_side(bench, b_arr)
+    if kernel is not None and n_bf16 is not None and b_bf16 is not None:
+        return _accumulate_native(kernel, _Side(npu, n_arr, chunk, "", widen=False), n_bf16,
+                                  _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems)
+    n_side, b_side = _Side(npu, n_arr, chunk, "npu bits"), _Side(bench, b_arr, chunk, "bench bits")
+    with single_threaded_blas() as blas, np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        acc = _Accumulator(n_arr.size, chunk, _re_dtype(npu.compute_dtype, bench.compute_dtype), blas)
+        for start in range(0, n_arr.size, chunk_elems):
+            stop = min(start + chunk_elems, n_arr.size)
+            if not acc.add(n_side.chunk(start, stop), b_side.chunk(start, stop)):
+                return None
+    return acc
+
+
+def _native_side(t: TensorData, arr: np.ndarray) -> bool | None:
+    """How the compiled kernel reads a side: True for bfloat16 bits, False for float32, None when it cannot."""
+    if t.dtype_name == BF16:
+        return True if arr.dtype == _U16 else None  # dtype equality includes the byte order
+    return False if arr.dtype == _F32 else None
+
+
+def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: _Side, b_bf16: bool, size: int,
+                       chunk_elems: int) -> _Totals | None:
+    """_accumulate by the compiled kernel, one call per chunk (each releases the GIL)."""
+    accumulate = kernel.accumulate
+    dot = nn = bb = ss = max_abs = max_rel = 0.0
+    count1 = count5 = 0
+    for start in range(0, size, chunk_elems):
+        stop = min(start + chunk_elems, size)
+        part = accumulate(n_side.chunk(start, stop), n_bf16, b_side.chunk(start, stop), b_bf16)
+        if part is None:
+            return None
+        dot += part[0]
+        nn += part[1]
+        bb += part[2]
+        ss += part[3]
+        max_abs = max(max_abs, part[4])  # never NaN: NaN/inf were masked
+        max_rel = max(max_rel, part[5])
+        count1 += part[6]
+        count5 += part[7]
+    totals = _Totals(size)
+    totals.dot, totals.nn, totals.bb, totals.ss = dot, nn, bb, ss
+    totals.max_abs, totals.max_rel, totals.count1, totals.count5 = max_abs, max_rel, count1, count5
+    return totals
 
 
 def _readable(t: TensorData) -> bool:
@@ -347,12 +415,14 @@ def _page_cached(address: int, vector: bytearray) -> bool:
 
 
 class _Side:
-    """One tensor read chunk by chunk; bfloat16 bits are widened into a reused float32 buffer."""
+    """One tensor read chunk by chunk; with `widen`, bfloat16 bits are widened into a reused float32 buffer (named
+    `name` in the workspace)."""
 
-    def __init__(self, t: TensorData, arr: np.ndarray, chunk: int, name: str) -> None:
+    def __init__(self, t: TensorData, arr: np.ndarray, chunk: int, name: str, widen: bool = True) -> None:
         self.arr = arr
         self.flat = arr.reshape(-1) if arr.flags.c_contiguous else None  # a view: no copy
-        self.bits = _WORKSPACE.get(name, chunk, np.dtype(np.uint32)) if t.dtype_name == BF16 else None
+        widened = widen and t.dtype_name == BF16
+        self.bits = _WORKSPACE.get(name, chunk, np.dtype(np.uint32)) if widened else None
         self.read_ahead = _ReadAhead(self.flat)
 
     def chunk(self, start: int, stop: int) -> np.ndarray:
@@ -390,7 +460,28 @@ _max = np.maximum.reduce  # direct ufunc reductions: less per-call overhead than
 _min = np.minimum.reduce
 
 
-class _Accumulator:
+class _Totals:
+    """Float64 sums (N.B, N.N, B.B, (N-B).(N-B)), MaxAbsErr, MaxRelativeErr and the counts of relative errors below
+    the thresholds, over the `size` elements of one pair; `finish` turns them into the metrics."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.dot = self.nn = self.bb = self.ss = 0.0
+        self.max_abs = self.max_rel = 0.0
+        self.count1 = self.count5 = 0
+
+    def finish(self, dtype_mismatch: bool) -> TensorMetrics:
+        messages: list[TensorMsg] = [TensorMsg.DTYPE_MISMATCH] if dtype_mismatch else []
+        cosine = _cosine(self.size, self.dot, self.nn, self.bb, messages)
+        euc = Metric.of(math.sqrt(self.ss))
+        max_abs = _max_metric(self.max_abs, TensorMsg.MAX_ABS_NAN, messages)
+        max_rel = _max_metric(self.max_rel, TensorMsg.MAX_REL_NAN, messages)
+        one = Metric.of(_format12(self.count1 / self.size))
+        five = Metric.of(_format12(self.count5 / self.size))
+        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages))
+
+
+class _Accumulator(_Totals):
     """Float64 running sums and maxima over the chunks of one pair, with reusable chunk-sized buffers.
 
     Per chunk: both sides are copied to float64 once; four dot products (BLAS on one thread when `blas`, see
@@ -401,7 +492,7 @@ class _Accumulator:
     no longer needed (a smaller working set; measured 5 to 20% faster than the other order)."""
 
     def __init__(self, size: int, chunk: int, re_dtype: np.dtype, blas: bool = False) -> None:
-        self.size = size
+        super().__init__(size)
         self.chunk = chunk
         self.re_dtype = re_dtype
         self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
@@ -414,9 +505,6 @@ class _Accumulator:
         self.rel32 = _WORKSPACE.get("rel32", chunk, _F32) if f32 else None
         self.flags = _WORKSPACE.get("flags", chunk, np.dtype(np.bool_))
         self.dot_fn = _blas_dot if blas else _einsum_dot
-        self.dot = self.nn = self.bb = self.ss = 0.0
-        self.max_abs = self.max_rel = 0.0
-        self.count1 = self.count5 = 0
 
     def add(self, n: np.ndarray, b: np.ndarray) -> bool:
         """Fold one chunk pair in; False when the NaN/inf positions of the two sides differ."""
@@ -502,16 +590,6 @@ class _Accumulator:
             np.abs(fixed, out=fixed)
             np.copyto(rel, fixed, where=zero)
         return float(_max(rel))
-
-    def finish(self, dtype_mismatch: bool) -> TensorMetrics:
-        messages: list[TensorMsg] = [TensorMsg.DTYPE_MISMATCH] if dtype_mismatch else []
-        cosine = _cosine(self.size, self.dot, self.nn, self.bb, messages)
-        euc = Metric.of(math.sqrt(self.ss))
-        max_abs = _max_metric(self.max_abs, TensorMsg.MAX_ABS_NAN, messages)
-        max_rel = _max_metric(self.max_rel, TensorMsg.MAX_REL_NAN, messages)
-        one = Metric.of(_format12(self.count1 / self.size))
-        five = Metric.of(_format12(self.count5 / self.size))
-        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages))
 
 
 def _blas_dot(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,0 +1,573 @@
+/* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
+ * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
+ *
+ * accumulate(npu, npu_is_bf16, bench, bench_is_bf16) takes two 1-D buffers of the same length (buffer protocol:
+ * float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
+ *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5)
+ * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
+ * RE = |(N'-B')/B'| and the counts of RE < float32(0.001) and RE < float32(0.005), where N' = N + e, B' = B + e and
+ * e is eps (float64 machine epsilon, in float32) where B == 0, else 0 -- or None when the NaN/inf positions of the
+ * two sides differ. NaN/inf at the same positions count as 0 on both sides. The GIL is released while computing.
+ *
+ * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no FMA: setup.py builds
+ * with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The sums use LANES independent
+ * accumulators: within blocks of BLOCK elements, element i is added to lane i % LANES in index order; the lanes of
+ * a block are added as ((l0 + l1) + (l2 + l3)), and the blocks in order. That order is the same for every stride,
+ * thread and machine, and for all three loops (portable C, SSE2, AVX2 picked at run time), so results are
+ * deterministic; it is not numpy's or BLAS's order, so sums may differ from the numpy path in the last bits.
+ *
+ * Each block is first computed without NaN/inf handling; when its sums of squares come out non-finite (for float32
+ * data that happens exactly when the block holds a NaN or an inf) it is computed again with the checks.
+ *
+ * LOOPS names the loops this machine can run, SIMD the one accumulate() uses; accumulate_loop(name, ...) runs a
+ * given one (for tests: all of them must agree bit for bit).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <immintrin.h>
+#define HAVE_SSE2 1
+#else
+#define HAVE_SSE2 0
+#endif
+#if HAVE_SSE2 && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define HAVE_AVX2 1 /* compiled for AVX2 with a target attribute, used when the CPU has it */
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define HAVE_AVX2 0
+#endif
+
+#define LANES 4     /* independent accumulators per sum */
+#define BLOCK 4096  /* elements per block, a multiple of 8; lane counters are int32 within a block */
+#define MAX_WIDTH 8 /* elements per step of the widest loop */
+
+/* The float32 constants of the numpy path: np.float32(0.001), np.float32(0.005), np.float32(FLOAT_EPSILON). */
+#define T1 ((float)0.001)
+#define T5 ((float)0.005)
+#define EPS32 ((float)DBL_EPSILON)
+
+#if defined(__GNUC__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+typedef enum { SIDE_F32 = 0, SIDE_BF16 = 1 } SideKind;
+typedef enum { LOOP_PORTABLE = 0, LOOP_SSE2 = 1, LOOP_AVX2 = 2, N_LOOPS = 3 } LoopKind;
+static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2"};
+
+#define SIZE_OF(kind) ((kind) == SIDE_BF16 ? (Py_ssize_t)2 : (Py_ssize_t)4)
+
+/* Results of a chunk. */
+typedef struct {
+    double dot, nn, bb, ss, max_abs;
+    float max_rel;
+    int64_t count1, count5;
+} Totals;
+
+/* State of one block, as every loop leaves it: LANES partial sums; maxima and counts in any lanes; `padding`
+ * zero pairs processed after the data (they add 0 to every sum and maximum, and 1 to both counts). */
+typedef struct {
+    double dot[LANES], nn[LANES], bb[LANES], ss[LANES];
+    double max_abs[MAX_WIDTH];
+    float max_rel[MAX_WIDTH];
+    int32_t count1[MAX_WIDTH], count5[MAX_WIDTH], mismatch[MAX_WIDTH];
+    int32_t padding;
+} Lanes;
+
+/* `count` (<= width) values of one side starting at p, widened to float32, then zeros up to `width`. */
+INLINE void load_floats(float *out, const char *p, Py_ssize_t stride, SideKind kind, int count, int width) {
+    for (int j = 0; j < width; j++) {
+        if (j < count) {
+            if (kind == SIDE_BF16) {
+                uint16_t half;
+                memcpy(&half, p + j * stride, sizeof half);
+                const uint32_t bits = (uint32_t)half << 16; /* bfloat16 is the upper half of a float32 */
+                memcpy(&out[j], &bits, sizeof bits);
+            } else {
+                memcpy(&out[j], p + j * stride, sizeof(float));
+            }
+        } else {
+            out[j] = 0.0f;
+        }
+    }
+}
+
+/* ---- the portable loop -------------------------------------------------------------------------------------- */
+
+/* Folds LANES element pairs into the lanes. With `masked`, NaN/inf at the same positions on both sides become 0 on
+ * both sides, and a mismatch flag is set where the positions differ. */
+INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked) {
+    for (int j = 0; j < LANES; j++) {
+        if (masked && (!isfinite(nf[j]) || !isfinite(bf[j]))) {
+            a->mismatch[j] |= (!isnan(nf[j]) != !isnan(bf[j])) | (!isinf(nf[j]) != !isinf(bf[j]));
+            nf[j] = 0.0f;
+            bf[j] = 0.0f;
+        }
+        const double n = nf[j], b = bf[j], d = n - b, ad = fabs(d);
+        a->dot[j] += n * b;
+        a->nn[j] += n * n;
+        a->bb[j] += b * b;
+        a->ss[j] += d * d;
+        a->max_abs[j] = ad > a->max_abs[j] ? ad : a->max_abs[j];
+        const float e = bf[j] == 0.0f ? EPS32 : 0.0f; /* eps on both sides where the bench is 0 */
+        const float den = bf[j] + e, rel = fabsf(((nf[j] + e) - den) / den);
+        a->max_rel[j] = rel > a->max_rel[j] ? rel : a->max_rel[j];
+        a->count1[j] += rel < T1;
+        a->count5[j] += rel < T5;
+    }
+}
+
+INLINE void block_portable(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                           SideKind bk, Py_ssize_t len, int masked) {
+    float nf[LANES], bf[LANES];
+    for (Py_ssize_t i = 0; i < len; i += LANES) {
+        const int count = len - i < LANES ? (int)(len - i) : LANES;
+        load_floats(nf, np + i * ns, ns, nk, count, LANES);
+        load_floats(bf, bp + i * bs, bs, bk, count, LANES);
+        step_portable(a, nf, bf, masked);
+        a->padding += LANES - count;
+    }
+}
+
+/* ---- the SSE2 loop: 4 elements per step; float64 lanes (0, 1) and (2, 3) in two registers ------------------ */
+
+#if HAVE_SSE2
+typedef struct {
+    __m128d dot[2], nn[2], bb[2], ss[2], max_abs[2];
+    __m128 max_rel;
+    __m128i count1, count5, mismatch;
+} Sse2;
+
+INLINE __m128 sse2_load(const char *p, Py_ssize_t stride, SideKind kind) {
+    if (kind == SIDE_BF16 && stride == 2) /* 4 x uint16 (movq, no alignment needed) into the upper halves */
+        return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p)));
+    if (kind == SIDE_F32 && stride == 4)
+        return _mm_loadu_ps((const float *)p);
+    float v[4];
+    load_floats(v, p, stride, kind, 4, 4);
+    return _mm_loadu_ps(v);
+}
+
+INLINE void sse2_step(Sse2 *v, __m128 nf, __m128 bf, int masked) {
+    const __m128 abs32 = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    const __m128d abs64 = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
+    if (masked) {
+        const __m128 inf = _mm_set1_ps(INFINITY);
+        const __m128 n_nan = _mm_cmpunord_ps(nf, nf), b_nan = _mm_cmpunord_ps(bf, bf);
+        const __m128 n_inf = _mm_cmpeq_ps(_mm_and_ps(nf, abs32), inf);
+        const __m128 b_inf = _mm_cmpeq_ps(_mm_and_ps(bf, abs32), inf);
+        const __m128 differ = _mm_or_ps(_mm_xor_ps(n_nan, b_nan), _mm_xor_ps(n_inf, b_inf));
+        v->mismatch = _mm_or_si128(v->mismatch, _mm_castps_si128(differ));
+        const __m128 bad = _mm_or_ps(_mm_or_ps(n_nan, n_inf), _mm_or_ps(b_nan, b_inf));
+        nf = _mm_andnot_ps(bad, nf);
+        bf = _mm_andnot_ps(bad, bf);
+    }
+    const __m128d n0 = _mm_cvtps_pd(nf), n1 = _mm_cvtps_pd(_mm_movehl_ps(nf, nf));
+    const __m128d b0 = _mm_cvtps_pd(bf), b1 = _mm_cvtps_pd(_mm_movehl_ps(bf, bf));
+    const __m128d d0 = _mm_sub_pd(n0, b0), d1 = _mm_sub_pd(n1, b1);
+    v->dot[0] = _mm_add_pd(v->dot[0], _mm_mul_pd(n0, b0));
+    v->dot[1] = _mm_add_pd(v->dot[1], _mm_mul_pd(n1, b1));
+    v->nn[0] = _mm_add_pd(v->nn[0], _mm_mul_pd(n0, n0));
+    v->nn[1] = _mm_add_pd(v->nn[1], _mm_mul_pd(n1, n1));
+    v->bb[0] = _mm_add_pd(v->bb[0], _mm_mul_pd(b0, b0));
+    v->bb[1] = _mm_add_pd(v->bb[1], _mm_mul_pd(b1, b1));
+    v->ss[0] = _mm_add_pd(v->ss[0], _mm_mul_pd(d0, d0));
+    v->ss[1] = _mm_add_pd(v->ss[1], _mm_mul_pd(d1, d1));
+    v->max_abs[0] = _mm_max_pd(_mm_and_pd(d0, abs64), v->max_abs[0]); /* x > m ? x : m */
+    v->max_abs[1] = _mm_max_pd(_mm_and_pd(d1, abs64), v->max_abs[1]);
+    const __m128 e = _mm_and_ps(_mm_cmpeq_ps(bf, _mm_setzero_ps()), _mm_set1_ps(EPS32));
+    const __m128 den = _mm_add_ps(bf, e);
+    const __m128 rel = _mm_and_ps(_mm_div_ps(_mm_sub_ps(_mm_add_ps(nf, e), den), den), abs32);
+    v->max_rel = _mm_max_ps(rel, v->max_rel);
+    v->count1 = _mm_sub_epi32(v->count1, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T1)))); /* true = -1 */
+    v->count5 = _mm_sub_epi32(v->count5, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T5))));
+}
+
+INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                       SideKind bk, Py_ssize_t len, int masked) {
+    Sse2 v;
+    for (int k = 0; k < 2; k++)
+        v.dot[k] = v.nn[k] = v.bb[k] = v.ss[k] = v.max_abs[k] = _mm_setzero_pd();
+    v.max_rel = _mm_setzero_ps();
+    v.count1 = v.count5 = v.mismatch = _mm_setzero_si128();
+    Py_ssize_t i = 0;
+    for (; i + 4 <= len; i += 4)
+        sse2_step(&v, sse2_load(np + i * ns, ns, nk), sse2_load(bp + i * bs, bs, bk), masked);
+    if (i < len) { /* the tail, padded with zeros */
+        float nf[4], bf[4];
+        load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 4);
+        load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 4);
+        sse2_step(&v, _mm_loadu_ps(nf), _mm_loadu_ps(bf), masked);
+        a->padding = (int32_t)(4 - (len - i));
+    }
+    for (int k = 0; k < 2; k++) {
+        _mm_storeu_pd(a->dot + 2 * k, v.dot[k]);
+        _mm_storeu_pd(a->nn + 2 * k, v.nn[k]);
+        _mm_storeu_pd(a->bb + 2 * k, v.bb[k]);
+        _mm_storeu_pd(a->ss + 2 * k, v.ss[k]);
+        _mm_storeu_pd(a->max_abs + 2 * k, v.max_abs[k]);
+    }
+    _mm_storeu_ps(a->max_rel, v.max_rel);
+    _mm_storeu_si128((__m128i *)a->count1, v.count1);
+    _mm_storeu_si128((__m128i *)a->count5, v.count5);
+    _mm_storeu_si128((__m128i *)a->mismatch, v.mismatch);
+}
+#endif
+
+/* ---- the AVX2 loop: 8 elements per step; the float64 lanes 0..3 in one register get elements i..i+3, then
+ * i+4..i+7 (the order of two steps of the other loops) ----------------------------------------------------- */
+
+#if HAVE_AVX2
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
+
+typedef struct {
+    __m256d dot, nn, bb, ss, max_abs;
+    __m256 max_rel;
+    __m256i count1, count5, mismatch;
+} Avx2;
+
+AVX2_INLINE __m256 avx2_load(const char *p, Py_ssize_t stride, SideKind kind) {
+    if (kind == SIDE_BF16 && stride == 2) {
+        const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+    }
+    if (kind == SIDE_F32 && stride == 4)
+        return _mm256_loadu_ps((const float *)p);
+    float v[8];
+    load_floats(v, p, stride, kind, 8, 8);
+    return _mm256_loadu_ps(v);
+}
+
+AVX2_INLINE void avx2_sums(Avx2 *v, __m256d n, __m256d b) {
+    const __m256d d = _mm256_sub_pd(n, b);
+    v->dot = _mm256_add_pd(v->dot, _mm256_mul_pd(n, b));
+    v->nn = _mm256_add_pd(v->nn, _mm256_mul_pd(n, n));
+    v->bb = _mm256_add_pd(v->bb, _mm256_mul_pd(b, b));
+    v->ss = _mm256_add_pd(v->ss, _mm256_mul_pd(d, d));
+    const __m256d abs64 = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    v->max_abs = _mm256_max_pd(_mm256_and_pd(d, abs64), v->max_abs);
+}
+
+AVX2_INLINE void avx2_step(Avx2 *v, __m256 nf, __m256 bf, int masked) {
+    const __m256 abs32 = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    if (masked) {
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        const __m256 n_nan = _mm256_cmp_ps(nf, nf, _CMP_UNORD_Q), b_nan = _mm256_cmp_ps(bf, bf, _CMP_UNORD_Q);
+        const __m256 n_inf = _mm256_cmp_ps(_mm256_and_ps(nf, abs32), inf, _CMP_EQ_OQ);
+        const __m256 b_inf = _mm256_cmp_ps(_mm256_and_ps(bf, abs32), inf, _CMP_EQ_OQ);
+        const __m256 differ = _mm256_or_ps(_mm256_xor_ps(n_nan, b_nan), _mm256_xor_ps(n_inf, b_inf));
+        v->mismatch = _mm256_or_si256(v->mismatch, _mm256_castps_si256(differ));
+        const __m256 bad = _mm256_or_ps(_mm256_or_ps(n_nan, n_inf), _mm256_or_ps(b_nan, b_inf));
+        nf = _mm256_andnot_ps(bad, nf);
+        bf = _mm256_andnot_ps(bad, bf);
+    }
+    avx2_sums(v, _mm256_cvtps_pd(_mm256_castps256_ps128(nf)), _mm256_cvtps_pd(_mm256_castps256_ps128(bf)));
+    avx2_sums(v, _mm256_cvtps_pd(_mm256_extractf128_ps(nf, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(bf, 1)));
+    const __m256 e = _mm256_and_ps(_mm256_cmp_ps(bf, _mm256_setzero_ps(), _CMP_EQ_OQ), _mm256_set1_ps(EPS32));
+    const __m256 den = _mm256_add_ps(bf, e);
+    const __m256 rel = _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(_mm256_add_ps(nf, e), den), den), abs32);
+    v->max_rel = _mm256_max_ps(rel, v->max_rel);
+    v->count1 = _mm256_sub_epi32(v->count1, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T1), _CMP_LT_OQ)));
+    v->count5 = _mm256_sub_epi32(v->count5, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T5), _CMP_LT_OQ)));
+}
+
+AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                            SideKind bk, Py_ssize_t len, int masked) {
+    Avx2 v;
+    v.dot = v.nn = v.bb = v.ss = v.max_abs = _mm256_setzero_pd();
+    v.max_rel = _mm256_setzero_ps();
+    v.count1 = v.count5 = v.mismatch = _mm256_setzero_si256();
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8)
+        avx2_step(&v, avx2_load(np + i * ns, ns, nk), avx2_load(bp + i * bs, bs, bk), masked);
+    if (i < len) { /* the tail, padded with zeros */
+        float nf[8], bf[8];
+        load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 8);
+        load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 8);
+        avx2_step(&v, _mm256_loadu_ps(nf), _mm256_loadu_ps(bf), masked);
+        a->padding = (int32_t)(8 - (len - i));
+    }
+    _mm256_storeu_pd(a->dot, v.dot);
+    _mm256_storeu_pd(a->nn, v.nn);
+    _mm256_storeu_pd(a->bb, v.bb);
+    _mm256_storeu_pd(a->ss, v.ss);
+    _mm256_storeu_pd(a->max_abs, v.max_abs);
+    _mm256_storeu_ps(a->max_rel, v.max_rel);
+    _mm256_storeu_si256((__m256i *)a->count1, v.count1);
+    _mm256_storeu_si256((__m256i *)a->count5, v.count5);
+    _mm256_storeu_si256((__m256i *)a->mismatch, v.mismatch);
+}
+#endif
+
+/* ---- blocks and chunks -------------------------------------------------------------------------------------- */
+
+INLINE double sum_lanes(const double *x) {
+    return (x[0] + x[1]) + (x[2] + x[3]);
+}
+
+enum { BLOCK_OK = 0, BLOCK_NONFINITE = 1, BLOCK_MISMATCH = 2 };
+
+/* Folds a finished block into *t: BLOCK_NONFINITE (leaving *t alone) when an unmasked block holds a NaN or an inf,
+ * BLOCK_MISMATCH when a masked one found their positions different. */
+static int fold_block(const Lanes *a, int masked, Totals *t) {
+    const double nn = sum_lanes(a->nn), bb = sum_lanes(a->bb);
+    if (!masked && !(isfinite(nn) && isfinite(bb)))
+        return BLOCK_NONFINITE;
+    int32_t mismatch = 0, count1 = -a->padding, count5 = -a->padding;
+    double max_abs = t->max_abs;
+    float max_rel = t->max_rel;
+    for (int j = 0; j < MAX_WIDTH; j++) {
+        mismatch |= a->mismatch[j];
+        count1 += a->count1[j];
+        count5 += a->count5[j];
+        max_abs = a->max_abs[j] > max_abs ? a->max_abs[j] : max_abs;
+        max_rel = a->max_rel[j] > max_rel ? a->max_rel[j] : max_rel;
+    }
+    if (mismatch)
+        return BLOCK_MISMATCH;
+    t->dot += sum_lanes(a->dot);
+    t->nn += nn;
+    t->bb += bb;
+    t->ss += sum_lanes(a->ss);
+    t->max_abs = max_abs;
+    t->max_rel = max_rel;
+    t->count1 += count1;
+    t->count5 += count5;
+    return BLOCK_OK;
+}
+
+/* All blocks of a chunk, through `block` (one of the block_* loops): 0, or -1 when the NaN/inf positions differ. */
+#define RUN_BODY(block)                                                                                       \
+    for (Py_ssize_t start = 0; start < len; start += BLOCK) {                                                 \
+        const Py_ssize_t size = len - start < BLOCK ? len - start : BLOCK;                                    \
+        const char *nb = np + start * ns, *bb = bp + start * bs;                                              \
+        for (int masked = 0; masked < 2; masked++) {                                                          \
+            Lanes a;                                                                                          \
+            memset(&a, 0, sizeof a);                                                                          \
+            if (masked)                                                                                       \
+                block(&a, nb, ns, nk, bb, bs, bk, size, 1);                                                   \
+            else                                                                                              \
+                block(&a, nb, ns, nk, bb, bs, bk, size, 0);                                                   \
+            const int status = fold_block(&a, masked, t);                                                     \
+            if (status == BLOCK_MISMATCH)                                                                     \
+                return -1;                                                                                    \
+            if (status == BLOCK_OK)                                                                           \
+                break;                                                                                        \
+        }                                                                                                     \
+    }                                                                                                         \
+    return 0;
+
+typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssize_t, Totals *);
+
+/* One function per loop and pair of side kinds, with unit strides known at compile time or general strides. */
+#define DEFINE_RUN(attrs, name, block, nk_, bk_)                                                              \
+    static attrs int name##_unit(const char *np, Py_ssize_t ns_, const char *bp, Py_ssize_t bs_,              \
+                                 Py_ssize_t len, Totals *t) {                                                 \
+        const SideKind nk = nk_, bk = bk_;                                                                    \
+        const Py_ssize_t ns = SIZE_OF(nk_), bs = SIZE_OF(bk_);                                                \
+        (void)ns_;                                                                                            \
+        (void)bs_;                                                                                            \
+        RUN_BODY(block)                                                                                       \
+    }                                                                                                         \
+    static attrs int name##_strided(const char *np, Py_ssize_t ns, const char *bp, Py_ssize_t bs,             \
+                                    Py_ssize_t len, Totals *t) {                                              \
+        const SideKind nk = nk_, bk = bk_;                                                                    \
+        RUN_BODY(block)                                                                                       \
+    }
+#define DEFINE_RUNS(attrs, loop, block)                                                                       \
+    DEFINE_RUN(attrs, loop##_f32_f32, block, SIDE_F32, SIDE_F32)                                              \
+    DEFINE_RUN(attrs, loop##_f32_bf16, block, SIDE_F32, SIDE_BF16)                                            \
+    DEFINE_RUN(attrs, loop##_bf16_f32, block, SIDE_BF16, SIDE_F32)                                            \
+    DEFINE_RUN(attrs, loop##_bf16_bf16, block, SIDE_BF16, SIDE_BF16)                                          \
+    static const RunFn loop##_runs[2][2][2] = { /* [npu kind][bench kind][strided] */                        \
+        {{loop##_f32_f32_unit, loop##_f32_f32_strided}, {loop##_f32_bf16_unit, loop##_f32_bf16_strided}},     \
+        {{loop##_bf16_f32_unit, loop##_bf16_f32_strided}, {loop##_bf16_bf16_unit, loop##_bf16_bf16_strided}}, \
+    };
+
+#define NO_ATTRS
+DEFINE_RUNS(NO_ATTRS, portable, block_portable)
+#if HAVE_SSE2
+DEFINE_RUNS(NO_ATTRS, sse2, block_sse2)
+#endif
+#if HAVE_AVX2
+DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2)
+#endif
+
+/* Whether this machine can run a loop. */
+static int loop_available(LoopKind loop) {
+    switch (loop) {
+    case LOOP_PORTABLE:
+        return 1;
+    case LOOP_SSE2:
+        return HAVE_SSE2;
+    case LOOP_AVX2:
+#if HAVE_AVX2
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;
+#else
+        return 0;
+#endif
+    default:
+        return 0;
+    }
+}
+
+static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
+    switch (loop) {
+#if HAVE_AVX2
+    case LOOP_AVX2:
+        return avx2_runs[n_bf16][b_bf16][strided];
+#endif
+#if HAVE_SSE2
+    case LOOP_SSE2:
+        return sse2_runs[n_bf16][b_bf16][strided];
+#endif
+    default:
+        return portable_runs[n_bf16][b_bf16][strided];
+    }
+}
+
+/* ---- Python interface --------------------------------------------------------------------------------------- */
+
+static LoopKind best_loop = LOOP_PORTABLE; /* set at import */
+
+/* Whether a buffer format string means `code` in native byte order. */
+static int format_is(const char *format, char code) {
+    if (format == NULL)
+        return code == 'B';
+    if (format[0] == '@' || format[0] == '=')
+        format++;
+#if PY_LITTLE_ENDIAN
+    else if (format[0] == '<')
+        format++;
+#else
+    else if (format[0] == '>' || format[0] == '!')
+        format++;
+#endif
+    return format[0] == code && format[1] == '\0';
+}
+
+static int get_side(PyObject *obj, int is_bf16, Py_buffer *view, const char *which) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0)
+        return -1;
+    const char code = is_bf16 ? 'H' : 'f';
+    if (view->ndim != 1 || view->itemsize != SIZE_OF(is_bf16 ? SIDE_BF16 : SIDE_F32) ||
+        !format_is(view->format, code)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of format '%c'", which, code);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *accumulate_with(LoopKind loop, PyObject *const *args) {
+    const int n_bf16 = PyObject_IsTrue(args[1]), b_bf16 = PyObject_IsTrue(args[3]);
+    if (n_bf16 < 0 || b_bf16 < 0)
+        return NULL;
+    Py_buffer nv, bv;
+    if (get_side(args[0], n_bf16, &nv, "npu") < 0)
+        return NULL;
+    if (get_side(args[2], b_bf16, &bv, "bench") < 0) {
+        PyBuffer_Release(&nv);
+        return NULL;
+    }
+    const Py_ssize_t len = nv.shape[0];
+    if (bv.shape[0] != len) {
+        PyBuffer_Release(&nv);
+        PyBuffer_Release(&bv);
+        PyErr_SetString(PyExc_ValueError, "npu and bench buffers differ in length");
+        return NULL;
+    }
+    const Py_ssize_t ns = nv.strides[0], bs = bv.strides[0];
+    const RunFn fn = pick(loop, n_bf16, b_bf16, ns != nv.itemsize || bs != bv.itemsize);
+    Totals t = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, &t);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&bv);
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ddddddLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
+                         (long long)t.count1, (long long)t.count5);
+}
+
+static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "accumulate(npu, npu_is_bf16, bench, bench_is_bf16) takes 4 arguments");
+        return NULL;
+    }
+    return accumulate_with(best_loop, args);
+}
+
+static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16) takes a loop name and 4 "
+                        "arguments");
+        return NULL;
+    }
+    for (int loop = 0; loop < N_LOOPS; loop++) {
+        if (PyUnicode_CompareWithASCIIString(args[0], LOOP_NAMES[loop]) == 0) {
+            if (!loop_available((LoopKind)loop))
+                break;
+            return accumulate_with((LoopKind)loop, args + 1);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "loop %R is not available here", args[0]);
+    return NULL;
+}
+
+#define ACCUMULATE_DOC                                                                                         \
+    "(npu, npu_is_bf16, bench, bench_is_bf16) -> (dot, nn, bb, ss, max_abs, max_rel, count1, count5), or None " \
+    "when the NaN/inf positions differ"
+
+static PyMethodDef methods[] = {
+    {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},
+    {"accumulate_loop", (PyCFunction)(void (*)(void))accumulate_loop, METH_FASTCALL,
+     "accumulate_loop(loop, ...): accumulate with the named loop (one of LOOPS)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tensorkernel",
+                                    "Fused real-data metric kernel for float32 and bfloat16 pairs.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__tensorkernel(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    LoopKind available[N_LOOPS];
+    Py_ssize_t count = 0;
+    for (int loop = 0; loop < N_LOOPS; loop++)
+        if (loop_available((LoopKind)loop))
+            available[count++] = best_loop = (LoopKind)loop; /* the last one is the fastest */
+    PyObject *loops = PyTuple_New(count);
+    for (Py_ssize_t k = 0; loops != NULL && k < count; k++) {
+        PyObject *name = PyUnicode_FromString(LOOP_NAMES[available[k]]);
+        if (name == NULL)
+            Py_CLEAR(loops);
+        else
+            PyTuple_SET_ITEM(loops, k, name);
+    }
+    if (loops == NULL || PyModule_AddObject(m, "LOOPS", loops) < 0) {
+        Py_XDECREF(loops);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(m, "SIMD", LOOP_NAMES[best_loop]) < 0 ||
+        PyModule_AddIntConstant(m, "LANES", LANES) < 0 || PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

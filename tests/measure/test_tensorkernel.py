@@ -1,0 +1,363 @@
+"""The compiled real-data kernel (_tensorkernel.c) against the numpy path of measure/tensor_metrics.py.
+
+On hypothesis-generated float32 and bfloat16 pairs (zeros of both signs, subnormals, huge values, NaN/inf at the
+same or different positions, sizes around the unroll width and the block size, strided, reversed, unaligned and
+memory-mapped views, any chunk size) the maxima, counts and messages must be identical and the sums equal within
+1e-12 relative (the dot product relative to sqrt(N.N * B.B), its bound by Cauchy-Schwarz). Every loop the machine
+can run (portable C, SSE2, AVX2) must give bit-identical results.
+
+Skipped when the module is not built, unless MSPROBE_REQUIRE_NATIVE=1, which makes a missing module a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import os
+import types
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.measure import tensor_metrics
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, compare_tensors
+
+SUM_RTOL = 1e-12
+
+
+@pytest.fixture(scope="module")
+def kernel() -> types.ModuleType:
+    try:
+        return importlib.import_module("msprobe_compare._tensorkernel")
+    except ImportError as exc:
+        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
+            pytest.fail(f"MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._tensorkernel is not importable: {exc}")
+        pytest.skip("the _tensorkernel extension is not built")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _bf16(values: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns of float32 values, truncated (NaN stays NaN for the NaNs used here)."""
+    return (np.asarray(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _side(values: np.ndarray, kind: str) -> TensorData:
+    return TensorData(_bf16(values), BF16) if kind == BF16 else TensorData(np.asarray(values, np.float32), "float32")
+
+
+def _flat(t: TensorData) -> np.ndarray:
+    return np.asarray(t.array).reshape(-1)
+
+
+def _with_loop(kernel: types.ModuleType, loop: str) -> types.SimpleNamespace:
+    """A stand-in for the module whose accumulate() runs the named loop."""
+    return types.SimpleNamespace(accumulate=functools.partial(kernel.accumulate_loop, loop), SIMD=loop)
+
+
+def _totals(npu: TensorData, bench: TensorData, chunk: int, kernel: object | None) -> tensor_metrics._Totals | None:
+    n_arr, b_arr = np.asarray(npu.array), np.asarray(bench.array)
+    return tensor_metrics._accumulate(npu, bench, n_arr, b_arr, chunk, kernel)  # type: ignore[arg-type]
+
+
+def assert_same_totals(native: tensor_metrics._Totals | None, ref: tensor_metrics._Totals | None) -> None:
+    """Maxima and counts identical, sums within SUM_RTOL."""
+    assert (native is None) == (ref is None)
+    if native is None or ref is None:
+        return
+    assert (native.max_abs, native.max_rel, native.count1, native.count5) == (
+        ref.max_abs, ref.max_rel, ref.count1, ref.count5)
+    for name in ("nn", "bb", "ss"):  # sums of squares: no cancellation
+        a, b = getattr(native, name), getattr(ref, name)
+        assert a == pytest.approx(b, rel=SUM_RTOL, abs=1e-300), name
+    bound = math.sqrt(ref.nn * ref.bb)
+    assert abs(native.dot - ref.dot) <= SUM_RTOL * bound, (native.dot, ref.dot, bound)
+
+
+def assert_same_metrics(native: TensorMetrics, ref: TensorMetrics) -> None:
+    """Identical messages, states, maxima and ratios; Cosine and EucDist as close as their sums."""
+    assert native.messages == ref.messages
+    for name in ("max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths"):
+        assert getattr(native, name) == getattr(ref, name), name
+    for name in ("cosine", "euc_dist"):
+        a, b = getattr(native, name), getattr(ref, name)
+        assert a.state is b.state, name
+        if a.state is MetricState.VALUE:  # Cosine is rounded: a last-bit difference may flip the last decimal
+            assert a.value == pytest.approx(b.value, rel=1e-11, abs=2e-12 if name == "cosine" else 1e-300), name
+
+
+def check_pair(kernel: types.ModuleType, npu: TensorData, bench: TensorData, chunk: int) -> None:
+    """Every loop against the numpy path, the loops bit-identical to each other, inputs untouched."""
+    before = (np.array(npu.array, copy=True), np.array(bench.array, copy=True))
+    ref_metrics = tensor_metrics._compare(npu, bench, chunk, None)
+    per_loop = []
+    for loop in kernel.LOOPS:
+        shim = _with_loop(kernel, loop)
+        assert_same_metrics(tensor_metrics._compare(npu, bench, chunk, shim), ref_metrics)
+        if npu.size and np.ndim(npu.array) and npu.shape == bench.shape:  # what reaches the kernel
+            native_totals = _totals(npu, bench, chunk, shim)
+            assert_same_totals(native_totals, _totals(npu, bench, chunk, None))
+            per_loop.append(None if native_totals is None else vars(native_totals))
+    assert all(t == per_loop[0] for t in per_loop), per_loop
+    np.testing.assert_array_equal(npu.array, before[0])
+    np.testing.assert_array_equal(bench.array, before[1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# generated pairs
+
+F32_SPECIALS = [0.0, -0.0, 1.0, -1.0, 1e-3, 5e-3, 2.0 ** -52, 1e-30, 1e-40, -1e-45, 65504.0, 1e23, -3.0e38, 3.4e38]
+NONFINITE = [math.nan, math.inf, -math.inf]
+
+
+def _bf16_bits_value(bits: int) -> float:
+    return float(np.array([bits << 16], np.uint32).view(np.float32)[0])
+
+
+finite_f32 = st.one_of(
+    st.sampled_from(F32_SPECIALS),
+    st.floats(-1e4, 1e4, width=32),
+    st.floats(width=32, allow_nan=False, allow_infinity=False),
+    st.integers(0, 0xFFFF).map(_bf16_bits_value).filter(math.isfinite),  # every finite bf16, subnormals too
+)
+
+
+@st.composite
+def pairs(draw: st.DrawFn) -> tuple[TensorData, TensorData, int]:
+    size = draw(st.one_of(st.integers(0, 40), st.sampled_from([63, 64, 65, 127, 129, 300])))
+    kinds = draw(st.sampled_from([("float32", "float32"), (BF16, BF16), ("float32", BF16), (BF16, "float32")]))
+    n = np.array(draw(st.lists(finite_f32, min_size=size, max_size=size)), dtype=np.float32)
+    relation = draw(st.sampled_from(["same", "close", "independent", "bench zeros", "ulps", "thresholds"]))
+    with np.errstate(over="ignore"):
+        if relation == "same":
+            b = n.copy()
+        elif relation == "close":
+            rel = draw(st.sampled_from([1e-6, 4e-4, 2e-3, 1e-2]))
+            b = (n * (1 + rel * np.cos(np.arange(size)))).astype(np.float32)
+        elif relation == "independent":
+            b = np.array(draw(st.lists(finite_f32, min_size=size, max_size=size)), dtype=np.float32)
+        elif relation == "bench zeros":
+            b = n.copy()
+            b[np.array(draw(st.lists(st.booleans(), min_size=size, max_size=size)), dtype=bool)] = 0.0
+        elif relation == "thresholds":  # RE exactly 0.001 or 0.005 (in float32) and next to them
+            m = np.array(draw(st.lists(st.sampled_from([1, -1, 3, 8, -64, 125]), min_size=size, max_size=size)))
+            j = np.array(draw(st.lists(st.sampled_from([0, 1, -1, 5, -5, 2, 4, 6]), min_size=size, max_size=size)))
+            b = (m * 1000).astype(np.float32)
+            n = (m * (1000 + j)).astype(np.float32)
+        else:  # a few bf16 units in the last place apart (float32 values keep only their bf16 part)
+            bits = _bf16(n).astype(np.int32)
+            steps = np.array(draw(st.lists(st.integers(-2, 2), min_size=size, max_size=size)), dtype=np.int32)
+            b = (np.clip(bits + steps, 0, 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+            b = np.where(np.isfinite(b), b, n)
+    if size and draw(st.booleans()):  # NaN/inf at the same positions (sign of inf free), or not
+        for p in draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4)):
+            n[p] = draw(st.sampled_from(NONFINITE))
+            same = draw(st.integers(0, 3)) > 0
+            if same:
+                b[p] = -n[p] if math.isinf(n[p]) and draw(st.booleans()) else n[p]
+            else:
+                b[p] = draw(st.sampled_from(NONFINITE + [1.0, 0.0]))
+    npu, bench = _side(n, kinds[0]), _side(b, kinds[1])
+    layout = draw(st.sampled_from(["contiguous", "strided", "reversed", "2-d transposed"]))
+    if layout == "strided":
+        npu, bench = (TensorData(np.repeat(t.array, 3)[1::3], t.dtype_name) for t in (npu, bench))
+    elif layout == "reversed":
+        npu, bench = (TensorData(t.array[::-1], t.dtype_name) for t in (npu, bench))
+    elif layout == "2-d transposed" and size % 3 == 0 and size:
+        npu, bench = (TensorData(t.array.reshape(3, -1).T, t.dtype_name) for t in (npu, bench))
+    chunk = draw(st.one_of(st.integers(1, 70), st.just(tensor_metrics.DEFAULT_CHUNK_ELEMS)))
+    return npu, bench, chunk
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pair=pairs())
+def test_generated_pairs_match_numpy_path(kernel: types.ModuleType, pair: tuple[TensorData, TensorData, int]) -> None:
+    npu, bench, chunk = pair
+    check_pair(kernel, npu, bench, chunk)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sizes, blocks, layouts
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289])
+@pytest.mark.parametrize("kinds", [("float32", "float32"), (BF16, BF16), ("float32", BF16)])
+def test_sizes_around_lanes_and_blocks(kernel: types.ModuleType, size: int, kinds: tuple[str, str]) -> None:
+    rng = np.random.default_rng(size)
+    n = rng.standard_normal(size).astype(np.float32)
+    b = (n * (1 + rng.choice([0.0, 3e-4, 3e-3, 3e-2], size=size))).astype(np.float32)
+    b[rng.random(size) < 0.05] = 0.0
+    n[rng.random(size) < 0.05] = 0.0
+    if size > 4100:  # NaN/inf in two blocks and in the last, partial one
+        for p in (5, 4097, size - 1):
+            n[p] = b[p] = [np.nan, np.inf, -np.inf][p % 3]
+    for chunk in (size, 1000, tensor_metrics.DEFAULT_CHUNK_ELEMS):
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), chunk)
+
+
+def test_mismatch_in_a_later_block_and_chunk(kernel: types.ModuleType) -> None:
+    n = np.ones(9000, np.float32)
+    b = n.copy()
+    n[8999] = np.nan
+    for chunk in (100, 9000):
+        assert tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), chunk, kernel) == (
+            TensorMetrics.uniform(MetricState.NOT_AVAILABLE, tensor_metrics.TensorMsg.NAN_INF_MISMATCH))
+    b[8999] = np.nan
+    same = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
+    assert same.cosine.value == 1.0 and same.max_rel_err.value == 0.0 and same.one_thousandth.value == 1.0
+
+
+def test_large_pair_sums(kernel: types.ModuleType) -> None:
+    rng = np.random.default_rng(11)
+    n = rng.standard_normal(300_007).astype(np.float32) * np.float32(100)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    b[::97] = 0.0
+    for kinds in (("float32", "float32"), (BF16, BF16)):
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_metrics.DEFAULT_CHUNK_ELEMS)
+
+
+def test_strided_offset_and_unaligned_views_equal_contiguous(kernel: types.ModuleType) -> None:
+    """The summation order does not depend on the layout: views give exactly the contiguous copy's results."""
+    rng = np.random.default_rng(4)
+    n = rng.standard_normal(5001).astype(np.float32)
+    b = (n * (1 + np.float32(2e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    b[::13] = 0.0
+    for is_bf16 in (False, True):
+        x, y = (_bf16(n), _bf16(b)) if is_bf16 else (n, b)
+        expected = kernel.accumulate(x, is_bf16, y, is_bf16)
+        unaligned = []
+        for arr in (x, y):
+            raw = bytearray(arr.nbytes + 1)
+            view = np.frombuffer(raw, arr.dtype, count=arr.size, offset=1)
+            np.copyto(view, arr)
+            unaligned.append(view)
+        assert not unaligned[0].flags.aligned
+        assert kernel.accumulate(unaligned[0], is_bf16, unaligned[1], is_bf16) == expected
+        for view in (lambda a: np.repeat(a, 2)[::2], lambda a: np.repeat(a, 3)[2::3]):
+            assert kernel.accumulate(view(x), is_bf16, view(y), is_bf16) == expected
+        assert kernel.accumulate(x, is_bf16, np.repeat(y, 2)[::2], is_bf16) == expected  # one side strided
+        assert kernel.accumulate(x[::-1].copy()[::-1], is_bf16, y, is_bf16) == expected
+        mixed = kernel.accumulate(x[::-1], is_bf16, y[::-1], is_bf16)  # other order: same maxima and counts
+        assert mixed[4:] == expected[4:]
+
+
+def test_read_only_memmaps(kernel: types.ModuleType, tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    n = rng.standard_normal((64, 33)).astype(np.float32)
+    n[5, 7], n[9, 1] = np.nan, np.inf
+    b = n + np.float32(1e-3) * rng.standard_normal(n.shape).astype(np.float32)
+    b[3] = 0.0
+    np.save(tmp_path / "n.npy", n)
+    np.save(tmp_path / "b.npy", _bf16(b))
+    npu = TensorData(np.load(tmp_path / "n.npy", mmap_mode="r"), "float32")
+    bench = TensorData(np.load(tmp_path / "b.npy", mmap_mode="r"), BF16)
+    assert not npu.array.flags.writeable
+    check_pair(kernel, npu, bench, 100)
+
+
+def test_empty_and_zero_dim(kernel: types.ModuleType) -> None:
+    empty = np.zeros(0, np.float32)
+    assert kernel.accumulate(empty, False, empty, False) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+    for loop in kernel.LOOPS:
+        assert kernel.accumulate_loop(loop, _bf16(empty), True, empty, False) == (0.0,) * 6 + (0, 0)
+    check_pair(kernel, _side(empty.reshape(0, 3), "float32"), _side(empty.reshape(0, 3), BF16), 10)
+    check_pair(kernel, _side(np.float32(2.5), "float32"), _side(np.float32(0.0), BF16), 10)  # 0-d: numpy only
+
+
+def test_relative_errors_at_the_thresholds(kernel: types.ModuleType) -> None:
+    """RE exactly float32(0.001) and float32(0.005) counts as not below them."""
+    b = np.array([1000, 1000, -1000, 2000, 1000, 1000, 1000, 8000], np.float32)
+    n = np.array([1001, 1005, -1001, 2010, 999, 995, 1000.5, 8008], np.float32)
+    rel = np.abs((n - b) / b)
+    assert rel[0] == np.float32(0.001) and rel[1] == np.float32(0.005)
+    for kinds in (("float32", "float32"), ("float32", BF16)):
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 8)
+    ours = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 8, kernel)
+    assert (ours.one_thousandth.value, ours.five_thousandths.value) == (1 / 8, 5 / 8)
+
+
+def test_negative_zero_and_subnormals(kernel: types.ModuleType) -> None:
+    tiny = np.float32(1e-45)
+    n = np.array([-0.0, 0.0, -0.0, tiny, -tiny, 1e-40, 1e-38, 3e-39, 0.0, 1.0], np.float32)
+    b = np.array([0.0, -0.0, -0.0, 0.0, tiny, -1e-40, 0.0, 1e-39, tiny, -0.0], np.float32)
+    for kinds in (("float32", "float32"), (BF16, BF16), ("float32", BF16), (BF16, "float32")):
+        for chunk in (1, 3, 100):
+            check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), chunk)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the switch, determinism, the interface
+
+
+def test_compare_tensors_uses_the_kernel_unless_turned_off(kernel: types.ModuleType,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(8)
+    n = rng.standard_normal(20_000).astype(np.float32)
+    npu, bench = _side(n, "float32"), _side(n * np.float32(1.0001), BF16)
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    assert compare_tensors(npu, bench) == tensor_metrics._compare(npu, bench, tensor_metrics.DEFAULT_CHUNK_ELEMS,
+                                                                  tensor_metrics._native_kernel())
+    assert (tensor_metrics._native_kernel() is None) == (kernel.SIMD == "portable")
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    assert tensor_metrics._native_kernel() is None
+    assert compare_tensors(npu, bench) == tensor_metrics._compare(npu, bench, tensor_metrics.DEFAULT_CHUNK_ELEMS,
+                                                                  None)
+
+
+def test_other_dtypes_take_the_numpy_path(kernel: types.ModuleType) -> None:
+    calls = []
+
+    def accumulate(*args: object) -> object:
+        calls.append(args)
+        return kernel.accumulate(*args)
+
+    spy = types.SimpleNamespace(accumulate=accumulate, SIMD=kernel.SIMD)
+    values = np.linspace(-2, 2, 50)
+    for n_arr, b_arr in ((values.astype(np.float16), values.astype(np.float32)),
+                         (values, values.astype(np.float32)),
+                         (values.astype(">f4"), values.astype(np.float32)),
+                         (values.astype(np.int32), values.astype(np.int32))):
+        npu, bench = TensorData(n_arr, n_arr.dtype.name), TensorData(b_arr, b_arr.dtype.name)
+        assert tensor_metrics._compare(npu, bench, 7, spy) == tensor_metrics._compare(npu, bench, 7, None)
+    assert calls == []
+
+
+def test_threads_give_identical_results(kernel: types.ModuleType) -> None:
+    rng = np.random.default_rng(9)
+    n = rng.standard_normal(400_000).astype(np.float32)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    pair = (_side(n, BF16), _side(b, BF16))
+    alone = tensor_metrics._compare(*pair, 50_000, kernel)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: tensor_metrics._compare(*pair, 50_000, kernel), range(8)))
+    assert all(r == alone for r in results)
+    assert all(r.euc_dist.value == alone.euc_dist.value for r in results)  # bit for bit, not just rounded
+
+
+def test_interface_errors(kernel: types.ModuleType) -> None:
+    f32 = np.ones(8, np.float32)
+    bits = _bf16(f32)
+    with pytest.raises(TypeError):
+        kernel.accumulate(np.ones(8), False, f32, False)  # float64
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32, True, f32, False)  # float32 given as bf16 bits
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32.reshape(2, 4), False, f32.reshape(2, 4), False)
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32.astype(">f4" if np.little_endian else "<f4"), False, f32, False)
+    with pytest.raises(ValueError):
+        kernel.accumulate(f32, False, bits[:7], True)
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32, False, f32)
+    with pytest.raises(ValueError):
+        kernel.accumulate_loop("no such loop", f32, False, f32, False)
+    assert kernel.SIMD in kernel.LOOPS and "portable" in kernel.LOOPS
+    assert kernel.accumulate(memoryview(f32), 0, memoryview(bits), 1)[6:] == (8, 8)  # any buffer
