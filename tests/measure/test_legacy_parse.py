@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from msprobe_compare.measure.legacy_parse import (
     reference_parse,
+    reference_parse_numpy,
     reference_parse_one,
     reference_parse_text,
 )
@@ -206,3 +207,44 @@ def test_short_decimals_exact(mantissa, exp10):
 @pytest.mark.parametrize("v", [0.5, 1.25, 4.0, 0.1, 100.0, -2.75, 1e-05, 3.0e20, 65504.0, 0.0])
 def test_short_decimals_examples(v):
     assert same(reference_parse_one(v), v)
+
+
+# -- the native twin (_legacyparse.c) ------------------------------------------------------------------------------
+def _native_or_skip():
+    import os
+
+    from msprobe_compare import native
+
+    module = native.load("_legacyparse")
+    if module is None:
+        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
+            pytest.fail("MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._legacyparse is not importable")
+        pytest.skip("the _legacyparse extension is not built")
+    return module
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=0, max_size=60))
+def test_native_is_bit_identical_to_numpy(values):
+    _native_or_skip()
+    arr = np.array(values, dtype=np.float64)
+    got = reference_parse(arr)
+    want = reference_parse_numpy(arr)
+    assert got.tobytes() == want.tobytes() or all(same(a, b) for a, b in zip(got.tolist(), want.tolist()))
+
+
+def test_native_on_many_values_and_shapes():
+    _native_or_skip()
+    rng = np.random.default_rng(11)
+    values = rng.standard_normal(200_000) * 10.0 ** rng.integers(-320, 308, 200_000)
+    values[::97] = 0.0
+    values[1::89] = -0.0
+    values[2::83] = np.nan
+    values = np.concatenate([values, [5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1e-5, 0.1]])
+    want = reference_parse_numpy(values)
+    got = reference_parse(values)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[~np.isnan(got)].view(np.int64), want[~np.isnan(want)].view(np.int64))
+    grid = values[:200_000].reshape(500, 400)[:, ::3]  # not contiguous, 2-D
+    assert reference_parse(grid).shape == grid.shape
+    assert np.array_equal(reference_parse(grid), reference_parse_numpy(grid), equal_nan=True)

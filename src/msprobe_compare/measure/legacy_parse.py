@@ -34,6 +34,8 @@ import math
 
 import numpy as np
 
+from msprobe_compare import native
+
 MAX_DIGITS = 17
 
 # Correctly rounded doubles 10**0 .. 10**308 (what the C literals 1e0..1e308 are).
@@ -154,6 +156,18 @@ _WIDTH = 26  # longest float repr is 24 bytes ('-2.2250738585072014e-308'); + NU
 
 def reference_parse(values: np.ndarray) -> np.ndarray:
     """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged)."""
+    arr = np.asarray(values, dtype=np.float64)
+    fast = native.load("_legacyparse")
+    if fast is not None:
+        src = np.ascontiguousarray(arr)
+        out = np.empty_like(src)
+        fast.reference_parse(src, out)
+        return out.reshape(arr.shape)
+    return reference_parse_numpy(arr)
+
+
+def reference_parse_numpy(values: np.ndarray) -> np.ndarray:
+    """`reference_parse` in numpy (the path without the native module)."""
     arr = np.asarray(values, dtype=np.float64)
     out = arr.copy()
     flat = out.reshape(-1)
