@@ -46,11 +46,37 @@ def match_exact(
     """Join on (compare key, shape), keep NPU order, then apply the dtype gate."""
     keys = npu.names if keys is None else keys
     n = len(bench)
-    # built from the end, so a repeated (name, shape) keeps its first bench row
-    index = dict(zip(zip(reversed(bench.names), reversed(bench.shape)), range(n - 1, -1, -1)))
-    found = map(index.get, zip(keys, npu.shape), repeat(-1))
-    out = np.fromiter(found, dtype=np.int64, count=len(npu))
+    # The first bench row of each name (built from the end) is the first of its (name, shape) too when the shapes
+    # agree; names are nearly always unique, so only rows whose bench name repeats need the (name, shape) join.
+    first = dict(zip(reversed(bench.names), range(n - 1, -1, -1)))
+    out = np.fromiter(map(first.get, keys, repeat(-1)), dtype=np.int64, count=len(npu))
+    hit = np.flatnonzero(out >= 0)
+    if len(hit):
+        npu_shapes = _objects(npu.shape)[hit]
+        bench_shapes = _objects(bench.shape)[out[hit]]
+        differ = hit[npu_shapes != bench_shapes]  # shape texts are mostly shared objects: cheap to compare
+        out[differ] = -1
+        if len(first) < n and len(differ):  # a repeated bench name: a later row of it may have the shape
+            repeated = _repeated(bench.names)
+            rows = [i for i in differ.tolist() if keys[i] in repeated]
+            if rows:
+                index: dict[tuple[str, str], int] = {}
+                for j, key in enumerate(zip(bench.names, bench.shape)):
+                    if key[0] in repeated:
+                        index.setdefault(key, j)
+                out[rows] = [index.get((keys[i], npu.shape[i]), -1) for i in rows]
     return apply_dtype_gate(npu, bench, out, cross_framework)
+
+
+def _objects(items: list[str]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def _repeated(names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    return {name for name in names if name in seen or seen.add(name)}  # type: ignore[func-returns-value]
 
 
 def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_framework: bool) -> np.ndarray:
