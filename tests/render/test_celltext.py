@@ -302,3 +302,22 @@ def test_plain_float_lists_keep_the_sign_of_zero(tmp_path):
     # 0.0 == -0.0: a per-value memo must not give one the other's text
     check_against_references(tmp_path, ["f"], [[0.0, -0.0, 0.0, -0.0, 1.5]], [Colour.NONE] * 5)
     check_against_references(tmp_path, ["f", "g"], [[-0.0, 0.0], [True, 1]], [Colour.NONE] * 2)
+
+
+def test_big_ints_and_non_finite_floats_are_written_as_their_values() -> None:
+    """Integers of 1e16 and more (orjson prints them with an exponent) and non-finite floats in a numeric
+    column: every format gives the per-cell text (these were once cut to '1e+' or lost in JSON)."""
+    from msprobe_compare.render.celltext import CsvFormat, JsonFormat, XmlFormat, cell_xml, csv_field, json_value
+    from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+
+    values = np.array([1e17, -5.0, -0.0, 2.0**60, 1e16 - 2, -1e16, 9.5e18, np.nan, np.inf, -np.inf, 0.25, 3.0, -1.5])
+    kind = np.array([KIND_INT] * 7 + [KIND_FLOAT] * 4 + [KIND_OTHER, KIND_PERCENT], dtype=np.int8)
+    objects = np.empty(len(values), dtype=object)
+    objects[11] = "N/A"
+    col = Column(objects, kind, values)
+    cells = col.cells()
+    n = len(values)
+    assert CsvFormat().column(col, 0, n) == [csv_field(v) for v in cells]
+    assert CsvFormat().column(col, 0, n)[:4] == ["100000000000000000", "-5", "0", "1152921504606846976"]
+    assert JsonFormat("k").column(col, 0, n) == ['"k":' + json_value(v) for v in cells]
+    assert XmlFormat().column(col, 0, n) == [cell_xml(v) for v in cells]

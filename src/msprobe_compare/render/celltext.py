@@ -27,6 +27,7 @@ from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
 SAFE_TEXTS = frozenset({"-inf", "-"})
 MAX_CELL_CHARS = 32767  # Excel's limit for one cell
+INT_BULK_LIMIT = 1e16  # integers below this are written in bulk (orjson prints them as "D.0")
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _CONTROL = "".join(map(chr, range(1, 32)))
@@ -374,8 +375,12 @@ class _Format:
             ints = None
         else:
             mode = KIND_FLOAT
-            number = kind <= KIND_INT
             ints = kind == KIND_INT
+            with np.errstate(invalid="ignore"):
+                big = ints & ~(np.abs(values) < INT_BULK_LIMIT)  # orjson writes these with an exponent
+            # big ints and non-finite floats go with the other cells, each as its own value's text
+            number = (kind <= KIND_INT) & ~big & np.isfinite(values)
+            ints &= ~big
             values[ints & (values == 0)] = 0.0  # str(int(-0.0)) is "0"
             if not ints.any():
                 ints = None
@@ -419,7 +424,7 @@ class _Format:
         if not len(numbers):
             return texts, codes
         values = col.values[rows[numbers]]
-        cells = [int(np.int64(x)) if code == KIND_INT else f"{x!r}%" if code == KIND_PERCENT else x
+        cells = [int(x) if code == KIND_INT else f"{x!r}%" if code == KIND_PERCENT else x
                  for code, x in zip(kind[numbers].tolist(), values.tolist())]  # fmt: skip
         codes[numbers] = np.arange(len(texts), len(texts) + len(numbers))
         return texts + self.strings(cells), codes

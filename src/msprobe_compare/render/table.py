@@ -165,7 +165,8 @@ class Column:
         sel = kind == KIND_FLOAT
         out[sel] = values[sel].astype(object)
         sel = kind == KIND_INT
-        out[sel] = values[sel].astype(np.int64).astype(object)
+        ints = _object_array([int(v) for v in values[sel].tolist()])  # exact, also beyond 64 bits
+        out[sel] = ints
         sel = kind == KIND_PERCENT
         if sel.any():
             texts = np.empty(int(np.count_nonzero(sel)), dtype=object)
