@@ -1,0 +1,259 @@
+/* Native assembly of CSV rows (render/flat.py): a block of rows from per-column specs, as bytes.
+ *
+ * A column is one of:
+ *   [str, ...]                      the cells' CSV fields, ready;
+ *   (codes int32[n], [str, ...])    cell i is texts[codes[i]];
+ *   (values float64[n], kinds int8[n], codes int32[n], [str, ...], bytes)
+ *     (+ orjson's text of the values, "[a,b,...]")
+ *                                   KIND_FLOAT 0: repr(value); KIND_INT 1: str(int(value)); KIND_PERCENT 2:
+ *                                   repr(value) + "%", neutralised with a leading apostrophe when it starts with
+ *                                   "-"; KIND_OTHER 3: texts[codes[i]]. The digits of finite floats come from
+ *                                   orjson's text (shortest round trip, as repr), re-laid out as repr writes
+ *                                   them; anything else from Python's own repr/str.
+ * Fields are joined with "," and rows end with "\r\n", as csv.writer (excel dialect) writes them. The texts are
+ * Python's own (repr via PyOS_double_to_string, str of ints), so the bytes equal the Python path's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_put(Out *o, const char *s, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+        while (cap < o->len + n) cap *= 2;
+        char *p = PyMem_Realloc(o->p, (size_t)cap);
+        if (!p) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int put_text(Out *o, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "csv_block: cell texts must be str");
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    return s ? out_put(o, s, n) : -1;
+}
+
+static int put_repr(Out *o, double v, int percent) {
+    char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (!r) return -1;
+    int bad = (percent && r[0] == '-' && out_put(o, "'", 1) < 0) || out_put(o, r, (Py_ssize_t)strlen(r)) < 0 ||
+              (percent && out_put(o, "%", 1) < 0);
+    PyMem_Free(r);
+    return bad ? -1 : 0;
+}
+
+static int put_int(Out *o, double v) {
+    if (v > -9.2e18 && v < 9.2e18) {
+        long long x = (long long)v;
+        char tmp[24], rev[24];
+        int n = 0, k = 0;
+        unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+        do {
+            rev[n++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (x < 0) tmp[k++] = '-';
+        while (n) tmp[k++] = rev[--n];
+        return out_put(o, tmp, k);
+    }
+    PyObject *big = PyLong_FromDouble(v); /* exact; an error for non-finite values */
+    if (!big) return -1;
+    PyObject *text = PyObject_Str(big);
+    Py_DECREF(big);
+    if (!text) return -1;
+    int bad = put_text(o, text);
+    Py_DECREF(text);
+    return bad;
+}
+
+/* Python's repr of a finite float from orjson's text of it: the same shortest digits, in another layout where
+ * exponents are involved (orjson 1.5e16 / 2e-7, repr 1.5e+16 / 2e-07) and for 1e-5 <= |x| < 1e-4 (orjson
+ * 0.0000123, repr 1.23e-05). */
+static int put_orjson_as_repr(Out *o, const char *t, Py_ssize_t n) {
+    const char *e = memchr(t, 'e', (size_t)n);
+    if (e) {
+        const char *x = e + 1;
+        Py_ssize_t xn = n - (x - t);
+        int neg = xn > 0 && *x == '-';
+        if (neg || (xn > 0 && *x == '+')) {
+            x++;
+            xn--;
+        }
+        if (out_put(o, t, e - t + 1) < 0 || out_put(o, neg ? "-" : "+", 1) < 0) return -1;
+        if (xn < 2 && out_put(o, "0", 1) < 0) return -1;
+        return out_put(o, x, xn);
+    }
+    int neg = n > 0 && *t == '-';
+    const char *u = t + neg;
+    Py_ssize_t un = n - neg;
+    if (un > 6 && memcmp(u, "0.0000", 6) == 0 && u[6] >= '1' && u[6] <= '9') {
+        if (neg && out_put(o, "-", 1) < 0) return -1;
+        if (out_put(o, u + 6, 1) < 0) return -1;
+        if (un > 7 && (out_put(o, ".", 1) < 0 || out_put(o, u + 7, un - 7) < 0)) return -1;
+        return out_put(o, "e-05", 4);
+    }
+    return out_put(o, t, n);
+}
+
+enum { C_TEXTS, C_CODED, C_NUMERIC };
+
+typedef struct {
+    int type;
+    PyObject *texts; /* list */
+    Py_buffer values, kinds, codes;
+    int has_values, has_kinds, has_codes;
+    const char *num; /* orjson's text of the values: "[a,b,...]"; the cursor moves along */
+    const char *num_end;
+} Spec;
+
+static void release(Spec *specs, Py_ssize_t m) {
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (specs[k].has_values) PyBuffer_Release(&specs[k].values);
+        if (specs[k].has_kinds) PyBuffer_Release(&specs[k].kinds);
+        if (specs[k].has_codes) PyBuffer_Release(&specs[k].codes);
+    }
+    PyMem_Free(specs);
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, int *flag, Py_ssize_t itemsize, Py_ssize_t n, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *flag = 1;
+    if (view->len != itemsize * n) {
+        PyErr_Format(PyExc_ValueError, "csv_block: %s must hold %zd items of %zd bytes", what, n, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *csv_block(PyObject *self, PyObject *args) {
+    PyObject *columns;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &columns, &n)) return NULL;
+    Py_ssize_t m = PyList_GET_SIZE(columns);
+    Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
+    if (!specs) return PyErr_NoMemory();
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *c = PyList_GET_ITEM(columns, k);
+        Spec *s = &specs[k];
+        if (PyList_Check(c)) {
+            s->type = C_TEXTS;
+            s->texts = c;
+            if (PyList_GET_SIZE(c) != n) {
+                PyErr_SetString(PyExc_ValueError, "csv_block: a text column of the wrong length");
+                goto done;
+            }
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
+            s->type = C_CODED;
+            s->texts = PyTuple_GET_ITEM(c, 1);
+            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->codes, &s->has_codes, 4, n, "codes") < 0) goto done;
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 5) {
+            s->type = C_NUMERIC;
+            s->texts = PyTuple_GET_ITEM(c, 3);
+            PyObject *num = PyTuple_GET_ITEM(c, 4);
+            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->values, &s->has_values, 8, n, "values") < 0 ||
+                get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
+                get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
+                goto done;
+            if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
+                PyErr_SetString(PyExc_ValueError, "csv_block: the number text must be orjson's array text");
+                goto done;
+            }
+            s->num = PyBytes_AS_STRING(num) + 1;
+            s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2 or 5 items");
+            goto done;
+        }
+        if (!PyList_Check(s->texts)) {
+            PyErr_SetString(PyExc_TypeError, "csv_block: texts must be a list");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t k = 0; k < m; k++) {
+            Spec *s = &specs[k];
+            if (k && out_put(&o, ",", 1) < 0) goto done;
+            PyObject *text = NULL;
+            if (s->type == C_TEXTS) {
+                text = PyList_GET_ITEM(s->texts, i);
+            } else {
+                int kind = s->type == C_CODED ? 3 : ((const int8_t *)s->kinds.buf)[i];
+                const char *tok = NULL;
+                Py_ssize_t tok_n = 0;
+                if (s->type == C_NUMERIC) { /* this row's token of orjson's text */
+                    tok = s->num;
+                    const char *q = tok;
+                    while (q < s->num_end && *q != ',') q++;
+                    if (q == tok) {
+                        PyErr_SetString(PyExc_ValueError, "csv_block: the number text is shorter than the column");
+                        goto done;
+                    }
+                    tok_n = q - tok;
+                    s->num = q < s->num_end ? q + 1 : q;
+                }
+                if (kind == 3) {
+                    int32_t code = ((const int32_t *)s->codes.buf)[i];
+                    if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
+                        PyErr_SetString(PyExc_IndexError, "csv_block: a code out of its texts");
+                        goto done;
+                    }
+                    text = PyList_GET_ITEM(s->texts, code);
+                } else {
+                    double v = ((const double *)s->values.buf)[i];
+                    int bad;
+                    if (!Py_IS_FINITE(v) || (tok_n == 4 && memcmp(tok, "null", 4) == 0)) {
+                        bad = kind == 1 ? put_int(&o, v) : put_repr(&o, v, kind == 2);
+                    } else if (kind == 1) { /* orjson's "D.0" below 1e16 is str(int) once ".0" goes */
+                        if (v == 0.0)
+                            bad = out_put(&o, "0", 1);
+                        else if (fabs(v) < 1e16 && tok_n > 2 && memcmp(tok + tok_n - 2, ".0", 2) == 0)
+                            bad = out_put(&o, tok, tok_n - 2);
+                        else
+                            bad = put_int(&o, v);
+                    } else {
+                        bad = kind == 2 && signbit(v) && out_put(&o, "'", 1) < 0; /* "-x%" is text: neutralised */
+                        bad = bad || put_orjson_as_repr(&o, tok, tok_n) < 0 || (kind == 2 && out_put(&o, "%", 1) < 0);
+                    }
+                    if (bad) goto done;
+                    continue;
+                }
+            }
+            if (put_text(&o, text) < 0) goto done;
+        }
+        if (m && out_put(&o, "\r\n", 2) < 0) goto done;
+    }
+    result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+done:
+    PyMem_Free(o.p);
+    release(specs, m);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"csv_block", csv_block, METH_VARARGS, "csv_block(columns, n) -> bytes of n CSV rows (see the module source)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_csvrows", "Native CSV row assembly.", -1, methods};
+
+PyMODINIT_FUNC PyInit__csvrows(void) { return PyModule_Create(&module); }

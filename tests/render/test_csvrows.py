@@ -1,0 +1,86 @@
+"""The native CSV row assembly (_csvrows.c) writes the bytes the Python path writes, for every kind of cell."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_compare import native
+from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.render import flat
+from msprobe_compare.render.celltext import CsvFormat, csv_field
+from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+
+
+def _module():  # type: ignore[no-untyped-def]
+    module = native.load("_csvrows")
+    if module is None:
+        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
+            pytest.fail("MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._csvrows is not importable")
+        pytest.skip("the _csvrows extension is not built")
+    return module
+
+
+def _numeric_column(values: np.ndarray, kind: np.ndarray, texts: list[object]) -> Column:
+    objects = np.empty(len(values), dtype=object)
+    for i in np.flatnonzero(kind == KIND_OTHER).tolist():
+        objects[i] = texts[i % len(texts)]
+    return Column(objects, kind, values)
+
+
+def _rows(col: Column) -> list[str]:
+    fast = _module()
+    n = len(col)
+    return fast.csv_block([flat._csv_spec(CsvFormat(), col, 0, n)], n).decode("utf-8").split("\r\n")[:-1]
+
+
+def test_many_numbers_of_every_kind() -> None:
+    rng = np.random.default_rng(3)
+    n = 60_000
+    with np.errstate(over="ignore"):
+        values = rng.standard_normal(n) * 10.0 ** rng.integers(-330, 308, n)
+    values[::11] = 10.0 ** rng.integers(-20, 25, len(values[::11]))
+    values[::17], values[1::19], values[2::23], values[3::29] = np.nan, np.inf, -np.inf, -0.0
+    band = values[5::37]
+    values[5::37] = rng.uniform(1e-5, 1e-4, len(band)) * rng.choice([-1, 1], len(band))  # repr's e-05 band
+    kind = rng.integers(0, 4, n).astype(np.int8)
+    ints = kind == KIND_INT
+    values[ints] = np.clip(np.trunc(np.nan_to_num(values[ints], nan=7.0)), -9e18, 9e18)
+    values[ints & (np.arange(n) % 3 == 0)] = rng.integers(-(10**17), 10**17, np.count_nonzero(ints & (np.arange(n) % 3 == 0)))
+    col = _numeric_column(values, kind, ["N/A", "=x,y", 'quo"te', "None", "-", "ünï"])
+    assert _rows(col) == [csv_field(v) for v in col.cells()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER]),
+                          st.floats(allow_nan=True, allow_infinity=True)), min_size=1, max_size=40))  # fmt: skip
+def test_generated_numbers(cells: list[tuple[int, float]]) -> None:
+    kind = np.array([k for k, _ in cells], dtype=np.int8)
+    values = np.array([v for _, v in cells], dtype=np.float64)
+    ints = kind == KIND_INT
+    values[ints] = np.clip(np.trunc(np.nan_to_num(values[ints], nan=0.0, posinf=1e300, neginf=-1e300)), -1e300, 1e300)
+    col = _numeric_column(values, kind, ["N/A", "x"])
+    assert _rows(col) == [csv_field(v) for v in col.cells()]
+
+
+def test_whole_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _module()
+    n = 5000
+    rng = np.random.default_rng(9)
+    names = [f"Functional.op{k % 13}.{k}.forward.input.{k % 3}" for k in range(n)]
+    texts = [("=cmd" if k % 97 == 0 else 'a "q", t' if k % 31 == 0 else f"t{k % 7}") for k in range(n)]
+    kind = rng.integers(0, 4, n).astype(np.int8)
+    values = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 20, n)
+    values[kind == KIND_INT] = np.trunc(values[kind == KIND_INT])
+    coded = Column(codes=(np.arange(n) % 3).astype(np.int32), table=["pass", "Warning", "=error"])
+    columns = [names, texts, _numeric_column(values, kind, ["N/A", "unsupported"]), coded]
+    colours = [Colour.RED if k % 11 == 0 else Colour.NONE for k in range(n)]
+    flat.write_csv(tmp_path / "native.csv", ["A", "B", "C", "D"], columns, colours)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    flat.write_csv(tmp_path / "python.csv", ["A", "B", "C", "D"], columns, colours)
+    assert (tmp_path / "native.csv").read_bytes() == (tmp_path / "python.csv").read_bytes()
