@@ -9,7 +9,7 @@ import importlib
 import os
 from types import ModuleType
 
-MODULES = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows")
+MODULES = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows", "_join")
 
 
 def enabled() -> bool:

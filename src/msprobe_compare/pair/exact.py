@@ -10,6 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable
 
 # dtypes that match each other although their names differ (spec §3.2); float64 is not included
@@ -48,15 +49,24 @@ def match_exact(
     n = len(bench)
     # The first bench row of each name (built from the end) is the first of its (name, shape) too when the shapes
     # agree; names are nearly always unique, so only rows whose bench name repeats need the (name, shape) join.
-    first = dict(zip(reversed(bench.names), range(n - 1, -1, -1)))
-    out = np.fromiter(map(first.get, keys, repeat(-1)), dtype=np.int64, count=len(npu))
+    fast = native.load("_join")
+    out = np.empty(len(npu), dtype=np.int64)
+    repeated_count = None
+    if fast is not None and type(keys) is list and type(bench.names) is list:
+        repeated_count = fast.first_index(bench.names, keys, out)
+    if repeated_count is not None:
+        repeats = repeated_count > 0
+    else:
+        first = dict(zip(reversed(bench.names), range(n - 1, -1, -1)))
+        out = np.fromiter(map(first.get, keys, repeat(-1)), dtype=np.int64, count=len(npu))
+        repeats = len(first) < n
     hit = np.flatnonzero(out >= 0)
     if len(hit):
         npu_shapes = _objects(npu.shape)[hit]
         bench_shapes = _objects(bench.shape)[out[hit]]
         differ = hit[npu_shapes != bench_shapes]  # shape texts are mostly shared objects: cheap to compare
         out[differ] = -1
-        if len(first) < n and len(differ):  # a repeated bench name: a later row of it may have the shape
+        if repeats and len(differ):  # a repeated bench name: a later row of it may have the shape
             repeated = _repeated(bench.names)
             rows = [i for i in differ.tolist() if keys[i] in repeated]
             if rows:

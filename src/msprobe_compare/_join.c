@@ -1,0 +1,125 @@
+/* Native twin of the name join in pair/exact.py: for each key, the index of the first name equal to it.
+ *
+ * first_index(names, keys, out): out[i] = min{j : names[j] == keys[i]} or -1 (out: int64 buffer of len(keys));
+ * returns how many names repeat an earlier one, or None (out undefined) when a text has no UTF-8 form.
+ * An open-addressing table over the names' UTF-8 bytes; equal str objects have equal UTF-8 bytes and the
+ * other way round, so the result is the dict-based join's (tests/pair/test_exact.py compares both).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t index; /* -1: empty */
+} Slot;
+
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, (size_t)(n - i));
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    return h;
+}
+
+static int utf8_of(PyObject *list, Py_ssize_t i, const char **s, Py_ssize_t *n) {
+    PyObject *item = PyList_GET_ITEM(list, i);
+    if (!PyUnicode_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "first_index: names and keys must be str");
+        return -1;
+    }
+    *s = PyUnicode_AsUTF8AndSize(item, n);
+    return *s ? 0 : -1;
+}
+
+static PyObject *first_index(PyObject *self, PyObject *args) {
+    PyObject *names, *keys;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!O!w*", &PyList_Type, &names, &PyList_Type, &keys, &out)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(names), m = PyList_GET_SIZE(keys);
+    PyObject *result = NULL;
+    Slot *table = NULL;
+    if (out.len != m * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "first_index: out must be an int64 buffer of len(keys)");
+        goto done;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap <<= 1;
+    table = PyMem_Malloc(cap * sizeof(Slot));
+    if (!table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < cap; k++) table[k].index = -1;
+    size_t mask = cap - 1;
+    Py_ssize_t repeated = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const char *s;
+        Py_ssize_t len;
+        if (utf8_of(names, j, &s, &len) < 0) goto done;
+        uint64_t h = hash_bytes(s, len);
+        for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
+            if (table[k].index < 0) {
+                table[k].hash = h;
+                table[k].index = j;
+                break;
+            }
+            if (table[k].hash == h) {
+                const char *t;
+                Py_ssize_t tl;
+                if (utf8_of(names, table[k].index, &t, &tl) < 0) goto done;
+                if (tl == len && memcmp(s, t, (size_t)len) == 0) { /* a later row: the first one stays */
+                    repeated++;
+                    break;
+                }
+            }
+        }
+    }
+    int64_t *dst = (int64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const char *s;
+        Py_ssize_t len;
+        if (utf8_of(keys, i, &s, &len) < 0) goto done;
+        uint64_t h = hash_bytes(s, len);
+        dst[i] = -1;
+        for (size_t k = (size_t)h & mask; table[k].index >= 0; k = (k + 1) & mask) {
+            if (table[k].hash != h) continue;
+            const char *t;
+            Py_ssize_t tl;
+            if (utf8_of(names, table[k].index, &t, &tl) < 0) goto done;
+            if (tl == len && memcmp(s, t, (size_t)len) == 0) {
+                dst[i] = table[k].index;
+                break;
+            }
+        }
+    }
+    result = PyLong_FromSsize_t(repeated);
+done:
+    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates: the caller's dict join */
+        PyErr_Clear();
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    PyMem_Free(table);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"first_index", first_index, METH_VARARGS,
+     "first_index(names, keys, out) -> repeated names: out[i] = the first j with names[j] == keys[i], or -1"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_join", "Native name join.", -1, methods};
+
+PyMODINIT_FUNC PyInit__join(void) { return PyModule_Create(&module); }
