@@ -114,7 +114,78 @@ done:
     return result;
 }
 
+/* code_objects(items) -> (codes int32 bytes, distinct objects): by identity, in order of first appearance. */
+static PyObject *code_objects(PyObject *self, PyObject *args) {
+    PyObject *items;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &items)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    size_t cap = 64;
+    while (cap < 64 || cap < (size_t)n / 4) cap <<= 1;
+    PyObject **keys = NULL;
+    int32_t *slot_code = NULL;
+    PyObject *codes = PyBytes_FromStringAndSize(NULL, n * 4), *table = PyList_New(0), *result = NULL;
+    if (!codes || !table) goto done;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(codes);
+    keys = PyMem_Calloc(cap, sizeof(PyObject *));
+    slot_code = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!keys || !slot_code) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t used = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(items, i);
+        size_t mask = cap - 1, k = ((uintptr_t)x >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+        while (keys[k] && keys[k] != x) k = (k + 1) & mask;
+        if (!keys[k]) {
+            if (PyList_GET_SIZE(table) >= INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "code_objects: too many distinct objects");
+                goto done;
+            }
+            keys[k] = x;
+            slot_code[k] = (int32_t)PyList_GET_SIZE(table);
+            if (PyList_Append(table, x) < 0) goto done;
+            if (++used * 2 > cap) { /* grow: rehash */
+                size_t ncap = cap * 2;
+                PyObject **nkeys = PyMem_Calloc(ncap, sizeof(PyObject *));
+                int32_t *ncode = PyMem_Malloc(ncap * sizeof(int32_t));
+                if (!nkeys || !ncode) {
+                    PyMem_Free(nkeys);
+                    PyMem_Free(ncode);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                for (size_t j = 0; j < cap; j++) {
+                    if (!keys[j]) continue;
+                    size_t q = ((uintptr_t)keys[j] >> 4) * 0x9E3779B97F4A7C15ull >> 20 & (ncap - 1);
+                    while (nkeys[q]) q = (q + 1) & (ncap - 1);
+                    nkeys[q] = keys[j];
+                    ncode[q] = slot_code[j];
+                }
+                PyMem_Free(keys);
+                PyMem_Free(slot_code);
+                keys = nkeys;
+                slot_code = ncode;
+                cap = ncap;
+                mask = cap - 1;
+                k = ((uintptr_t)x >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+                while (keys[k] != x) k = (k + 1) & mask;
+            }
+        }
+        out[i] = slot_code[k];
+    }
+    result = PyTuple_Pack(2, codes, table);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(slot_code);
+    Py_XDECREF(codes);
+    Py_XDECREF(table);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"code_objects", code_objects, METH_VARARGS,
+     "code_objects(items) -> (int32 codes as bytes, distinct objects by identity, in order of first appearance)"},
     {"first_index", first_index, METH_VARARGS,
      "first_index(names, keys, out) -> repeated names: out[i] = the first j with names[j] == keys[i], or -1"},
     {NULL, NULL, 0, NULL},

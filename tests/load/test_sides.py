@@ -78,3 +78,33 @@ def test_small_files_are_read_in_turn(monkeypatch: pytest.MonkeyPatch, tmp_path:
     npu = _broken(tmp_path, "npu", GOOD)
     a, b = read_pair(npu, npu, parallel=True)
     assert a.names == b.names == ["Functional.relu.0.forward.input.0"]
+
+
+@pytest.mark.parametrize("use_native", ["1", "0"])
+@pytest.mark.parametrize("path", DUMPS, ids=lambda p: str(p.parent.relative_to(p.parents[3])))
+def test_pack_round_trip_on_every_fixture(path: Path, use_native: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MSPROBE_NATIVE", use_native)
+    table = flatten(path, open_dump(path)[1])
+    back = sides.unpack(pickle.loads(pickle.dumps(sides.pack(table))))
+    same_tables(back, table)
+    assert back.md5 == table.md5 and back.data_name == table.data_name and back.stacks == table.stacks
+
+
+@pytest.mark.parametrize("odd", ["nul", "empty", "surrogate", "none_md5", "no_rows"])
+def test_pack_round_trip_on_odd_texts(tmp_path: Path, odd: str) -> None:
+    """Texts with NUL go by plain pickle; empty texts, lone surrogates and Nones come back as they were."""
+    import json
+
+    names = {"nul": "a\u0000b.0.forward", "empty": "", "surrogate": "x\ud800.0.forward", "none_md5": "f.0.forward",
+             "no_rows": "g.0.forward"}  # fmt: skip
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1.0, "Min": 1.0, "Mean": 1.0,
+            "Norm": 1.0, "md5": None if odd == "none_md5" else "ab\u0000c" if odd == "nul" else "00ff00ff"}  # fmt: skip
+    body = {} if odd == "no_rows" else {"output": [leaf, {"type": "int", "value": 3}]}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "data": {names[odd]: body, "h.0.forward": body}}, indent=1))
+    table = flatten(path, open_dump(path)[1])
+    packed = sides.pack(table)
+    assert isinstance(packed, rows.RowTable) == (odd == "nul")
+    back = sides.unpack(pickle.loads(pickle.dumps(packed)))
+    same_tables(back, table)
+    assert back.md5 == table.md5 and back.entries == table.entries

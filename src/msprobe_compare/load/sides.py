@@ -13,9 +13,13 @@ import os
 import pickle
 import threading
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from msprobe_compare import native
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.load.rows import RowTable, flatten
 
@@ -39,7 +43,7 @@ def flatten_sides(
         os.close(read_fd)
         status = 0
         try:
-            payload: Any = ("ok", flatten(bench_path, bench_entries))
+            payload: Any = ("ok", pack(flatten(bench_path, bench_entries)))
         except CompareError as exc:
             payload = ("error", type(exc), exc.problem, exc.path)
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which re-raises
@@ -66,7 +70,74 @@ def flatten_sides(
         raise cls(problem, path)
     if payload[0] == "crash":
         raise RuntimeError(f"reading {bench_path} failed: {payload[1]}")
-    return npu, payload[1]
+    return npu, unpack(payload[1])
+
+
+_JOINED = ("entries", "names")  # mostly distinct texts: one NUL-joined text each
+_CODED = ("dtype", "shape", "data_name")  # few distinct texts: codes into a table (shared objects stay shared)
+
+
+def pack(table: RowTable) -> Any:
+    """A RowTable in a form that pickles fast: long lists of texts become one text or codes and a table (pickling
+    a million strings one by one costs a second). Texts holding NUL are left to pickle as they are."""
+    packed: dict[str, Any] = {}
+    for name in _JOINED:
+        items = getattr(table, name)
+        joined = "\0".join(items)
+        if joined.count("\0") != max(len(items) - 1, 0):
+            return table  # a NUL inside a text: plain pickle
+        packed[name] = (len(items), joined.encode("utf-8", "surrogatepass"))
+    join = native.load("_join")
+    for name in _CODED:
+        items = getattr(table, name)
+        if join is not None and type(items) is list:
+            raw, distinct = join.code_objects(items)  # by identity, in C
+            packed[name] = (np.frombuffer(raw, dtype=np.int32), distinct)
+        else:
+            index: dict[str, int] = {}
+            codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
+            packed[name] = (codes, list(index))
+    md5 = table.md5
+    present = np.fromiter((x is not None for x in md5), dtype=bool, count=len(md5))
+    texts = [x for x in md5 if x is not None]
+    joined = "\0".join(texts)
+    if joined.count("\0") != max(len(texts) - 1, 0):
+        return table
+    packed["md5"] = (present, len(texts), joined.encode("utf-8", "surrogatepass"))
+    rest = {f.name: getattr(table, f.name) for f in fields(table) if f.name not in packed}
+    return _Packed(packed, rest)
+
+
+def unpack(data: Any) -> RowTable:
+    """The RowTable `pack` packed."""
+    if isinstance(data, RowTable):
+        return data
+    packed, rest = data.packed, data.rest
+    columns: dict[str, Any] = {}
+    for name in _JOINED:
+        count, raw = packed[name]
+        columns[name] = raw.decode("utf-8", "surrogatepass").split("\0") if count else []
+    for name in _CODED:
+        codes, table = packed[name]
+        objects = np.empty(len(table), dtype=object)
+        objects[:] = table
+        columns[name] = objects[codes].tolist()
+    present, count, raw = packed["md5"]
+    md5 = np.full(len(present), None, dtype=object)
+    if count:
+        md5[present] = raw.decode("utf-8", "surrogatepass").split("\0")
+    columns["md5"] = md5.tolist()
+    return RowTable(**columns, **rest)
+
+
+class _Packed:
+    __slots__ = ("packed", "rest")
+
+    def __init__(self, packed: dict[str, Any], rest: dict[str, Any]) -> None:
+        self.packed, self.rest = packed, rest
+
+    def __reduce__(self) -> Any:
+        return (_Packed, (self.packed, self.rest))
 
 
 def _worth_forking(npu_path: Path, bench_path: Path) -> bool:
