@@ -1,6 +1,7 @@
 #!/bin/bash
 # Reference runs for bench/run_all.py --import-ref-runs: each case leaves R/<case>/{log.txt (ends with
 # /usr/bin/time -v output), rc, start, end, out/}. Run in the background; it takes over an hour.
+# CASES="stats_1m ranks8" PARALLEL=1 bench/run_reference.sh: some cases, at once (one core each).
 set -u
 cd "$(dirname "$0")/.."
 R=${R:-/var/tmp/msprobe_ref_runs}
@@ -23,8 +24,11 @@ run() {  # case compare.json
   ( cd $R/$c && /usr/bin/time -v $REF -f pytorch compare -i $2 -o $R/$c/out -s > $R/$c/log.txt 2>&1; echo $? > $R/$c/rc )
   date -u +%FT%TZ > $R/$c/end
 }
-run tensor_2g $T/compare.json
-run ranks8 $M/compare.json
-run stats_1m /var/tmp/msprobe_bench_stats_1m/compare.json
-run stats_200k /tmp/g200k/compare.json
+declare -A INPUT=([tensor_2g]=$T/compare.json [ranks8]=$M/compare.json
+                  [stats_1m]=/var/tmp/msprobe_bench_stats_1m/compare.json [stats_200k]=/tmp/g200k/compare.json)
+# CASES picks and orders the cases (default: all, one after the other); PARALLEL=1 runs them at once
+for c in ${CASES:-tensor_2g ranks8 stats_1m stats_200k}; do
+  if [ "${PARALLEL:-0}" = 1 ]; then run "$c" "${INPUT[$c]}" & else run "$c" "${INPUT[$c]}"; fi
+done
+wait
 echo done > $R/ALLDONE
