@@ -321,3 +321,51 @@ def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_p
     _assert_same(table, _file_table(path, False, monkeypatch))
     assert table.entries[25] == "Functional.s.0.forward" and table.dtype[table.names.index(
         "Functional.s.0.forward.input.0")] == "slice"  # fmt: skip
+
+
+@needs_native
+def test_text_path_scalar_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each scalar rule of the walk, read from the text: src/dst and process groups (their text is the md5 unless
+    a non-empty md5 is given), torch.Size, bool/str/float/int/None values, data_name, md5 given or computed."""
+    kwargs = {
+        "src": {"type": "int", "value": 3, "md5": ""},
+        "dst": {"type": "int", "value": 4, "md5": "given"},
+        "group_src": {"type": "str", "value": "a"},
+        "group_dst": {"type": "NoneType", "value": None},
+        "group": {"type": "torch.ProcessGroup", "group_ranks": [0, 1], "md5": ""},
+        "group2": {"type": "torch.ProcessGroup"},
+        "size": {"type": "torch.Size", "value": [2, 3]},
+        "size0": {"type": "torch.Size", "value": None, "md5": ""},
+        "flag": {"type": "bool", "value": True},
+        "text": {"type": "str", "value": "x y", "md5": ""},
+        "ratio": {"type": "float", "value": 0.5},
+        "nan": {"type": "float", "value": float("nan")},
+        "big": {"type": "float", "value": 1e300},
+        "count": {"type": "int", "value": -7},
+        "none": {"type": "NoneType"},
+        "named": {"type": "int", "value": 1, "data_name": "Distributed.send.0.forward.input.named.npy"},
+    }
+    entries = [("Distributed.send.0.forward", {"input_kwargs": kwargs, "output": [None]})]
+    path = tmp_path / "dump.json"
+    _write_dump(path, entries)
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    walked: list[str] = []
+    it = stream.open_dump(path)[1]
+    real_use = it.use_walker
+
+    class Spy:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def parse(self, *args: Any) -> Any:
+            names, stopped = self.inner.parse(*args)
+            walked.extend(names)
+            return names, stopped
+
+    it.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
+    table = flatten(path, it)
+    assert walked == ["Distributed.send.0.forward"]  # read from the text, not handed back
+    _assert_same(table, _file_table(path, False, monkeypatch))
+    md5 = dict(zip(table.names, table.md5))
+    assert md5["Distributed.send.0.forward.input.src"] == "3" and md5["Distributed.send.0.forward.input.dst"] == "given"
+    assert md5["Distributed.send.0.forward.input.group"] == "[0, 1]" and md5["Distributed.send.0.forward.input.text"] == ""
