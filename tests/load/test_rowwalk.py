@@ -282,6 +282,28 @@ def test_text_path_reads_numbers_as_the_json_parsers_do(tmp_path: Path, monkeypa
     assert len(native_table) == len(lines)
 
 
+def _spied_flatten(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RowTable, list[str], list[int]]:
+    """flatten() with the native walker, and what its text path did: the entries it read, where it stopped."""
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    entries = stream.open_dump(path)[1]
+    walked: list[str] = []
+    stops: list[int] = []
+    real_use = entries.use_walker
+
+    class Spy:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def parse(self, *args: Any) -> Any:
+            names, stopped = self.inner.parse(*args)
+            walked.extend(names)
+            stops.append(stopped)
+            return names, stopped
+
+    entries.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
+    return flatten(path, entries), walked, stops
+
+
 @needs_native
 @pytest.mark.parametrize("batch", [300, 1 << 20])
 def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_path: Path,
@@ -298,24 +320,7 @@ def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_p
     path = tmp_path / "dump.json"
     _write_dump(path, entries)
     monkeypatch.setattr(stream, "BATCH", batch)
-    monkeypatch.setenv("MSPROBE_NATIVE", "1")
-    entries_iter = stream.open_dump(path)[1]
-    walked: list[str] = []
-    stops: list[int] = []
-    real_use = entries_iter.use_walker
-
-    class Spy:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def parse(self, *args: Any) -> Any:
-            names, stopped = self.inner.parse(*args)
-            walked.extend(names)
-            stops.append(stopped)
-            return names, stopped
-
-    entries_iter.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
-    table = flatten(path, entries_iter)
+    table, walked, stops = _spied_flatten(path, monkeypatch)
     assert len(walked) == 38 and "Functional.s.0.forward" not in walked and "Functional.b.0.forward" not in walked
     assert sum(s >= 0 for s in stops) == 2
     _assert_same(table, _file_table(path, False, monkeypatch))
@@ -348,22 +353,7 @@ def test_text_path_scalar_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     entries = [("Distributed.send.0.forward", {"input_kwargs": kwargs, "output": [None]})]
     path = tmp_path / "dump.json"
     _write_dump(path, entries)
-    monkeypatch.setenv("MSPROBE_NATIVE", "1")
-    walked: list[str] = []
-    it = stream.open_dump(path)[1]
-    real_use = it.use_walker
-
-    class Spy:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def parse(self, *args: Any) -> Any:
-            names, stopped = self.inner.parse(*args)
-            walked.extend(names)
-            return names, stopped
-
-    it.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
-    table = flatten(path, it)
+    table, walked, _ = _spied_flatten(path, monkeypatch)
     assert walked == ["Distributed.send.0.forward"]  # read from the text, not handed back
     _assert_same(table, _file_table(path, False, monkeypatch))
     md5 = dict(zip(table.names, table.md5))

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.native_helpers import native_module
 from msprobe_compare.measure.legacy_parse import (
     reference_parse,
     reference_parse_numpy,
@@ -210,17 +211,8 @@ def test_short_decimals_examples(v):
 
 
 # -- the native twin (_legacyparse.c) ------------------------------------------------------------------------------
-def _native_or_skip():
-    import os
-
-    from msprobe_compare import native
-
-    module = native.load("_legacyparse")
-    if module is None:
-        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
-            pytest.fail("MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._legacyparse is not importable")
-        pytest.skip("the _legacyparse extension is not built")
-    return module
+def _native_or_skip():  # type: ignore[no-untyped-def]
+    return native_module("_legacyparse")
 
 
 @settings(max_examples=300, deadline=None)

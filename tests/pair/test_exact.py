@@ -59,13 +59,9 @@ def test_shape_texts_compare_by_value_not_identity() -> None:
 
 
 def test_native_join_on_many_names() -> None:
-    from msprobe_compare import native
+    from tests.native_helpers import native_module
 
-    fast = native.load("_join")
-    if fast is None:
-        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
-            raise AssertionError("MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._join is not importable")
-        return
+    fast = native_module("_join")
     names = [f"Functional.op{k % 977}.{k // 3}.forward.input.{k % 3}" for k in range(60_000)]
     keys = names[::-1][:40_000] + ["missing", ""] + names[:5]
     out = np.empty(len(keys), dtype=np.int64)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -10,20 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render import flat
 from msprobe_compare.render.celltext import CsvFormat, csv_field
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+from tests.native_helpers import native_module
 
 
 def _module():  # type: ignore[no-untyped-def]
-    module = native.load("_csvrows")
-    if module is None:
-        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
-            pytest.fail("MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare._csvrows is not importable")
-        pytest.skip("the _csvrows extension is not built")
-    return module
+    return native_module("_csvrows")
 
 
 def _numeric_column(values: np.ndarray, kind: np.ndarray, texts: list[object]) -> Column:

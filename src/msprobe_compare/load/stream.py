@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Generator, Iterator
 
 
 import orjson
@@ -277,24 +277,29 @@ def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[B
                     j = stopped - (lsep - 1)  # the entry's separator
                     nxt = buf.find(sep, j + lsep, k)
                     nxt = k if nxt < 0 else nxt
-                    for batch in _batches(buf, j, nxt, sep, end):
-                        if isinstance(batch, int):
-                            yield from _singles(_general_entries(path, pos + batch + lsep - 1, at_key=True,
-                                                                 expect_end=layout.data_end))  # fmt: skip
-                            return
-                        yield batch
-                    j = nxt
-                for batch in _batches(buf, j, k, sep, end) if j < k else ():
-                    if isinstance(batch, int):  # not an entry alone: the general path reads on from there
-                        yield from _singles(_general_entries(path, pos + batch + lsep - 1, at_key=True,
-                                                             expect_end=layout.data_end))  # fmt: skip
+                    if (yield from _object_path(path, layout, buf, j, nxt, sep, end, pos)):
                         return
-                    yield batch
+                    j = nxt
+                if j < k and (yield from _object_path(path, layout, buf, j, k, sep, end, pos)):
+                    return
                 if k == end:
                     return
                 i = k
             buf = buf[i:]
             pos += i
+
+
+def _object_path(path: Path, layout: _Layout, buf: bytes, i: int, k: int, sep: bytes, end: int,
+                 pos: int) -> Generator[Batch, None, bool]:  # fmt: skip
+    """The entries in buf[i:k] parsed as objects; when one does not parse alone, the general path reads the rest
+    of "data" from there, and the generator returns True (the caller stops)."""
+    for batch in _batches(buf, i, k, sep, end):
+        if isinstance(batch, int):
+            yield from _singles(_general_entries(path, pos + batch + len(sep) - 1, at_key=True,
+                                                 expect_end=layout.data_end))  # fmt: skip
+            return True
+        yield batch
+    return False
 
 
 def _batches(buf: bytes, i: int, k: int, sep: bytes, end: int) -> Iterator[Batch | int]:

@@ -1,0 +1,20 @@
+"""The optional C extensions in tests: skip without them, unless MSPROBE_REQUIRE_NATIVE=1 (CI) makes that a failure."""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+import pytest
+
+from msprobe_compare import native
+
+
+def native_module(name: str) -> ModuleType:
+    """The extension `msprobe_compare.<name>`; skips the test when it is not built (fails where it is required)."""
+    module = native.load(name)
+    if module is None:
+        if os.environ.get("MSPROBE_REQUIRE_NATIVE") == "1":
+            pytest.fail(f"MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare.{name} is not importable")
+        pytest.skip(f"the {name} extension is not built")
+    return module
