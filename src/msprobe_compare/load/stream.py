@@ -327,12 +327,8 @@ def _batches(buf: bytes, i: int, k: int, sep: bytes, end: int) -> Iterator[Batch
 
 def _parse_batch(buf: bytes, i: int, k: int, sep: bytes, final: bool) -> dict[str, Any] | None:
     """The entries in buf[i:k] (each starting with `sep`) parsed as one object, or None when that is not exact."""
-    text = buf[i + len(sep) - 1 : k].rstrip(JSON_WS)
-    if text.endswith(b","):
-        if final:
-            return None
-        text = text[:-1]
-    elif not final:
+    text = _members(buf[i + len(sep) - 1 : k], final)
+    if text is None:
         return None
     try:
         doc = orjson.loads(b"{" + text + b"}")
@@ -341,18 +337,22 @@ def _parse_batch(buf: bytes, i: int, k: int, sep: bytes, final: bool) -> dict[st
     return doc if len(doc) == buf.count(sep, i, k) else None
 
 
+def _members(text: bytes, final: bool) -> bytes | None:
+    """Object members followed by the comma before the next entry (none after the last): the members, or None."""
+    text = text.rstrip(JSON_WS)
+    if text.endswith(b","):
+        return None if final else text[:-1]
+    return text if final else None
+
+
 def _singles(entries: Iterator[Entry]) -> Iterator[Batch]:
     return ([entry] for entry in entries)
 
 
 def _parse_piece(piece: bytes, final: bool) -> Entry | None:
     """`name": body,` (the text after an entry-start quote) -> (name, body); None if it is not exactly that."""
-    body = piece.rstrip(JSON_WS)
-    if body.endswith(b","):
-        if final:
-            return None
-        body = body[:-1]
-    elif not final:
+    body = _members(piece, final)
+    if body is None:
         return None
     doc = _loads_or_none(b'{"' + body + b"}")
     if not isinstance(doc, dict) or len(doc) != 1:
