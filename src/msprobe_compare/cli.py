@@ -9,15 +9,19 @@ import os
 import sys
 from pathlib import Path
 
-from msprobe_compare import distribute
-from msprobe_compare.api import compare_directories, compare_files
-from msprobe_compare.config import CompareConfig, Options, load_config
-from msprobe_compare.errors import CompareError, UsageError
-from msprobe_compare.log import Console
-from msprobe_compare.merge import merge_results
-from msprobe_compare.render.files import prepare_output_dir
-from msprobe_compare.render import report
-from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
+# Our BLAS work always runs on one thread (measure/blas.py pins it); without this, OpenBLAS starts its own
+# threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from msprobe_compare import distribute  # noqa: E402 (after the BLAS setting)
+from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
+from msprobe_compare.config import CompareConfig, Options, load_config  # noqa: E402
+from msprobe_compare.errors import CompareError, UsageError  # noqa: E402
+from msprobe_compare.log import Console  # noqa: E402
+from msprobe_compare.merge import merge_results  # noqa: E402
+from msprobe_compare.render.files import prepare_output_dir  # noqa: E402
+from msprobe_compare.render import report  # noqa: E402
+from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written  # noqa: E402
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RowTable, StatKind
 from msprobe_compare.measure.stats import Cell
@@ -84,8 +85,9 @@ def _stack_cells(outcome: CompareOutcome) -> Column:
     code_of: dict[int, int] = {}  # id of a stack list -> its code (entries of one call site share the list)
     stacks, entries = npu.stacks, npu.entries
     firsts = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]] if len(ei) else [])
-    for i, e in zip(firsts.tolist(), ei[firsts].tolist()):
-        lines = stacks.get(entries[e])
+    if not stacks:
+        return Column(codes=codes, table=table)
+    for i, lines in zip(firsts.tolist(), map(stacks.get, map(entries.__getitem__, ei[firsts].tolist()))):
         if lines is not None:
             code = code_of.get(id(lines))
             if code is None:
@@ -187,7 +189,14 @@ def _object_array(items: list[Any]) -> np.ndarray:
 
 def _coded(values: list[Any]) -> Column:
     """A column of few distinct (hashable) values, coded: equal values share a code."""
-    index: dict[Any, int] = {}
+    join = native.load("_join")
+    if join is not None and type(values) is list:
+        # by identity in C (the rows share their dtype/shape objects), then equal values merged in the small table
+        raw, distinct = join.code_objects(values)
+        index: dict[Any, int] = {}
+        remap = np.fromiter((index.setdefault(v, len(index)) for v in distinct), dtype=np.int32, count=len(distinct))
+        return Column(codes=remap[np.frombuffer(raw, dtype=np.int32)], table=list(index))
+    index = {}
     for v in dict.fromkeys(values):
         index[v] = len(index)
     codes = np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
