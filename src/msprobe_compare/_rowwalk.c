@@ -798,21 +798,25 @@ static int32_t j_new(Parser *ps, uint8_t kind) {
     return ps->len++;
 }
 
+static uint8_t is_ws[256], ends_plain[256]; /* JSON whitespace; bytes that end a plain string run */
+
+static void j_tables(void) {
+    is_ws[' '] = is_ws['\n'] = is_ws['\r'] = is_ws['\t'] = 1;
+    for (int c = 0; c < 256; c++) ends_plain[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x7f;
+}
+
 static void j_ws(Parser *ps) {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t')) ps->p++;
+    const char *p = ps->p, *end = ps->end;
+    while (p < end && is_ws[(unsigned char)*p]) p++;
+    ps->p = p;
 }
 
 /* A string without escapes, of printable ASCII: its content span. 0 on success, -1 when not that. */
 static int j_string(Parser *ps, const char **s, Py_ssize_t *n) {
     const char *p = ps->p + 1; /* after the quote */
-    const char *q = p;
-    while (q < ps->end) {
-        unsigned char c = (unsigned char)*q;
-        if (c == '"') break;
-        if (c == '\\' || c < 0x20 || c >= 0x7f) return -1;
-        q++;
-    }
-    if (q >= ps->end) return -1;
+    const char *q = p, *end = ps->end;
+    while (q < end && !ends_plain[(unsigned char)*q]) q++;
+    if (q >= end || *q != '"') return -1; /* an escape, a control or non-ASCII byte, or no end */
     *s = p;
     *n = q - p;
     ps->p = q + 1;
@@ -1512,6 +1516,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowwalk", "Native w
 
 PyMODINIT_FUNC PyInit__rowwalk(void) {
     crc_init();
+    j_tables();
     INTERN(s_type, "type");
     INTERN(s_dtype, "dtype");
     INTERN(s_shape, "shape");
