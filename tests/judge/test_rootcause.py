@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import DATA
@@ -130,3 +131,18 @@ def test_advisor_file_has_root_cause_section(run_cli):
             "before Functional.relu.1.forward's input") in text  # fmt: skip
     assert "first differing row: Functional.relu.1.forward.input.0" in text
     assert "Root cause: after Module.fc2.Linear.forward.0's output" in run.out
+
+
+
+@pytest.mark.parametrize("case", sorted(BOUNDARIES) + sorted(COMPUTATIONS))
+def test_segment_reductions_equal_the_unordered_path(case, monkeypatch):
+    """Per-entry reductions over contiguous row segments (rows in entry order) give what ufunc.at gives."""
+    from msprobe_compare.judge import rootcause
+
+    outcome = outcome_of(case, monkeypatch)
+    fast = rootcause.analyse(outcome, outcome.rootcause.parents)
+    monkeypatch.setattr(rootcause, "_in_entry_order", lambda ei: False)
+    slow = rootcause.analyse(outcome, outcome.rootcause.parents)
+    assert fast.states == slow.states and fast.origins == slow.origins
+    assert np.array_equal(fast.in_scores, slow.in_scores, equal_nan=True)
+    assert np.array_equal(fast.out_scores, slow.out_scores, equal_nan=True)

@@ -207,6 +207,10 @@ def _config_rows(o: CompareOutcome, scalar: np.ndarray) -> np.ndarray:
     return out
 
 
+def _in_entry_order(ei: np.ndarray) -> bool:
+    return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
+
+
 def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> RootCause:
     npu = o.npu
     entries = npu.entries
@@ -221,22 +225,34 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> 
     is_out = (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)
     ei = npu.entry_index
 
+    # rows come in entry order (the builder appends them so): reductions over contiguous segments; any other
+    # order takes the unbuffered ufunc.at path
+    in_order = _in_entry_order(ei)
+    seg = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]]) if len(ei) else np.zeros(0, dtype=np.intp)
+    seg_entry = ei[seg]
+
     def per_entry(mask: np.ndarray, values: np.ndarray, fill: float) -> np.ndarray:
         out = np.full(n_entries, fill)
-        sel = mask & ~np.isnan(values)
-        np.maximum.at(out, ei[sel], values[sel])
+        if in_order and len(seg):
+            out[seg_entry] = np.maximum.reduceat(np.where(mask & ~np.isnan(values), values, fill), seg)
+        elif not in_order:
+            sel = mask & ~np.isnan(values)
+            np.maximum.at(out, ei[sel], values[sel])
         return out
 
-    in_diff = np.zeros(n_entries, dtype=bool)
-    np.logical_or.at(in_diff, ei, is_in & tensor_row & differs)
-    out_diff = np.zeros(n_entries, dtype=bool)
-    np.logical_or.at(out_diff, ei, is_out & differs)
-    any_known = np.zeros(n_entries, dtype=bool)
-    np.logical_or.at(any_known, ei, known)
-    cfg_diff = np.zeros(n_entries, dtype=bool)
-    np.logical_or.at(cfg_diff, ei, is_in & config)
-    has_out = np.zeros(n_entries, dtype=bool)
-    np.logical_or.at(has_out, ei, is_out & known)
+    def any_per_entry(mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(n_entries, dtype=bool)
+        if in_order and len(seg):
+            out[seg_entry] = np.logical_or.reduceat(mask, seg)
+        elif not in_order:
+            np.logical_or.at(out, ei, mask)
+        return out
+
+    in_diff = any_per_entry(is_in & tensor_row & differs)
+    out_diff = any_per_entry(is_out & differs)
+    any_known = any_per_entry(known)
+    cfg_diff = any_per_entry(is_in & config)
+    has_out = any_per_entry(is_out & known)
     in_scores = per_entry(is_in & tensor_row, score, -np.inf)
     out_scores = per_entry(is_out, score, -np.inf)
     in_scores[np.isneginf(in_scores)] = np.nan
