@@ -1,6 +1,6 @@
 /* Native twin of measure/legacy_parse.reference_parse: float64 values -> the value the reference's lossy parse
- * of their Python text gives (see legacy_parse.py for the rules). Bit-identical to the Python version
- * (tests/measure/test_legacy_parse_native.py). */
+ * of their Python text gives (see legacy_parse.py for the rules). The texts are orjson's shortest digits (the
+ * digits repr chooses) in repr's layout. Bit-identical to the numpy version (tests/measure/test_legacy_parse.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -52,39 +52,83 @@ static double parse_repr(const char *s) {
     return scale(acc, int_digits - kept + exp10);
 }
 
-static PyObject *reference_parse(PyObject *self, PyObject *args) {
-    Py_buffer in, out;
-    if (!PyArg_ParseTuple(args, "y*w*", &in, &out)) return NULL;
-    PyObject *result = NULL;
-    if (in.len != out.len || in.len % (Py_ssize_t)sizeof(double) != 0) {
-        PyErr_SetString(PyExc_ValueError, "reference_parse: buffers of float64 of the same length expected");
-        goto done;
-    }
-    const double *src = (const double *)in.buf;
-    double *dst = (double *)out.buf;
-    Py_ssize_t n = in.len / (Py_ssize_t)sizeof(double);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double v = src[i];
-        if (!Py_IS_FINITE(v)) {
-            dst[i] = v;
-            continue;
+/* Python's repr of a finite float from orjson's shortest-digit text of it (as _csvrows.c: same digits, repr's
+ * layout for exponents and for 1e-5 <= |x| < 1e-4), into buf (NUL-terminated). Returns 0, or -1 if too long. */
+static int repr_from_orjson(const char *t, Py_ssize_t n, char *buf, size_t size) {
+    size_t k = 0;
+#define PUT(c)                          \
+    do {                                \
+        if (k + 1 >= size) return -1;   \
+        buf[k++] = (c);                 \
+    } while (0)
+    const char *e = memchr(t, 'e', (size_t)n);
+    if (e) {
+        for (const char *q = t; q <= e; q++) PUT(*q);
+        const char *x = e + 1;
+        int neg = x < t + n && *x == '-';
+        if (neg || (x < t + n && *x == '+')) x++;
+        PUT(neg ? '-' : '+');
+        if (t + n - x < 2) PUT('0');
+        for (; x < t + n; x++) PUT(*x);
+    } else {
+        int neg = n > 0 && *t == '-';
+        const char *u = t + neg;
+        Py_ssize_t un = n - neg;
+        if (un > 6 && memcmp(u, "0.0000", 6) == 0 && u[6] >= '1' && u[6] <= '9') {
+            if (neg) PUT('-');
+            PUT(u[6]);
+            if (un > 7) {
+                PUT('.');
+                for (Py_ssize_t i = 7; i < un; i++) PUT(u[i]);
+            }
+            PUT('e');
+            PUT('-');
+            PUT('0');
+            PUT('5');
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) PUT(t[i]);
         }
-        char *text = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (!text) goto done;
-        dst[i] = parse_repr(text);
-        PyMem_Free(text);
     }
+#undef PUT
+    buf[k] = 0;
+    return 0;
+}
+
+/* reference_parse_orjson(text, dst): dst[i] = the reference's parse of the repr of the i-th number of orjson's
+ * array text "[a,b,...]" of finite float64 values (the shortest digits, as repr's, without repr's cost). */
+static PyObject *reference_parse_orjson(PyObject *self, PyObject *args) {
+    const char *text;
+    Py_ssize_t len;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "y#w*", &text, &len, &out)) return NULL;
+    PyObject *result = NULL;
+    double *dst = (double *)out.buf;
+    Py_ssize_t n = out.len / (Py_ssize_t)sizeof(double), i = 0;
+    const char *p = text + 1, *end = text + len - 1; /* inside the brackets */
+    if (len < 2 || text[0] != '[' || text[len - 1] != ']') goto bad;
+    while (i < n && p < end) {
+        const char *q = p;
+        while (q < end && *q != ',') q++;
+        char buf[64];
+        if (repr_from_orjson(p, q - p, buf, sizeof(buf)) < 0 || !(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+            goto bad;
+        dst[i++] = parse_repr(buf);
+        p = q < end ? q + 1 : q;
+    }
+    if (i != n || p != end) goto bad;
     Py_INCREF(Py_None);
     result = Py_None;
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "reference_parse_orjson: not orjson's text of that many finite numbers");
 done:
-    PyBuffer_Release(&in);
     PyBuffer_Release(&out);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"reference_parse", reference_parse, METH_VARARGS,
-     "reference_parse(src, dst): dst[i] = the reference's parse of repr(src[i]) (float64 buffers, C order)"},
+    {"reference_parse_orjson", reference_parse_orjson, METH_VARARGS,
+     "reference_parse_orjson(text, dst): the parse of each number of orjson's array text of finite floats"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -140,6 +140,13 @@ class RawCells(Mapping[tuple[int, int], Any]):
                 raise KeyError(key)
         return value
 
+    def column(self, rows: list[int], col: int) -> list[Any]:
+        """The raw values of `rows` in column `col` (each must hold one), as `[self[(r, col)] for r in rows]`."""
+        cells = list(map(self._rows.__getitem__, rows))
+        if any(type(v) is _Cells for v in cells):
+            return [self[(r, col)] for r in rows]
+        return cells
+
     def __iter__(self) -> Iterator[tuple[int, int]]:
         for row, value in self._rows.items():
             if type(value) is _Cells:

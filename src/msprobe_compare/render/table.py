@@ -16,7 +16,7 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RowTable, StatKind
+from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
@@ -269,7 +269,10 @@ _RAW_MEMO = (bool, int, str, type(None))  # style.raw of equal values of one of 
 def _raw_cells(table: RowTable, col: int, rows: np.ndarray, style: Style) -> list[Any]:
     """style.raw of the raw statistics of `rows` in column `col`, converted once per distinct value."""
     raw = table.raw
-    values = list(map(raw.__getitem__, zip(rows.tolist(), [col] * len(rows))))
+    if isinstance(raw, RawCells):
+        values = raw.column(rows.tolist(), col)
+    else:  # any mapping (row, column) -> value
+        values = list(map(raw.__getitem__, zip(rows.tolist(), [col] * len(rows))))
     kinds = list(map(type, values))
     if not set(kinds) <= set(_RAW_MEMO):
         return [style.raw(v) for v in values]
