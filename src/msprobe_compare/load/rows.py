@@ -142,9 +142,9 @@ class RawCells(Mapping[tuple[int, int], Any]):
 
     def column(self, rows: list[int], col: int) -> list[Any]:
         """The raw values of `rows` in column `col` (each must hold one), as `[self[(r, col)] for r in rows]`."""
-        cells = list(map(self._rows.__getitem__, rows))
-        if any(type(v) is _Cells for v in cells):
-            return [self[(r, col)] for r in rows]
+        cells = [v[col] if type(v) is _Cells else v for v in map(self._rows.__getitem__, rows)]
+        if _ABSENT in cells:  # a row without a raw value in this column
+            raise KeyError((rows[cells.index(_ABSENT)], col))
         return cells
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
