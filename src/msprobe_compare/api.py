@@ -143,8 +143,11 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     if stack_path is not None:
         check_input_file(stack_path, "stack_path")
         stacks = read_stack_json(stack_path)
+    tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
-                               parallel=cfg.options.parallel_read and cfg.options.jobs != 1)  # fmt: skip
+                               parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
+                               meanwhile=lambda: tree.append(_module_tree(cfg.npu_path.parent / "construct.json",
+                                                                          console)))  # fmt: skip
     if not npu.entries:
         console.warning("No APIs found in dump.json.")
     mode = detect_mode(npu_dump, bench_dump, npu.has_md5, bench.has_md5)
@@ -183,7 +186,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         tensors = measure_tensors(cfg, npu, bench, match, console)
     return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                 parents=_module_tree(cfg.npu_path.parent / "construct.json", console))  # fmt: skip
+                 parents=tree[0])  # fmt: skip
 
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:

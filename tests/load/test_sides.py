@@ -108,3 +108,13 @@ def test_pack_round_trip_on_odd_texts(tmp_path: Path, odd: str) -> None:
     back = sides.unpack(pickle.loads(pickle.dumps(packed)))
     same_tables(back, table)
     assert back.md5 == table.md5 and back.entries == table.entries
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_meanwhile_runs_once_after_the_npu_side(parallel: bool) -> None:
+    npu, bench = DUMPS[0], DUMPS[-1]
+    calls: list[int] = []
+    a_npu, a_bench = sides.flatten_sides(npu, open_dump(npu)[1], {}, bench, open_dump(bench)[1], parallel=parallel,
+                                         meanwhile=lambda: calls.append(os.getpid()))  # fmt: skip
+    assert calls == [os.getpid()]
+    same_tables(a_bench, flatten(bench, open_dump(bench)[1]))

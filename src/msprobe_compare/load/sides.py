@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,15 @@ def flatten_sides(
     bench_path: Path,
     bench_entries: Iterable[tuple[str, Any]],
     parallel: bool = True,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[RowTable, RowTable]:
-    """(npu, bench) row tables; the bench side in a forked child when `parallel` and worthwhile."""
+    """(npu, bench) row tables; the bench side in a forked child when `parallel` and worthwhile. `meanwhile` runs
+    once in this process after the NPU side is read (while the child may still be reading)."""
     if not (parallel and _worth_forking(npu_path, bench_path)):
-        return flatten(npu_path, npu_entries, stacks), flatten(bench_path, bench_entries)
+        npu = flatten(npu_path, npu_entries, stacks)
+        if meanwhile is not None:
+            meanwhile()
+        return npu, flatten(bench_path, bench_entries)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: flatten the bench side, send it (or its error), exit without cleanup handlers
@@ -57,6 +62,8 @@ def flatten_sides(
     os.close(write_fd)
     try:
         npu = flatten(npu_path, npu_entries, stacks)
+        if meanwhile is not None:
+            meanwhile()
         with os.fdopen(read_fd, "rb") as inp:
             data = inp.read()  # until the child closes its end
     except BaseException:
