@@ -22,6 +22,7 @@ from msprobe_compare.merge import merge_results  # noqa: E402
 from msprobe_compare.render.files import prepare_output_dir  # noqa: E402
 from msprobe_compare.render import report  # noqa: E402
 from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written  # noqa: E402
+from msprobe_compare.runtime import tune_malloc  # noqa: E402
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     args = parser.parse_args(argv)
+    tune_malloc()
     console = Console()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         console.warning(
