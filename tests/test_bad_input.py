@@ -159,12 +159,3 @@ def test_existing_result_is_never_overwritten(run_cli, case, tmp_path):
     assert len(after) == 2 * len(before)
     assert all(after[name] == data for name, data in before.items())
 
-
-def test_tune_malloc_takes_effect_on_glibc_only() -> None:
-    import platform
-    import sys
-
-    from msprobe_compare.runtime import tune_malloc
-
-    expected = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert tune_malloc() is expected
