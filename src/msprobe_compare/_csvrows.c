@@ -10,6 +10,9 @@
  *                                   "-"; KIND_OTHER 3: texts[codes[i]]. The digits of finite floats come from
  *                                   orjson's text (shortest round trip, as repr), re-laid out as repr writes
  *                                   them; anything else from Python's own repr/str.
+ * JSON lines (json=True): a numeric column has two more items, the text before and after each number (the
+ * member's key and the row's braces); floats are orjson's own text, percents and non-finite floats quoted texts,
+ * and nothing is put between cells or after rows (the texts carry it).
  * Fields are joined with "," and rows end with "\r\n", as csv.writer (excel dialect) writes them. The texts are
  * Python's own (repr via PyOS_double_to_string, str of ints), so the bytes equal the Python path's.
  */
@@ -122,6 +125,8 @@ typedef struct {
     int has_values, has_kinds, has_codes;
     const char *num; /* orjson's text of the values: "[a,b,...]"; the cursor moves along */
     const char *num_end;
+    const char *pre, *suf; /* JSON lines: the text before and after a number ("key": and separators) */
+    Py_ssize_t pre_n, suf_n;
 } Spec;
 
 static void release(Spec *specs, Py_ssize_t m) {
@@ -146,7 +151,8 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int *flag, Py_ssize_t item
 static PyObject *csv_block(PyObject *self, PyObject *args) {
     PyObject *columns;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &columns, &n)) return NULL;
+    int json = 0;
+    if (!PyArg_ParseTuple(args, "O!n|p", &PyList_Type, &columns, &n, &json)) return NULL;
     Py_ssize_t m = PyList_GET_SIZE(columns);
     Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
     if (!specs) return PyErr_NoMemory();
@@ -166,7 +172,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             s->type = C_CODED;
             s->texts = PyTuple_GET_ITEM(c, 1);
             if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->codes, &s->has_codes, 4, n, "codes") < 0) goto done;
-        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 5) {
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == (json ? 7 : 5)) {
             s->type = C_NUMERIC;
             s->texts = PyTuple_GET_ITEM(c, 3);
             PyObject *num = PyTuple_GET_ITEM(c, 4);
@@ -180,8 +186,18 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             }
             s->num = PyBytes_AS_STRING(num) + 1;
             s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
+            if (json) {
+                PyObject *pre = PyTuple_GET_ITEM(c, 5), *suf = PyTuple_GET_ITEM(c, 6);
+                if (!PyUnicode_Check(pre) || !PyUnicode_Check(suf)) {
+                    PyErr_SetString(PyExc_TypeError, "csv_block: the JSON prefix and suffix must be str");
+                    goto done;
+                }
+                s->pre = PyUnicode_AsUTF8AndSize(pre, &s->pre_n);
+                s->suf = PyUnicode_AsUTF8AndSize(suf, &s->suf_n);
+                if (!s->pre || !s->suf) goto done;
+            }
         } else {
-            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2 or 5 items");
+            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2 or 5 (JSON: 7) items");
             goto done;
         }
         if (!PyList_Check(s->texts)) {
@@ -192,7 +208,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         for (Py_ssize_t k = 0; k < m; k++) {
             Spec *s = &specs[k];
-            if (k && out_put(&o, ",", 1) < 0) goto done;
+            if (k && !json && out_put(&o, ",", 1) < 0) goto done;
             PyObject *text = NULL;
             if (s->type == C_TEXTS) {
                 text = PyList_GET_ITEM(s->texts, i);
@@ -221,6 +237,24 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 } else {
                     double v = ((const double *)s->values.buf)[i];
                     int bad;
+                    if (json) { /* as orjson writes the value: floats in its own layout, texts quoted */
+                        int finite = Py_IS_FINITE(v) && !(tok_n == 4 && memcmp(tok, "null", 4) == 0);
+                        bad = out_put(&o, s->pre, s->pre_n) < 0;
+                        if (kind == 2 || !finite) {
+                            bad = bad || out_put(&o, "\"", 1) < 0 ||
+                                  (finite ? put_orjson_as_repr(&o, tok, tok_n) : put_repr(&o, v, 0)) < 0 ||
+                                  (kind == 2 && out_put(&o, "%", 1) < 0) || out_put(&o, "\"", 1) < 0;
+                        } else if (kind == 1) {
+                            bad = bad || (v == 0.0 ? out_put(&o, "0", 1)
+                                          : fabs(v) < 1e16 && tok_n > 2 && memcmp(tok + tok_n - 2, ".0", 2) == 0
+                                              ? out_put(&o, tok, tok_n - 2)
+                                              : put_int(&o, v)) < 0;
+                        } else {
+                            bad = bad || out_put(&o, tok, tok_n) < 0;
+                        }
+                        if (bad || out_put(&o, s->suf, s->suf_n) < 0) goto done;
+                        continue;
+                    }
                     if (!Py_IS_FINITE(v) || (tok_n == 4 && memcmp(tok, "null", 4) == 0)) {
                         bad = kind == 1 ? put_int(&o, v) : put_repr(&o, v, kind == 2);
                     } else if (kind == 1) { /* orjson's "D.0" below 1e16 is str(int) once ".0" goes */
@@ -240,7 +274,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             }
             if (put_text(&o, text) < 0) goto done;
         }
-        if (m && out_put(&o, "\r\n", 2) < 0) goto done;
+        if (m && !json && out_put(&o, "\r\n", 2) < 0) goto done; /* JSON lines: the last suffix ends the line */
     }
     result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
 done:
@@ -250,7 +284,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"csv_block", csv_block, METH_VARARGS, "csv_block(columns, n) -> bytes of n CSV rows (see the module source)"},
+    {"csv_block", csv_block, METH_VARARGS,
+     "csv_block(columns, n, json=False) -> bytes of n CSV rows, or JSON lines (see the module source)"},
     {NULL, NULL, 0, NULL},
 };
 

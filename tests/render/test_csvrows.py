@@ -78,3 +78,48 @@ def test_whole_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     flat.write_csv(tmp_path / "python.csv", ["A", "B", "C", "D"], columns, colours)
     assert (tmp_path / "native.csv").read_bytes() == (tmp_path / "python.csv").read_bytes()
+
+
+def _json_rows(col: Column) -> list[str]:
+    from msprobe_compare.render.celltext import JsonFormat
+
+    fast = _module()
+    n = len(col)
+    fmt = JsonFormat("k", "{", "}\n")
+    return fast.csv_block([flat._json_spec(fmt, col, 0, n)], n, True).decode("utf-8").splitlines()
+
+
+def test_json_lines_of_every_kind() -> None:
+    from msprobe_compare.render.celltext import json_value
+
+    rng = np.random.default_rng(4)
+    n = 40_000
+    with np.errstate(over="ignore"):
+        values = rng.standard_normal(n) * 10.0 ** rng.integers(-330, 308, n)
+    values[::11] = 10.0 ** rng.integers(-20, 25, len(values[::11]))
+    values[::17], values[1::19], values[2::23], values[3::29] = np.nan, np.inf, -np.inf, -0.0
+    values[5::37] = rng.uniform(1e-5, 1e-4, len(values[5::37]))
+    kind = rng.integers(0, 4, n).astype(np.int8)
+    ints = kind == KIND_INT
+    values[ints] = np.clip(np.trunc(np.nan_to_num(values[ints], nan=7.0)), -9e18, 9e18)
+    col = _numeric_column(values, kind, ["N/A", 'quo"te', "ünï", "\\back"])
+    assert _json_rows(col) == ["{" + '"k":' + json_value(v) + "}" for v in col.cells()]
+
+
+def test_jsonl_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _module()
+    n = 3000
+    rng = np.random.default_rng(8)
+    names = [f"Functional.op{k % 13}.{k}.forward" for k in range(n)]
+    kind = rng.integers(0, 4, n).astype(np.int8)
+    values = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 20, n)
+    values[kind == KIND_INT] = np.clip(np.trunc(values[kind == KIND_INT]), -(2.0**53), 2.0**53)  # as table makes them
+    values[(np.arange(n) % 31 == 0) & (kind != KIND_INT)] = np.nan
+    coded = Column(codes=(np.arange(n) % 3).astype(np.int32), table=["pass", "Warning", 'e"rror'])
+    columns = [names, _numeric_column(values, kind, ["N/A", "x"]), coded, _numeric_column(-values, kind, ["y"])]
+    colours = [Colour.RED if k % 11 == 0 else Colour.NONE for k in range(n)]
+    header = ["Name", "Value", "Result", "Name"]  # a repeated name keeps its first place and its last value
+    flat.write_jsonl(tmp_path / "native.jsonl", header, columns, colours)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    flat.write_jsonl(tmp_path / "python.jsonl", header, columns, colours)
+    assert (tmp_path / "native.jsonl").read_bytes() == (tmp_path / "python.jsonl").read_bytes()

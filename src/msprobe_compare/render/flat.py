@@ -84,7 +84,7 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequ
     _write_rows(path, n, head.getvalue().encode("utf-8"), block)
 
 
-def _csv_spec(fmt: CsvFormat, col: Column | Sequence[Any], lo: int, hi: int) -> Any:
+def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int) -> Any:
     """Rows [lo, hi) of a column in the form _csvrows.csv_block takes: numbers stay numbers, texts come from
     CsvFormat (each distinct value formatted once per column)."""
     if isinstance(col, Column) and col.codes is not None:
@@ -97,6 +97,12 @@ def _csv_spec(fmt: CsvFormat, col: Column | Sequence[Any], lo: int, hi: int) -> 
         numbers = orjson.dumps(np.where(kind == KIND_OTHER, np.nan, values), option=orjson.OPT_SERIALIZE_NUMPY)
         return values, kind, codes[lo:hi], texts, numbers
     return fmt.column(col, lo, hi)
+
+
+def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int) -> Any:
+    """`_csv_spec` for JSON lines: numbers also carry the member's text before and after them."""
+    spec = _csv_spec(fmt, col, lo, hi)
+    return (*spec, fmt.prefix, fmt.suffix) if isinstance(spec, tuple) and len(spec) == 5 else spec
 
 
 def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
@@ -113,8 +119,11 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Se
     formats = [JsonFormat(keys[k], "{" if pos == 0 else ",", "}\n" if pos == len(order) - 1 else "")
                for pos, k in enumerate(order)]  # fmt: skip
     ordered = [cols[k] for k in order]
+    fast = native.load("_csvrows")
 
     def block(lo: int, hi: int) -> bytes:
+        if fast is not None:
+            return fast.csv_block([_json_spec(f, col, lo, hi) for f, col in zip(formats, ordered)], hi - lo, True)
         items = row_items(formats, ordered, lo, hi)
         return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
 
