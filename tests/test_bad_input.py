@@ -158,4 +158,3 @@ def test_existing_result_is_never_overwritten(run_cli, case, tmp_path):
     after = {p.name: p.read_bytes() for p in out.iterdir()}
     assert len(after) == 2 * len(before)
     assert all(after[name] == data for name, data in before.items())
-

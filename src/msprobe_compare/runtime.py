@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import os
+import platform
 import sys
+import threading
 from collections.abc import Iterator
 
 
@@ -36,18 +39,32 @@ def tune_malloc() -> bool:
     the heap, which grows in 256 MiB steps and is trimmed only above 1 GiB free. Peak memory is unchanged (freed
     blocks are reused); the process is short-lived. Returns whether the settings took effect (False elsewhere).
     """
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":  # musl has no such knobs
         return False
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        gnu_get_libc_version = libc.gnu_get_libc_version  # glibc only (musl has no such knobs)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    del gnu_get_libc_version
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     ok = mallopt(_M_MMAP_THRESHOLD, 32 << 20) == 1
     ok &= mallopt(_M_TRIM_THRESHOLD, 1 << 30) == 1
     ok &= mallopt(_M_TOP_PAD, 256 << 20) == 1
     return bool(ok)
+
+
+def can_fork() -> bool:
+    """Whether a helper process may be forked here: POSIX, two or more cores, and no other thread running (forking
+    a process that runs other threads, such as Ray's or a host application's, is unsafe)."""
+    return hasattr(os, "fork") and (os.cpu_count() or 1) >= 2 and threading.active_count() == 1
+
+
+def reap(pid: int, kill: bool = False) -> int:
+    """Wait for a forked child (killed first when `kill`); its exit status (-1 if it cannot be known)."""
+    if kill:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return -1

@@ -462,5 +462,22 @@ def flatten(
     return builder.build(stacks or {})
 
 
+def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """(int32 code per value, the distinct values in order of first appearance): equal values share a code.
+
+    Rows share their dtype/shape text objects, so the native module codes by identity in C first and the few
+    distinct objects are then merged by value."""
+    join = native.load("_join")
+    if join is not None and type(values) is list:
+        raw, distinct = join.code_objects(values)
+        index: dict[Any, int] = {}
+        remap = np.fromiter((index.setdefault(v, len(index)) for v in distinct), dtype=np.int32, count=len(distinct))
+        return remap[np.frombuffer(raw, dtype=np.int32)], list(index)
+    index = {}
+    for v in dict.fromkeys(values):
+        index[v] = len(index)
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values)), list(index)
+
+
 def entry_names(table: RowTable) -> Iterable[str]:
     return (table.entries[i] for i in table.entry_index)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from pathlib import Path
@@ -19,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_compare import native
 from msprobe_compare.errors import CompareError, InputError
-from msprobe_compare.load.rows import RowTable, flatten
+from msprobe_compare.load.rows import RowTable, coded, flatten
+from msprobe_compare.runtime import can_fork, reap
 
 PARALLEL_MIN_BYTES = 16 << 20  # below this (both files together) a fork costs more than it saves
 
@@ -67,9 +66,9 @@ def flatten_sides(
         with os.fdopen(read_fd, "rb") as inp:
             data = inp.read()  # until the child closes its end
     except BaseException:
-        _reap(pid, kill=True)
+        reap(pid, kill=True)
         raise
-    if _reap(pid) != 0 or not data:
+    if reap(pid) != 0 or not data:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
     payload = pickle.loads(data)
     if payload[0] == "error":
@@ -89,28 +88,13 @@ def pack(table: RowTable) -> Any:
     a million strings one by one costs a second). Texts holding NUL are left to pickle as they are."""
     packed: dict[str, Any] = {}
     for name in _JOINED:
-        items = getattr(table, name)
-        joined = "\0".join(items)
-        if joined.count("\0") != max(len(items) - 1, 0):
-            return table  # a NUL inside a text: plain pickle
-        packed[name] = (len(items), joined.encode("utf-8", "surrogatepass"))
-    join = native.load("_join")
+        packed[name] = _joined(getattr(table, name))
     for name in _CODED:
-        items = getattr(table, name)
-        if join is not None and type(items) is list:
-            raw, distinct = join.code_objects(items)  # by identity, in C
-            packed[name] = (np.frombuffer(raw, dtype=np.int32), distinct)
-        else:
-            index: dict[str, int] = {}
-            codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
-            packed[name] = (codes, list(index))
-    md5 = table.md5
-    present = np.fromiter((x is not None for x in md5), dtype=bool, count=len(md5))
-    texts = [x for x in md5 if x is not None]
-    joined = "\0".join(texts)
-    if joined.count("\0") != max(len(texts) - 1, 0):
-        return table
-    packed["md5"] = (present, len(texts), joined.encode("utf-8", "surrogatepass"))
+        packed[name] = coded(getattr(table, name))
+    present = np.fromiter((x is not None for x in table.md5), dtype=bool, count=len(table.md5))
+    packed["md5"] = (present, _joined([x for x in table.md5 if x is not None]))
+    if any(packed[name] is None for name in _JOINED) or packed["md5"][1] is None:
+        return table  # a NUL inside a text: plain pickle
     rest = {f.name: getattr(table, f.name) for f in fields(table) if f.name not in packed}
     return _Packed(packed, rest)
 
@@ -120,21 +104,30 @@ def unpack(data: Any) -> RowTable:
     if isinstance(data, RowTable):
         return data
     packed, rest = data.packed, data.rest
-    columns: dict[str, Any] = {}
-    for name in _JOINED:
-        count, raw = packed[name]
-        columns[name] = raw.decode("utf-8", "surrogatepass").split("\0") if count else []
+    columns: dict[str, Any] = {name: _split(packed[name]) for name in _JOINED}
     for name in _CODED:
         codes, table = packed[name]
         objects = np.empty(len(table), dtype=object)
         objects[:] = table
         columns[name] = objects[codes].tolist()
-    present, count, raw = packed["md5"]
+    present, texts = packed["md5"]
     md5 = np.full(len(present), None, dtype=object)
-    if count:
-        md5[present] = raw.decode("utf-8", "surrogatepass").split("\0")
+    md5[present] = _split(texts)
     columns["md5"] = md5.tolist()
     return RowTable(**columns, **rest)
+
+
+def _joined(items: list[str]) -> tuple[int, bytes] | None:
+    """(count, NUL-joined UTF-8) of texts, or None when a text holds a NUL itself."""
+    joined = "\0".join(items)
+    if joined.count("\0") != max(len(items) - 1, 0):
+        return None
+    return len(items), joined.encode("utf-8", "surrogatepass")
+
+
+def _split(packed: tuple[int, bytes]) -> list[str]:
+    count, raw = packed
+    return raw.decode("utf-8", "surrogatepass").split("\0") if count else []
 
 
 class _Packed:
@@ -148,24 +141,9 @@ class _Packed:
 
 
 def _worth_forking(npu_path: Path, bench_path: Path) -> bool:
-    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
-        return False
-    if threading.active_count() > 1:  # forking a process that runs other threads (Ray, a host app) is unsafe
+    if not can_fork():
         return False
     try:
         return npu_path.stat().st_size + bench_path.stat().st_size >= PARALLEL_MIN_BYTES
     except OSError:
         return False
-
-
-def _reap(pid: int, kill: bool = False) -> int:
-    """Wait for the child (killed first when `kill`); its exit status (-1 if it cannot be known)."""
-    if kill:
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    except ChildProcessError:
-        return -1

@@ -418,7 +418,7 @@ class _Format:
     def _rest(self, col: Column, rows: np.ndarray, kind: np.ndarray) -> tuple[list[str], np.ndarray]:
         """Texts of the cells left out of the bulk numbers (other values, numbers of the other kind): the
         distinct texts, and a code per cell into them."""
-        codes_of, texts = self._other_codes(col)
+        codes_of, texts = self.other_codes(col)
         codes = codes_of[rows].astype(np.int64)
         numbers = np.flatnonzero(codes < 0)  # numbers of the other kind: each its own text, after the others
         if not len(numbers):
@@ -429,7 +429,7 @@ class _Format:
         codes[numbers] = np.arange(len(texts), len(texts) + len(numbers))
         return texts + self.strings(cells), codes
 
-    def _other_codes(self, col: Column) -> tuple[np.ndarray, list[str]]:
+    def other_codes(self, col: Column) -> tuple[np.ndarray, list[str]]:
         """For the whole column: a code per KIND_OTHER cell into the texts of its distinct objects (-1 for
         the numbers), made once per column and format."""
         memo = self.__dict__.setdefault("_others", {})

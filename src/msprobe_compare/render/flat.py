@@ -21,7 +21,6 @@ import csv
 import io
 import os
 import shutil
-import threading
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
@@ -32,7 +31,7 @@ import orjson
 
 from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.runtime import gc_paused
+from msprobe_compare.runtime import can_fork, gc_paused, reap
 from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
@@ -90,7 +89,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
     if isinstance(col, Column) and col.kind is not None:
-        codes, texts = fmt._other_codes(col)
+        codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
         # orjson writes the shortest round-trip digits fast; _csvrows puts them in repr's layout
@@ -130,10 +129,10 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Se
     _write_rows(path, n, b"", block)
 
 
-def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], bytes], parallel: bool = True) -> None:
+def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], bytes]) -> None:
     """`head`, then `block(lo, hi)` over rows [0, n) in BLOCK_ROWS steps; the second half of the rows formatted by
-    a forked child when `parallel` and worthwhile (see the module docstring)."""
-    mid = _split_point(n) if parallel else None
+    a forked child when worthwhile (see the module docstring)."""
+    mid = _split_point(n)
     with open(path, "wb") as f, gc_paused():
         f.write(head)
         if mid is None:
@@ -151,7 +150,7 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
                 os._exit(status)
         try:
             _blocks(f, block, 0, mid)
-            ok = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+            ok = reap(pid) == 0
             pid = 0
             if ok:
                 with open(part, "rb") as g:
@@ -160,16 +159,13 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
                 _blocks(f, block, mid, n)
         finally:
             if pid:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
+                reap(pid, kill=True)
             part.unlink(missing_ok=True)
 
 
 def _split_point(n: int) -> int | None:
     """Where the child's rows start, or None for one process."""
-    if n < PARALLEL_MIN_ROWS or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
-        return None
-    if threading.active_count() > 1:  # forking a process that runs other threads is unsafe
+    if n < PARALLEL_MIN_ROWS or not can_fork():
         return None
     return (n // 2 // BLOCK_ROWS) * BLOCK_ROWS or None
 

@@ -14,9 +14,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind
+from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
@@ -189,18 +188,8 @@ def _object_array(items: list[Any]) -> np.ndarray:
 
 def _coded(values: list[Any]) -> Column:
     """A column of few distinct (hashable) values, coded: equal values share a code."""
-    join = native.load("_join")
-    if join is not None and type(values) is list:
-        # by identity in C (the rows share their dtype/shape objects), then equal values merged in the small table
-        raw, distinct = join.code_objects(values)
-        index: dict[Any, int] = {}
-        remap = np.fromiter((index.setdefault(v, len(index)) for v in distinct), dtype=np.int32, count=len(distinct))
-        return Column(codes=remap[np.frombuffer(raw, dtype=np.int32)], table=list(index))
-    index = {}
-    for v in dict.fromkeys(values):
-        index[v] = len(index)
-    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
-    return Column(codes=codes, table=list(index))
+    codes, table = coded(values)
+    return Column(codes=codes, table=table)
 
 
 def _take_coded(values: list[Any], match: np.ndarray) -> Column:
