@@ -4,7 +4,7 @@ one/five-thousandths error ratios, plus the Err_message codes and the `Accuracy 
 Each pair is read once, in C-order chunks of `chunk_elems` elements, with float64 accumulators, so peak memory is a
 few chunk-sized buffers whatever the tensor size. Input arrays (possibly read-only memmaps) are never written.
 
-Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 (decisions.md):
+Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 (docs/deviations.md):
 * Cosine, EucDist, MaxAbsErr use float64 copies of the data (bfloat16 widened exactly, ints/bools cast).
 * The relative error RE = |(N' - B') / B'| is computed in the pair's own float dtype when that is float32
   (float32/bfloat16 data, also float16 vs float32), otherwise in float64. Where B == 0 both N' and B' get
