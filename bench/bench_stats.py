@@ -12,7 +12,7 @@ the child or of any worker it reaped, not a sum over workers.  "tree PSS" is the
 whole process tree, sampled every 0.25 s from /proc (covers multi-process runs; may miss very short peaks).
 
 OURS: --ours CMD, else the `msprobe` on PATH (unless it is the reference's), else `python3 -m msprobe_compare`.
-REF:  --ref PATH, else /work/refvenv/bin/msprobe if it exists; --skip-ref to skip it.
+REF:  --ref PATH, else DEFAULT_REF (below) if it exists; --skip-ref to skip it.
 A run that fails (non-zero exit, no xlsx, timeout) is reported with the tail of its output; the others go on.
 
 Usage: python3 bench/bench_stats.py [--entries 200000] [--md5] [--hl] [--keep] [--ref PATH | --skip-ref]

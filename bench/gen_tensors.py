@@ -35,7 +35,7 @@ Output (layout as written by the real dumper):
 
 Usage: python3 bench/gen_tensors.py [--gb 2] [--out DIR] [--seed 1] [--seq 2048] [--hidden 4096] [--ffn 11008]
                                     [--heads 32] [--vocab 32000] [--layers N] [--no-torch] [-v]
-Default --out: /var/tmp/msprobe_bench_tensors (not /tmp, which other jobs on a shared machine may clean).
+Default --out: msprobe_bench_tensors in /var/tmp (not /tmp, which other jobs on a shared machine may clean).
 Deterministic for a given seed and options.  Data come from two pools of up to 64 Mi normal numbers (taken at
 random offsets, scaled per tensor) and go through buffers allocated once, so generation runs at memory and
 torch.save speed rather than RNG speed (about 20 s for the default 2 x 2.25 GB on an idle 2-core VM).

@@ -20,7 +20,7 @@ Throughput: result rows/s (statistics cases, rows = leaves of the NPU dump.json)
 file bytes of both sides / wall time, 1 GB = 1e9 bytes).  Ratios are reference / ours for wall, CPU and peak
 memory (peak = the larger of peak RSS and tree PSS of each tool; imported reference runs have only peak RSS).
 
-Reference results are cached in a JSON file (--ref-cache, default /var/tmp/msprobe_bench_ref_cache.json), keyed
+Reference results are cached in a JSON file (--ref-cache, default DEFAULT_CACHE, in /var/tmp), keyed
 by case name and an input fingerprint: the sizes of the dump.json files (statistics cases) or the count and bytes
 of the tensor files per side (tensor case).  The generators are deterministic, so a regenerated pair (same
 options) keeps its key, wherever it lives.  Cached entries are reused unless --refresh-ref; --skip-ref never runs
