@@ -128,7 +128,10 @@ def mismatches(ours: Path, expected: Path, *, colours: bool = True, limit: int =
 
 
 def advisor_head(path: Path) -> str:
-    """The reference's three advisor entries (our file adds a root-cause section after them)."""
+    """The reference's three advisor entries (our file adds a labelled note and a root-cause section after them)."""
     text = path.read_text()
-    head, sep, _ = text.partition("\n\nRoot cause (")
-    return head + "\n" if sep else text
+    for mark in ("\n\nNote: the three entries above", "\n\nRoot cause ("):
+        head, sep, _ = text.partition(mark)
+        if sep:
+            return head + "\n"
+    return text

@@ -319,7 +319,8 @@ def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Wri
             console.warning("Can`t match any op. No compare result file generated.")
             return Written(None, None)
         return report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
-                                coloured=cfg.options.highlight, formats=cfg.options.formats)  # fmt: skip
+                                coloured=cfg.options.highlight, formats=cfg.options.formats,
+                                bench_path=cfg.bench_path)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,13 @@ from msprobe_compare import distribute  # noqa: E402 (after the BLAS setting)
 from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
 from msprobe_compare.config import CompareConfig, Options, load_config  # noqa: E402
 from msprobe_compare.errors import CompareError, UsageError  # noqa: E402
+from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits  # noqa: E402
 from msprobe_compare.log import Console  # noqa: E402
 from msprobe_compare.merge import merge_results  # noqa: E402
 from msprobe_compare.render.files import prepare_output_dir  # noqa: E402
 from msprobe_compare.render import report  # noqa: E402
 from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written  # noqa: E402
+from msprobe_compare.render.story import gate_line  # noqa: E402
 from msprobe_compare.runtime import tune_malloc  # noqa: E402
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
@@ -56,8 +58,12 @@ def _parser() -> argparse.ArgumentParser:
                           "default xlsx,html")  # fmt: skip
     cmp.add_argument("-da", "--diff_analyze", action="store_true",
                      help="write diff_analyze_{ts}.json with the origins of every rank")  # fmt: skip
-    cmp.add_argument("--fail-on", choices=["error", "warning"], default=None,
-                     help="exit with code 3 when rows at this level (or worse) exist, for CI gates")  # fmt: skip
+    cmp.add_argument("--fail-on", type=_fail_levels, default=None, metavar="LEVELS",
+                     help="for CI gates: exit with code 3 when such rows exist; LEVELS is one or more of "
+                          "'error' (red rows, md5 Different, Accuracy No), 'warning' (errors plus yellow and "
+                          "Warning rows) and 'unmatched' (NPU rows without a bench counterpart), comma-separated, "
+                          "e.g. --fail-on error,unmatched; a compare in which nothing could be compared fails "
+                          "every gate")  # fmt: skip
     cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
     cmp.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
@@ -160,17 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     return _gate(console, args.fail_on, [written])
 
 
-def _gate(console: Console, fail_on: str | None, results: list[Written]) -> int:
-    """--fail-on: exit code 3 when rows at that level exist."""
-    if fail_on is None:
+def _gate(console: Console, fail_on: frozenset[str] | None, results: list[Written]) -> int:
+    """--fail-on: exit code 3 when rows at those levels exist (the counts of judge.gate, as the console shows)."""
+    if not fail_on:
         return EXIT_OK
-    errors = sum(w.errors for w in results)
-    warnings = sum(w.warnings for w in results)
-    hits = errors + (warnings if fail_on == "warning" else 0)
+    hits = sum(gate_hits(fail_on, w.counts) for w in results)
+    total = sum((w.counts for w in results), LevelCounts())
+    line = gate_line(fail_on, total, hits)
     if hits:
-        console.error(f"--fail-on {fail_on}: {errors} error row(s), {warnings} warning row(s)")
+        console.error(line)
         return EXIT_GATE
+    console.info(line)
     return EXIT_OK
+
+
+def _fail_levels(text: str) -> frozenset[str]:
+    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
+    bad = sorted(chosen - set(GATE_LEVELS))
+    if not chosen or bad:
+        raise argparse.ArgumentTypeError(f"unknown level {bad or text!r}; choose from {', '.join(GATE_LEVELS)}")
+    return chosen
 
 
 def _formats(text: str) -> tuple[str, ...]:

@@ -229,3 +229,23 @@ def test_million_rows_interactive_in_five_seconds():
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.returncode == 0
+
+
+def test_nothing_compared_is_not_green(browser, run_cli, tmp_path):
+    """No row paired (a bench dump of another framework): the summary says so, in amber, never 'agrees'."""
+    bench = next((DATA / "mindspore/L0_statistics/dump_data_2.7.0").glob("step0/rank*/dump.json"))
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "compare.json").write_text(json.dumps({"npu_path": str(CASE / "npu/step0/rank/dump.json"),
+                                                   "bench_path": str(bench)}))  # fmt: skip
+    run = run_cli(case, "pytorch")
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    card = b.eval("document.querySelector('#origin-main .origin-card').className")
+    assert "nothing" in card and "none" not in card.split()
+    text = b.eval("document.getElementById('origin-main').innerText")
+    assert "Nothing compared: none of the 103 NPU rows has a bench counterpart" in text and "agrees" not in text
+    assert "have no bench counterpart" in b.eval("document.getElementById('unmatched-warning').innerText")
+    colour = b.eval("getComputedStyle(document.querySelector('#origin-main .origin-card')).borderLeftColor")
+    assert colour == "rgb(183, 121, 31)"  # amber, not the green of agreement
+    _clean(b)

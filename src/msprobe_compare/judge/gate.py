@@ -1,17 +1,75 @@
-"""Row levels for CI gating (`--fail-on`): error and warning counts of one compare."""
+"""Row levels of one compare: which rows are errors, warnings, unmatched or excluded.
+
+One definition serves `--fail-on`, the console's count line, the advisor file, the HTML summary and the
+Python API, so that every place counts the same rows as the root cause does.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.rootcause import inplace_artifacts
 from msprobe_compare.judge.verdict import Result
 from msprobe_compare.model import CompareOutcome, Mode
 
+GATE_LEVELS = ("error", "warning", "unmatched")
+MOSTLY_UNMATCHED = 0.5  # above this share of unmatched NPU rows the console warns about bench_path
+NAMES_SHOWN = 5  # excluded rows named in messages
 
-def level_counts(o: CompareOutcome) -> tuple[int, int]:
-    """(error rows, warning rows). Errors: red rows, md5 `Different`, real-data `Accuracy No`.
-    Warnings: yellow rows and summary `Warning` rows that are not errors."""
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """Counts of one compare (or the sum over ranks)."""
+
+    rows: int = 0  # NPU rows in the table
+    matched: int = 0  # rows with a bench counterpart
+    errors: int = 0  # red rows, md5 `Different`, real-data `Accuracy No` (excluded rows not counted)
+    warnings: int = 0  # matched yellow rows and summary `Warning` rows that are not errors
+    excluded: int = 0  # error/warning rows not counted: in-place inputs recorded after the write
+    excluded_names: tuple[str, ...] = ()  # the first few of them
+
+    @property
+    def unmatched(self) -> int:
+        return self.rows - self.matched
+
+    @property
+    def nothing_compared(self) -> bool:
+        return self.matched == 0
+
+    @property
+    def mostly_unmatched(self) -> bool:
+        return self.rows > 0 and self.unmatched > MOSTLY_UNMATCHED * self.rows
+
+    def __add__(self, other: LevelCounts) -> LevelCounts:
+        return LevelCounts(self.rows + other.rows, self.matched + other.matched, self.errors + other.errors,
+                           self.warnings + other.warnings, self.excluded + other.excluded,
+                           (self.excluded_names + other.excluded_names)[:NAMES_SHOWN])  # fmt: skip
+
+
+
+@dataclass(frozen=True)
+class RowLevels:
+    """Per-row masks (bool, one per NPU row)."""
+
+    error: np.ndarray
+    warning: np.ndarray  # not error
+    unmatched: np.ndarray
+    excluded: np.ndarray  # would be error or warning, but is an in-place recording artifact
+
+    def counts(self, names: list[str]) -> LevelCounts:
+        n = len(self.error)
+        shown = tuple(names[i] for i in np.flatnonzero(self.excluded)[:NAMES_SHOWN].tolist())
+        return LevelCounts(n, n - int(self.unmatched.sum()), int(self.error.sum()), int(self.warning.sum()),
+                           int(self.excluded.sum()), shown)  # fmt: skip
+
+
+def row_levels(o: CompareOutcome) -> RowLevels:
+    """Errors: red rows, md5 `Different`, real-data `Accuracy No`. Warnings: yellow rows and summary `Warning`
+    rows that are not errors. Input rows of in-place APIs that the dumper recorded after the write (see
+    `judge.rootcause.inplace_artifacts`) are excluded from both, as the root cause excludes them."""
     n = len(o)
     error = np.zeros(n, dtype=bool)
     warning = np.zeros(n, dtype=bool)
@@ -26,4 +84,26 @@ def level_counts(o: CompareOutcome) -> tuple[int, int]:
         from msprobe_compare.measure.tensor_metrics import Accuracy
 
         error |= o.tensors.accuracy == Accuracy.NO
-    return int(error.sum()), int((warning & ~error).sum())
+    flagged = error | warning
+    excluded = inplace_artifacts(o, flagged) if flagged.any() else np.zeros(n, dtype=bool)
+    unmatched = o.match < 0
+    error &= ~excluded
+    warning &= ~error & ~excluded & ~unmatched  # e.g. the requires_grad mark of a row without counterpart
+    return RowLevels(error, warning, unmatched, excluded)
+
+
+def level_counts(o: CompareOutcome) -> LevelCounts:
+    return row_levels(o).counts(o.npu.names)
+
+
+def gate_hits(levels: frozenset[str], counts: LevelCounts) -> int:
+    """Rows that make `--fail-on LEVELS` fail; a compare in which nothing could be compared fails any gate
+    (no evidence is not a pass)."""
+    hits = counts.errors if levels & {"error", "warning"} else 0
+    if "warning" in levels:
+        hits += counts.warnings
+    if "unmatched" in levels:
+        hits += counts.unmatched
+    if levels and counts.rows and counts.nothing_compared:
+        hits = max(hits, counts.rows)
+    return hits

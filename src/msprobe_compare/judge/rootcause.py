@@ -90,6 +90,11 @@ class RootCause:
     def first(self) -> Origin | None:
         return self.origins[0] if self.origins else None
 
+    @property
+    def compared_calls(self) -> int:
+        """Calls with at least one compared row (the others have no bench counterpart)."""
+        return sum(state is not CallState.UNKNOWN for state in self.states)
+
 
 def phase_of(entry: str) -> str:
     if "backward" not in entry:  # the common case, decided by one substring search
@@ -153,8 +158,8 @@ def _row_scores(o: CompareOutcome) -> tuple[str, np.ndarray, np.ndarray, np.ndar
     return "max relative difference of max/min/mean/norm", score, differs, known, STAT_TOLERANCE
 
 
-def _inplace_artifacts(o: CompareOutcome, differs: np.ndarray) -> np.ndarray:
-    """Input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
+def inplace_artifacts(o: CompareOutcome, differs: np.ndarray) -> np.ndarray:
+    """Rows of `differs` that are input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
 
     The dumper can hash or measure an in-place call's input after the call has overwritten it; that
     side's input then equals its own output. Such a row says nothing about the data, so it is not
@@ -216,7 +221,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> 
     entries = npu.entries
     n_entries = len(entries)
     metric, score, differs, known, threshold = _row_scores(o)
-    artifact = _inplace_artifacts(o, differs)
+    artifact = inplace_artifacts(o, differs)
     differs, known = differs & ~artifact, known & ~artifact
     scalar = npu.dtype_mask(_is_scalar)
     config = _config_rows(o, scalar)

@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from msprobe_compare.judge.gate import level_counts
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import ONE_K_TOLERANCE, STAT_TOLERANCE, CallState, Origin, RootCause
 from msprobe_compare.model import CompareOutcome
+from msprobe_compare.render import story
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
 
@@ -471,12 +473,17 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
         "yellow": int(np.count_nonzero(colour == Colour.YELLOW)) if colour is not None else None,
         "fuzzy": int(np.count_nonzero(outcome.fuzzy)) if outcome.fuzzy is not None else 0,
     }  # fmt: skip
+    levels = level_counts(outcome)
+    counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:
         from msprobe_compare.render.report import advisor_lines
 
-        advisor = advisor_lines(outcome.advisor)
-    return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor}
+        advisor = [*advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
+    head = story.headline(outcome.rootcause, levels)
+    return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
+            "headline": {"state": head.state, "text": head.text} if head is not None else None,
+            "unmatched_warning": story.unmatched_warning(levels, None)}  # fmt: skip
 
 
 def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None) -> bytes:

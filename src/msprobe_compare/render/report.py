@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
-from msprobe_compare.judge.gate import level_counts
+from msprobe_compare.judge.gate import LevelCounts, level_counts
 from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
 from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
-from msprobe_compare.model import CompareOutcome
-from msprobe_compare.render import table, texts
+from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.render import story, table, texts
 from msprobe_compare.render.files import atomic_output, free_timestamp
 from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.render.html import write_html
@@ -26,10 +26,18 @@ class Written:
     xlsx: Path | None  # the result table (xlsx, else the first of csv/jsonl, else the HTML report)
     advisor: Path | None
     first_origin: tuple[int, str] | None = None  # (position in execution order, description)
-    errors: int = 0  # rows at error level (see judge.gate)
-    warnings: int = 0
+    counts: LevelCounts = LevelCounts()  # rows, matched, error/warning/excluded rows (see judge.gate)
     origins: list = field(default_factory=list)  # diff-analyze items of the origins (render.diff_analyze)
     html: Path | None = None  # the HTML report
+    nothing_compared: bool = False  # no call could be compared (the root cause could not decide)
+
+    @property
+    def errors(self) -> int:
+        return self.counts.errors
+
+    @property
+    def warnings(self) -> int:
+        return self.counts.warnings
 
 
 def advisor_lines(result: AdvisorResult) -> list[str]:
@@ -54,13 +62,15 @@ def origin_advice(origin: Origin) -> str:
     return texts.ADVICE_TEXT[advice_for(origin.entry + ".output")]
 
 
-def rootcause_lines(rc: RootCause | None, limit: int = 10) -> list[str]:
+def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, limit: int = 10) -> list[str]:
     """The advisor's `Root cause` section: ranked origins, their evidence and advice."""
     if rc is None:
         return []
     lines = ["", "Root cause (where the two runs first part, in execution order):"]
     if not rc.origins:
-        lines.append("No origin: every compared call agrees within tolerance.")
+        head = story.headline(rc, counts if counts is not None else LevelCounts(len(rc.entries), len(rc.entries)))
+        assert head is not None
+        lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
         return lines
     for k, o in enumerate(rc.origins[:limit], start=1):
         ev = o.evidence
@@ -73,25 +83,34 @@ def rootcause_lines(rc: RootCause | None, limit: int = 10) -> list[str]:
     return lines
 
 
-def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None) -> None:
-    """The reference's three lines first, then our root-cause section."""
-    lines = advisor_lines(result) + rootcause_lines(rc)
+def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None, *,
+                  mode: Mode = Mode.SUMMARY, counts: LevelCounts | None = None) -> None:  # fmt: skip
+    """The reference's three lines first (parity), labelled by a note with the row counts, then our root cause."""
+    lines = advisor_lines(result)
+    if counts is not None:
+        lines += ["", *story.advisor_note(mode, result, counts)]
+    lines += rootcause_lines(rc, counts)
     with atomic_output(path) as tmp:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def log_rootcause(console: Console, rc: RootCause | None) -> None:
-    if rc is None:
-        return
-    if rc.first is None:
-        console.info("Root cause: no origin; every compared call agrees within tolerance.")
-    else:
-        console.warning(f"Root cause: {rc.first.description} ({rc.first.kind.value}; "
-                        f"{len(rc.origins)} origin(s) in all)")  # fmt: skip
+def log_rootcause(console: Console, rc: RootCause | None, counts: LevelCounts) -> None:
+    """The headline: where the two runs first part (or why that cannot be told)."""
+    head = story.headline(rc, counts)
+    if head is not None:
+        (console.warning if head.is_warning else console.info)(f"Root cause: {head.text}")
 
 
-def log_advisor(console: Console, mode_name: str, result: AdvisorResult) -> None:
-    console.info(f"Start analyzing the comparison result: {mode_name}")
+def log_counts(console: Console, counts: LevelCounts, bench_path: Path | None) -> None:
+    console.info(story.count_line(counts))
+    warning = story.unmatched_warning(counts, bench_path)
+    if warning:
+        console.warning(warning)
+
+
+def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: LevelCounts | None = None) -> None:
+    console.info(f"Start analyzing the comparison result: {mode.value}")
+    console.info(story.advisor_rule(mode))
     for name in result.unmatched:
         console.warning(f"The tensor name matches but the shape or dtype does not match: {name}")
     if result.line is None:
@@ -101,6 +120,9 @@ def log_advisor(console: Console, mode_name: str, result: AdvisorResult) -> None
     console.info("The summary of the expert advice is as follows: ")
     for line in advisor_lines(result):
         console.info(line)
+    extra = story.advisor_contradiction(result, counts, mode) if counts is not None else None
+    if extra:
+        console.warning(extra)
 
 
 FORMATS = ("xlsx", "csv", "jsonl", "html")
@@ -115,6 +137,7 @@ def write_all(
     suffix: str,
     coloured: bool,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
+    bench_path: Path | None = None,
 ) -> Written:
     """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp."""
     names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
@@ -152,18 +175,20 @@ def write_all(
             write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}", columns=plain)
         console.info(f"The HTML report is saved in: {html_path}")
     del plain
-    log_rootcause(console, outcome.rootcause)
+    counts = level_counts(outcome)
+    log_counts(console, counts, bench_path)
     advisor_path = None
     if outcome.advisor is not None:
-        log_advisor(console, outcome.mode.value, outcome.advisor)
+        log_advisor(console, outcome.mode, outcome.advisor, counts)
         advisor_path = out_dir / advisor_name.format(ts=ts)
-        write_advisor(advisor_path, outcome.advisor, outcome.rootcause)
+        write_advisor(advisor_path, outcome.advisor, outcome.rootcause, mode=outcome.mode, counts=counts)
         console.info(f"The advisor summary is saved in: {advisor_path}")
+    log_rootcause(console, outcome.rootcause, counts)
     rc = outcome.rootcause
     origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
-    errors, warnings = level_counts(outcome)
-    return Written(first or html_path, advisor_path, origin, errors, warnings, origins=origin_items(outcome),
-                   html=html_path)
+    head = story.headline(rc, counts)
+    return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
+                   html=html_path, nothing_compared=head is not None and head.state == "nothing")
 
 
 def log_directory_summary(console: Console, summary: Any) -> None:
@@ -171,14 +196,25 @@ def log_directory_summary(console: Console, summary: Any) -> None:
 
     `summary` is an api.RunSummary (ranks with label, written, error; unpaired rank names).
     """
-    found = [(r.written.first_origin, r.label) for r in summary.ranks if r.written and r.written.first_origin]
+    written = [r for r in summary.ranks if r.written]
+    found = [(r.written.first_origin, r.label) for r in written if r.written.first_origin]
     for (_, text), label in found:
         console.info(f"Root cause of {label}: {text}")
+    blind = [r.label for r in written if r.written.nothing_compared]
+    if blind:
+        console.warning(f"Nothing compared in {len(blind)} of {len(summary.ranks)} ranks ({', '.join(blind)}): "
+                        "none of their NPU rows has a bench counterpart")  # fmt: skip
+    if written:
+        total = sum((r.written.counts for r in written), LevelCounts())
+        console.info(f"All ranks: {story.count_line(total)}")
     if found:
         (_, text), label = min(found, key=lambda item: item[0][0])
         console.warning(f"Earliest root cause across ranks: {label}: {text}")
-    elif any(r.written for r in summary.ranks):
-        console.info("Root cause: no origin in any rank; every compared call agrees within tolerance.")
+    elif written and len(blind) == len(written):
+        console.warning("Root cause: nothing compared in any rank.")
+    elif written:
+        among = f" among the {len(written) - len(blind)} ranks compared" if blind else ""
+        console.info(f"Root cause: no origin{among}; every compared call agrees within tolerance.")
     failed = [r for r in summary.ranks if r.error is not None]
     for rank in failed:
         console.error(f"{rank.label} failed: {rank.error}")

@@ -294,7 +294,15 @@
     add('unmatched', c.unmatched);
     add('red', c.red, 'red');
     add('yellow', c.yellow, 'yellow');
+    if (c.errors !== undefined) add('error rows', c.errors, c.errors ? 'red' : null);
+    if (c.warnings !== undefined) add('warning rows', c.warnings, c.warnings ? 'yellow' : null);
+    if (c.excluded) add('excluded (in-place inputs)', c.excluded);
     if (c.fuzzy) add('fuzzy-matched', c.fuzzy);
+    if (m.unmatched_warning) {
+      const warn = el('p', 'unmatched-warning', m.unmatched_warning);
+      warn.id = 'unmatched-warning';
+      counts.after(warn);
+    }
     if (m.advisor) {
       $('advisor').hidden = false;
       $('advisor-text').textContent = m.advisor.join('\n');
@@ -306,8 +314,12 @@
       return;
     }
     if (!rc.origins.length) {
-      const card = el('div', 'origin-card none');
-      card.append(el('div', 'muted', 'Root cause'), el('div', 'desc', 'No origin: every compared call agrees within tolerance.'));
+      const head = m.headline || { state: 'none', text: 'no origin; every compared call agrees within tolerance.' };
+      // "nothing": no call could be compared; "partial": no origin among the compared calls, some not compared
+      const card = el('div', 'origin-card ' + (head.state === 'nothing' ? 'nothing' : head.state === 'partial' ? 'partial' : 'none'));
+      const text = head.text.charAt(0).toUpperCase() + head.text.slice(1);
+      card.append(el('div', 'muted', 'Root cause'), el('div', 'desc', text));
+      card.id = 'origin-' + head.state;
       main.append(card);
       return;
     }

@@ -1,0 +1,121 @@
+"""The run-level sentences of one compare: row counts, the unmatched warning, the root-cause headline and the
+label of the reference's advisor rule. The console, the advisor file and the HTML report all take them from here,
+so they tell one story."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from msprobe_compare.judge.advisor import AdvisorResult
+from msprobe_compare.judge.gate import LevelCounts
+from msprobe_compare.judge.rootcause import RootCause
+from msprobe_compare.model import Mode
+
+# what the reference's advisor reads, per mode (its first-failing-row rule)
+ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}
+ADVISOR_RULE = (
+    "The reference tool's advisor rule follows: the first failing row in table order ({column} column). "
+    "It need not be where accuracy first breaks: see 'Root cause' for that."
+)
+ADVISOR_NOTE_MARK = "Note: the three entries above"  # first words of the advisor file's note
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The root-cause headline: `state` is "origin", "none" (compared, no origin), "partial" (no origin among the
+    compared calls, some calls not compared) or "nothing" (no call could be compared)."""
+
+    state: str
+    text: str
+
+    @property
+    def is_warning(self) -> bool:
+        return self.state in ("origin", "nothing")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
+    if rc is None:
+        return None
+    uncompared = len(rc.entries) - rc.compared_calls
+    if counts.nothing_compared or rc.compared_calls == 0:
+        return Headline("nothing", f"nothing compared: none of the {_plural(counts.rows, 'NPU row')} has a bench "
+                                   "counterpart, so no call could be judged")  # fmt: skip
+    if rc.first is not None:
+        return Headline("origin", f"{rc.first.description} ({rc.first.kind.value}; "
+                                  f"{len(rc.origins)} origin(s) in all)")  # fmt: skip
+    if uncompared:
+        return Headline("partial", f"no origin among the {_plural(rc.compared_calls, 'compared call')}; "
+                                   f"{_plural(uncompared, 'call')} could not be compared (no bench counterpart)")
+    return Headline("none", "no origin; every compared call agrees within tolerance.")
+
+
+def count_line(counts: LevelCounts) -> str:
+    """`Rows: 103 NPU rows, 100 matched, 3 without a bench counterpart; 4 error, 2 warning.`"""
+    text = f"Rows: {_plural(counts.rows, 'NPU row')}, {counts.matched:,} matched"
+    if counts.unmatched:
+        text += f", {counts.unmatched:,} without a bench counterpart"
+    text += f"; {counts.errors:,} error, {counts.warnings:,} warning"
+    if counts.excluded:
+        text += f"; {excluded_text(counts)}"
+    return text + "."
+
+
+def excluded_text(counts: LevelCounts) -> str:
+    names = ", ".join(counts.excluded_names)
+    more = f" and {counts.excluded - len(counts.excluded_names)} more" if counts.excluded > len(counts.excluded_names) else ""
+    return (f"{_plural(counts.excluded, 'row')} not counted (inputs of in-place APIs that the dumper recorded "
+            f"after the write: {names}{more})")  # fmt: skip
+
+
+def unmatched_warning(counts: LevelCounts, bench_path: Path | None) -> str | None:
+    """A warning when most NPU rows have no bench counterpart (a wrong bench_path, another model or level)."""
+    if not counts.mostly_unmatched:
+        return None
+    where = f"bench_path ({bench_path})" if bench_path is not None else "bench_path"
+    share = 100 * counts.unmatched / counts.rows
+    return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
+            f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement")
+
+
+def advisor_rule(mode: Mode) -> str:
+    return ADVISOR_RULE.format(column=ADVISOR_COLUMN[mode])
+
+
+def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode) -> str | None:
+    """When the reference's rule finds no failing row but rows are at error level (red), say so."""
+    if result.line is not None or counts.errors == 0:
+        return None
+    return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column: "
+            f"{_plural(counts.errors, 'row')} are at error level (red) all the same.")
+
+
+def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts) -> list[str]:
+    """Lines of the advisor file between the reference's three entries and the root-cause section."""
+    lines = [f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: the first failing row in table order "
+             f"({ADVISOR_COLUMN[mode]} column). It need not be where accuracy first breaks: see Root cause below."]
+    extra = advisor_contradiction(result, counts, mode)
+    if extra:
+        lines.append(extra)
+    lines.append(count_line(counts))
+    return lines
+
+
+def gate_line(levels: frozenset[str], counts: LevelCounts, hits: int) -> str:
+    """The `--fail-on` verdict with its evidence."""
+    order = [lv for lv in ("error", "warning", "unmatched") if lv in levels]
+    head = f"--fail-on {','.join(order)}: "
+    evidence = (f"{counts.errors:,} error row(s), {counts.warnings:,} warning row(s), "
+                f"{counts.unmatched:,} unmatched of {counts.rows:,}")  # fmt: skip
+    if counts.excluded:
+        evidence += f"; {counts.excluded:,} excluded (in-place inputs recorded after the write)"
+    if hits and counts.rows and counts.nothing_compared:
+        return head + f"failed: nothing could be compared ({evidence})"
+    if hits:
+        return head + f"failed ({evidence})"
+    hint = "; unmatched rows are not gated (add ',unmatched')" if counts.unmatched and "unmatched" not in levels else ""
+    return head + f"passed ({evidence}){hint}"
