@@ -33,7 +33,7 @@ import time
 from benchlib import find_ours, tail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_REF = "/work/refvenv/bin/msprobe"
+DEFAULT_REF = os.environ.get("MSPROBE_REF", "")  # the reference msprobe executable (its own virtualenv)
 
 
 def count_rows(data_dir):
@@ -138,7 +138,7 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true", help="keep the generated pair and the outputs")
     ap.add_argument("--workdir", help="folder for the pair and outputs, kept (default: a new temporary folder)")
     ap.add_argument("--ours", help="command for our tool (default: msprobe on PATH, else python3 -m msprobe_compare)")
-    ap.add_argument("--ref", help=f"reference msprobe executable (default {DEFAULT_REF} if present)")
+    ap.add_argument("--ref", help="reference msprobe executable (default: $MSPROBE_REF, if set and present)")
     ap.add_argument("--skip-ref", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and mode (best wall time is reported)")
     ap.add_argument("--timeout", type=float, default=0, help="seconds per run (0 = none)")

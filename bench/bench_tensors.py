@@ -55,7 +55,7 @@ import time
 from benchlib import find_ours, tail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_REF = "/work/refvenv/bin/msprobe"
+DEFAULT_REF = os.environ.get("MSPROBE_REF", "")  # the reference msprobe executable (its own virtualenv)
 DEFAULT_OUT = "/var/tmp/msprobe_bench_tensors"
 
 
@@ -339,7 +339,7 @@ def main(argv=None):
     ap.add_argument("--cache", default="cold,warm", help="comma-separated page-cache modes: cold, drop, warm")
     ap.add_argument("--ref-cache", default="cold", help="page-cache mode of the reference runs (default cold)")
     ap.add_argument("--ours", help="command for our tool (default: msprobe on PATH, else python3 -m msprobe_compare)")
-    ap.add_argument("--ref", help=f"reference msprobe executable (default {DEFAULT_REF} if present)")
+    ap.add_argument("--ref", help="reference msprobe executable (default: $MSPROBE_REF, if set and present)")
     ap.add_argument("--skip-ref", action="store_true")
     ap.add_argument("--ref-gb", type=float, help="run the reference on a smaller pair of this size (GB per side)")
     ap.add_argument("--ref-repeat", type=int, default=1, help="runs of the reference (default 1; it is slow)")

@@ -51,7 +51,7 @@ from bench_stats import count_rows, run_child
 from bench_tensors import pair_info, warm_read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_REF = "/work/refvenv/bin/msprobe"
+DEFAULT_REF = os.environ.get("MSPROBE_REF", "")  # the reference msprobe executable (its own virtualenv)
 DEFAULT_CACHE = "/var/tmp/msprobe_bench_ref_cache.json"
 DEFAULT_ROOT = "/var/tmp"
 DEFAULT_WORKDIR = "/var/tmp/msprobe_bench_run_all"
@@ -613,7 +613,7 @@ def main(argv=None):
     ap.add_argument("--workdir", help=f"outputs and logs (default {DEFAULT_WORKDIR}[_quick])")
     ap.add_argument("--keep", action="store_true", help="keep the compare outputs")
     ap.add_argument("--ours", help="command for our tool (default: msprobe on PATH, else python3 -m msprobe_compare)")
-    ap.add_argument("--ref", help=f"reference msprobe executable (default {DEFAULT_REF} if present)")
+    ap.add_argument("--ref", help="reference msprobe executable (default: $MSPROBE_REF, if set and present)")
     ap.add_argument("--jobs", type=int, help="pass -j N to our tool")
     ap.add_argument("--timeout", type=float, default=0, help="seconds per run of ours (0 = none)")
     ap.add_argument("--ref-timeout", type=float, default=0, help="seconds per reference run (0 = none)")

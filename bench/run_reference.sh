@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 R=${R:-/var/tmp/msprobe_ref_runs}
-REF=${REF:-/work/refvenv/bin/msprobe}
+REF=${REF:-${MSPROBE_REF:?set MSPROBE_REF (or REF) to the reference msprobe executable}}
 # multi-rank pair: 8 ranks x 25k entries
 M=/var/tmp/msprobe_bench_ranks8
 if [ ! -f $M/compare.json ]; then
@@ -25,7 +25,7 @@ run() {  # case compare.json
   date -u +%FT%TZ > $R/$c/end
 }
 declare -A INPUT=([tensor_2g]=$T/compare.json [ranks8]=$M/compare.json
-                  [stats_1m]=/var/tmp/msprobe_bench_stats_1m/compare.json [stats_200k]=/tmp/g200k/compare.json)
+                  [stats_1m]=/var/tmp/msprobe_bench_stats_1m/compare.json [stats_200k]=/var/tmp/msprobe_bench_stats_200k/compare.json)
 # CASES picks and orders the cases (default: all, one after the other); PARALLEL=1 runs them at once
 for c in ${CASES:-tensor_2g ranks8 stats_1m stats_200k}; do
   if [ "${PARALLEL:-0}" = 1 ]; then run "$c" "${INPUT[$c]}" & else run "$c" "${INPUT[$c]}"; fi
