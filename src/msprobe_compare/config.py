@@ -9,6 +9,7 @@ from typing import Any
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import read_json
+from msprobe_compare.load.layout import resolve_input
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Options:
 
 @dataclass(frozen=True)
 class CompareConfig:
-    input_path: Path  # compare.json
+    input_path: Path | None  # compare.json; None when the paths were given directly
     npu_path: Path
     bench_path: Path
     stack_path: Path | None  # from compare.json; None when absent
@@ -55,30 +56,50 @@ def _path_field(doc: dict[str, Any], key: str, source: Path) -> Path:
 
 
 def load_config(input_path: Path, options: Options) -> CompareConfig:
+    """The compare described by a compare.json; relative paths are read against the working directory."""
     doc = read_json(input_path)
     if not isinstance(doc, dict):
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
-    for key, path in (("npu_path", npu), ("bench_path", bench)):
-        if not path.exists():
-            raise InputError(f"{key} does not exist", path)
-    if npu.is_dir() != bench.is_dir():
-        raise InputError(
-            "npu_path and bench_path must be of the same type (both dump.json files or both step directories)",
-            input_path,
-        )
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)
     print_log = doc.get("is_print_compare_log", True)  # decision D11: absent means on
     if not isinstance(print_log, bool):
         raise InputError("'is_print_compare_log' must be true or false", input_path)
+    return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,
+                       input_path=input_path)  # fmt: skip
+
+
+def make_config(
+    npu_path: Path,
+    bench_path: Path,
+    options: Options,
+    *,
+    stack_path: Path | None = None,
+    print_compare_log: bool = True,
+    input_path: Path | None = None,
+) -> CompareConfig:
+    """The compare of two dumps: dump.json files, rank folders holding one (as their dump.json) or step folders.
+
+    Relative paths are read against the working directory; `input_path` (the compare.json) is named in errors."""
+    npu, bench = Path(os.path.abspath(npu_path)), Path(os.path.abspath(bench_path))
+    for key, path in (("npu_path", npu), ("bench_path", bench)):
+        if not path.exists():
+            raise InputError(f"{key} does not exist", path)
+    npu, bench = resolve_input(npu), resolve_input(bench)
+    if npu.is_dir() != bench.is_dir():
+        raise InputError(
+            "npu_path and bench_path must be of the same type (both dump.json files or rank folders, or both step "
+            "folders)",
+            input_path or (npu if npu.is_dir() else bench),
+        )
     return CompareConfig(
         input_path=input_path,
         npu_path=npu,
         bench_path=bench,
-        stack_path=Path(os.path.abspath(stack)) if stack else None,
-        print_compare_log=print_log,
+        stack_path=Path(os.path.abspath(stack_path)) if stack_path else None,
+        print_compare_log=print_compare_log,
         options=options,
     )
