@@ -72,6 +72,18 @@ def detect_mode(npu: DumpHeader, bench: DumpHeader, npu_md5: bool, bench_md5: bo
     return Mode.MD5 if npu_md5 else Mode.SUMMARY
 
 
+def check_frameworks(framework: str, npu: DumpHeader, bench: DumpHeader, console: Console) -> None:
+    """Warn when a dump.json's `framework` contradicts -f, which names the NPU side's framework (a MindSpore NPU
+    dump may be compared with a PyTorch bench dump)."""
+    if npu.framework is not None and npu.framework != framework:
+        console.warning(f"{npu.path}: the dump's framework is '{npu.framework}' but -f is '{framework}'; "
+                        f"-f names the framework of npu_path (here: -f {npu.framework})")  # fmt: skip
+    allowed = {framework, "pytorch"} if framework == "mindspore" else {framework}
+    if bench.framework is not None and bench.framework not in allowed:
+        console.warning(f"{bench.path}: the bench dump's framework is '{bench.framework}' but -f is '{framework}', "
+                        f"whose bench dump should be {' or '.join(sorted(allowed))}")  # fmt: skip
+
+
 PRECHECK_MSGS = (TensorMsg.NPU_NO_DATA_FILE, TensorMsg.BENCH_NO_DATA_FILE, TensorMsg.BENCH_UNMATCHED)
 
 
@@ -138,6 +150,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     npu_dump, npu_entries = open_dump(cfg.npu_path)  # headers now; entries streamed by flatten
     bench_dump, bench_entries = open_dump(cfg.bench_path)
     check_tasks(npu_dump, bench_dump)
+    check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
     stack_path = _stack_decision(cfg, console)
     stacks = {}
     if stack_path is not None:
