@@ -116,7 +116,8 @@ def test_documented_workflow(tmp_path, capfd, monkeypatch):
     case = tmp_path / "case"
     shutil.copytree(DATA / "pytorch/mlp_bug_stat", case, ignore=shutil.ignore_patterns("expected"))
     monkeypatch.chdir(case)
-    code, out, _ = run_main(capfd, *"-f pytorch compare -i ./compare.json -o ./compare_result/accuracy_compare -s".split())
+    documented = "-f pytorch compare -i ./compare.json -o ./compare_result/accuracy_compare -s"
+    code, out, _ = run_main(capfd, *documented.split())
     assert code == 0, out
     results = case / "compare_result" / "accuracy_compare"
     assert len(list(results.glob("compare_result_*.xlsx"))) == 1 and len(list(results.glob("advisor_*.txt"))) == 1

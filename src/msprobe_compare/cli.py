@@ -201,7 +201,8 @@ def _jobs(text: str) -> int:
 
 def _misplaced_framework(argv: list[str]) -> str | None:
     """The hint for `-f FRAMEWORK` typed after the subcommand (where -f means --fuzzy_match), else None."""
-    command = next((k for k, arg in enumerate(argv) if arg in COMMANDS and argv[k - 1 : k] not in (["-f"], ["--framework"])),
+    after_flag = ("-f", "--framework")  # `-f compare` would be a (bad) framework value, not the subcommand
+    command = next((k for k, arg in enumerate(argv) if arg in COMMANDS and (k == 0 or argv[k - 1] not in after_flag)),
                    None)  # fmt: skip
     if command is None:
         return None
