@@ -32,6 +32,7 @@ class Options:
     formats: tuple[str, ...] = ("xlsx", "html")  # see render.report.FORMATS
     parallel_read: bool = True  # read the bench dump.json in a forked child (off inside parallel ranks)
     ray: str | bool | None = None  # None: local pools; True: RAY_ADDRESS or a local Ray; str: that cluster
+    quiet: bool = False  # no console lines (the Python API's default), in rank workers too
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""
@@ -52,7 +53,8 @@ class Options:
             raise OptionError(f"option '{mapped[0]}' maps MindSpore names to PyTorch ones; it needs framework "
                               f"'mindspore', not '{self.framework}'")  # fmt: skip
         if self.jobs is not None and (type(self.jobs) is not int or self.jobs < 1):
-            raise OptionError(f"option 'jobs' must be a whole number >= 1 (or None: all cores), got {_shown(self.jobs)}")
+            raise OptionError(f"option 'jobs' must be a whole number >= 1 (or None: all cores), got "
+                              f"{_shown(self.jobs)}")  # fmt: skip
         self._set("formats", _formats_option(self.formats))
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
             self._set("ray", None)
