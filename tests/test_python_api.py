@@ -154,6 +154,7 @@ def test_dump_without_framework_needs_one(tmp_path):
         ({"formats": ("parquet",)}, "unknown format 'parquet'"),
         ({"fuzzy": True}, "unknown option 'fuzzy'; did you mean 'fuzzy_match'?"),
         ({"compare_only": True}, "unknown option 'compare_only'; use auto_analyze=False"),
+        ({"stack_path": "s.json"}, "unknown option 'stack_path'; use compare(..., stack_path=...), or stack_path in"),
         ({"jobs": "4"}, "option 'jobs' must be a whole number >= 1"),
         ({"verbose": "yes"}, "option 'verbose' must be True or False"),
         ({"framework": "pytorch", "jobs": 0}, "got int 0"),

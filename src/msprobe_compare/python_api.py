@@ -44,6 +44,7 @@ _CLI_SPELLINGS = {  # CLI names that are spelled differently here
     "output_path": "output_dir=...",
     "input_path": "compare_json(path)",
     "fail_on": "the counts of the result (errors, warnings)",
+    "stack_path": "compare(..., stack_path=...), or stack_path in the compare.json",  # compare_json has none
 }
 
 
