@@ -6,6 +6,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -14,7 +15,7 @@ from msprobe_compare import distribute
 from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError, OutputError
 from msprobe_compare.judge.advisor import advise
-from msprobe_compare.judge.highlight import HighlightInputs, highlight, stat_max
+from msprobe_compare.judge.highlight import Colour, HighlightInputs, highlight, stat_max
 from msprobe_compare.judge.rootcause import analyse
 from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks
@@ -40,7 +41,7 @@ from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, mat
 from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
 from msprobe_compare.pair.mapping_file import mapping_yaml
-from msprobe_compare.render import report
+from msprobe_compare.render import report, table
 from msprobe_compare.render.files import atomic_output, free_timestamp, prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
@@ -70,6 +71,18 @@ def detect_mode(npu: DumpHeader, bench: DumpHeader, npu_md5: bool, bench_md5: bo
             f"only one side has md5 values ({with_md5}); dump both sides with the same summary_mode", npu.path
         )
     return Mode.MD5 if npu_md5 else Mode.SUMMARY
+
+
+def check_frameworks(framework: str, npu: DumpHeader, bench: DumpHeader, console: Console) -> None:
+    """Warn when a dump.json's `framework` contradicts -f, which names the NPU side's framework (a MindSpore NPU
+    dump may be compared with a PyTorch bench dump)."""
+    if npu.framework is not None and npu.framework != framework:
+        console.warning(f"{npu.path}: the dump's framework is '{npu.framework}' but -f is '{framework}'; "
+                        f"-f names the framework of npu_path (here: -f {npu.framework})")  # fmt: skip
+    allowed = {framework, "pytorch"} if framework == "mindspore" else {framework}
+    if bench.framework is not None and bench.framework not in allowed:
+        console.warning(f"{bench.path}: the bench dump's framework is '{bench.framework}' but -f is '{framework}', "
+                        f"whose bench dump should be {' or '.join(sorted(allowed))}")  # fmt: skip
 
 
 PRECHECK_MSGS = (TensorMsg.NPU_NO_DATA_FILE, TensorMsg.BENCH_NO_DATA_FILE, TensorMsg.BENCH_UNMATCHED)
@@ -138,6 +151,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     npu_dump, npu_entries = open_dump(cfg.npu_path)  # headers now; entries streamed by flatten
     bench_dump, bench_entries = open_dump(cfg.bench_path)
     check_tasks(npu_dump, bench_dump)
+    check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
     stack_path = _stack_decision(cfg, console)
     stacks = {}
     if stack_path is not None:
@@ -226,6 +240,7 @@ def measure_tensors(
     sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
              for i, j in enumerate(match.tolist())]  # fmt: skip
     progress = Progress("API/Module Item Compare Process", sum(sizes), unit="B")
+    progress.enabled = progress.enabled and not cfg.options.quiet
 
     def on_row(task: RowTask, metrics: TensorMetrics, failure: Failure) -> None:
         if cfg.print_compare_log:
@@ -311,16 +326,50 @@ def judge(
     return replace(outcome, rootcause=analyse(outcome, parents))
 
 
-def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:
-    """Compare one pair of dump.json files and write the result files."""
+@dataclass(frozen=True)
+class PairSummary:
+    """What one compare's table holds: row counts and, when asked for, the cells (`table.value_columns`)."""
+
+    rows: int
+    matched: int  # rows with a bench row
+    red: int  # rows coloured red (0 without highlighting)
+    yellow: int
+    columns: dict[str, list[Any]] | None = None
+
+
+def summarize(outcome: CompareOutcome, with_table: bool = False) -> PairSummary:
+    colour = outcome.marks.colour if outcome.marks is not None else np.zeros(len(outcome), dtype=np.int8)
+    return PairSummary(
+        rows=len(outcome),
+        matched=int(np.count_nonzero(outcome.match >= 0)),
+        red=int(np.count_nonzero(colour == Colour.RED)),
+        yellow=int(np.count_nonzero(colour == Colour.YELLOW)),
+        columns=table.value_columns(outcome) if with_table else None,
+    )
+
+
+@dataclass(frozen=True)
+class PairResult:
+    written: Written
+    summary: PairSummary
+
+
+def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with_table: bool = False) -> PairResult:
+    """Compare one pair of dump.json files, write the result files, and summarise the table."""
     with gc_paused():
         outcome = build_outcome(cfg, console)
         if len(outcome) == 0:
             console.warning("Can`t match any op. No compare result file generated.")
-            return Written(None, None)
-        return report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
-                                coloured=cfg.options.highlight, formats=cfg.options.formats,
-                                bench_path=cfg.bench_path)  # fmt: skip
+            return PairResult(Written(None, None), summarize(outcome, with_table))
+        written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
+                                   coloured=cfg.options.highlight, formats=cfg.options.formats,
+                                   bench_path=cfg.bench_path)  # fmt: skip
+        return PairResult(written, summarize(outcome, with_table))
+
+
+def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:
+    """Compare one pair of dump.json files and write the result files."""
+    return compare_pair(cfg, console, suffix).written
 
 
 @dataclass(frozen=True)
@@ -328,6 +377,7 @@ class RankOutcome:
     label: str  # "rank0", "rank", or "graph/step0/rank1" in mix dumps
     written: Written | None
     error: str | None
+    summary: PairSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -353,15 +403,17 @@ def _rank_config(cfg: CompareConfig, npu_rank: RankDir, bench_rank: RankDir, out
     )
 
 
-def _compare_rank(cfg: CompareConfig, label: str, suffix: str) -> RankOutcome:
+def _compare_rank(cfg: CompareConfig, label: str, suffix: str, with_table: bool = False) -> RankOutcome:
     """One rank, in a worker process: its own log prefix; errors become a result, not an exception."""
-    console = Console(prefix=f"[{label}] ")
+    console = Console(prefix=f"[{label}] ", quiet=cfg.options.quiet)
     try:
         for side, path in (("npu", cfg.npu_path), ("bench", cfg.bench_path)):
             if not path.is_file():
                 raise InputError(f"the {side} rank folder has no dump.json", path.parent)
         out_dir = prepare_output_dir(cfg.options.output_dir)
-        written = compare_files(replace(cfg, options=replace(cfg.options, output_dir=out_dir)), console, suffix)
+        done = compare_pair(replace(cfg, options=replace(cfg.options, output_dir=out_dir)), console, suffix,
+                            with_table=with_table)  # fmt: skip
+        written = done.written
     except CompareError as exc:
         console.error(exc.message)
         return RankOutcome(label, None, exc.message)
@@ -371,14 +423,16 @@ def _compare_rank(cfg: CompareConfig, label: str, suffix: str) -> RankOutcome:
         return RankOutcome(label, None, message)
     if written.xlsx is not None:
         console.banner()
-    return RankOutcome(label, written, None)
+    return RankOutcome(label, written, None, done.summary)
 
 
-def compare_directories(cfg: CompareConfig, console: Console) -> RunSummary:
-    """Compare step folders rank by rank (ranks paired by number), or every step of a mix dump."""
+def compare_directories(cfg: CompareConfig, console: Console, *, with_table: bool = False) -> RunSummary:
+    """Compare step folders rank by rank (ranks paired by number), or every step of a mix dump.
+
+    `with_table`: each rank's outcome also carries its table cells (`PairSummary.columns`)."""
     steps = mix_steps(cfg.npu_path, cfg.bench_path)
     roots = [Path()] if steps is None else steps
-    jobs_list: list[tuple[CompareConfig, str, str]] = []
+    jobs_list: list[tuple[CompareConfig, str, str, bool]] = []
     unpaired: list[str] = []
     for rel in roots:
         pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
@@ -391,11 +445,12 @@ def compare_directories(cfg: CompareConfig, console: Console) -> RunSummary:
                 console.error(f"{prefix}{rank.name} exists only on the {side} side ({rank.path}); it is not compared")
                 unpaired.append(f"{side} {prefix}{rank.name}")
         for npu_rank, bench_rank in pairing.pairs:
-            jobs_list.append((_rank_config(cfg, npu_rank, bench_rank, out_dir), prefix + npu_rank.name, npu_rank.suffix))
+            jobs_list.append((_rank_config(cfg, npu_rank, bench_rank, out_dir), prefix + npu_rank.name,
+                              npu_rank.suffix, with_table))  # fmt: skip
     workers = min(len(jobs_list), max(1, cfg.options.jobs or os.cpu_count() or 1))
     if workers > 1 or cfg.options.ray:  # ranks already fill the cores: each reads its two files in turn
-        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), label, suffix)
-                     for c, label, suffix in jobs_list]  # fmt: skip
+        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), *rest)
+                     for c, *rest in jobs_list]  # fmt: skip
     if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
         results = distribute.map_ranks(_compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs)
     elif workers <= 1:

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 from dataclasses import replace
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,9 +14,9 @@ from pathlib import Path
 # threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from msprobe_compare import distribute  # noqa: E402 (after the BLAS setting)
+from msprobe_compare import __version__, distribute  # noqa: E402 (after the BLAS setting)
 from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
-from msprobe_compare.config import CompareConfig, Options, load_config  # noqa: E402
+from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config  # noqa: E402
 from msprobe_compare.errors import CompareError, UsageError  # noqa: E402
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits  # noqa: E402
 from msprobe_compare.log import Console  # noqa: E402
@@ -27,14 +28,18 @@ from msprobe_compare.render.story import gate_line  # noqa: E402
 from msprobe_compare.runtime import tune_malloc  # noqa: E402
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
+COMMANDS = ("compare", "merge_result")
+EXAMPLE = "msprobe -f pytorch compare -i ./compare.json -o ./compare_result/accuracy_compare -s"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="msprobe", description="Accuracy comparison of msprobe dumps.")
-    parser.add_argument("-f", "--framework", required=True, choices=["pytorch", "mindspore"],
-                        help="framework of the dumps")  # fmt: skip
-    sub = parser.add_subparsers(dest="command", required=True)
-    cmp = sub.add_parser("compare", help="compare two dumps")
+    parser = argparse.ArgumentParser(prog="msprobe", description="Accuracy comparison of msprobe dumps.",
+                                     epilog=f"example: {EXAMPLE}")  # fmt: skip
+    parser.add_argument("--version", action="version", version=f"msprobe-compare {__version__}")
+    parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default=None,
+                        help="framework of the NPU dump (required; before the subcommand)")  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    cmp = sub.add_parser("compare", help="compare two dumps", epilog=f"example: {EXAMPLE}")
     cmp.add_argument("-i", "--input_path", required=True, type=Path, help="compare.json")
     cmp.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
                      help="output directory (default ./output; created if missing)")  # fmt: skip
@@ -64,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                           "Warning rows) and 'unmatched' (NPU rows without a bench counterpart), comma-separated, "
                           "e.g. --fail-on error,unmatched; a compare in which nothing could be compared fails "
                           "every gate")  # fmt: skip
-    cmp.add_argument("-j", "--jobs", type=int, default=None, help="worker count (default: all cores)")
+    cmp.add_argument("-j", "--jobs", type=_jobs, default=None, help="worker count, at least 1 (default: all cores)")
     cmp.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
@@ -88,12 +93,19 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
-    if len(argv) < 3:
-        parser.print_help()
-        return EXIT_OK
+    if not argv:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    misplaced = _misplaced_framework(argv)
+    if misplaced:
+        parser.error(misplaced)
     args = parser.parse_args(argv)
+    if args.framework is None:
+        parser.error(f"-f/--framework is required before the subcommand: msprobe -f {{{','.join(FRAMEWORKS)}}} "
+                     f"{shlex.join(argv)}")  # fmt: skip
     tune_malloc()
     console = Console()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -106,23 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.framework == "pytorch" and (args.cell_mapping is not None or args.api_mapping is not None):
         console.error("Argument -cm or -am is not supported in PyTorch framework")
         return EXIT_ERROR
-    options = Options(
-        framework=args.framework,
-        output_dir=Path(args.output_path),
-        stack_mode=args.stack_mode,
-        auto_analyze=not args.compare_only,
-        fuzzy_match=args.fuzzy_match,
-        highlight=args.highlight is not False,
-        data_mapping=args.data_mapping,
-        cell_mapping=_mapping_arg(args.cell_mapping),
-        api_mapping=_mapping_arg(args.api_mapping),
-        layer_mapping=_mapping_arg(args.layer_mapping) if args.framework == "mindspore" else None,
-        jobs=args.jobs,
-        formats=args.format,
-        ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
-    )
     ray_session = contextlib.ExitStack()
     try:
+        options = _options(args)
         if options.ray:
             ray_session.enter_context(distribute.session())
         cfg = load_config(args.input_path, options)
@@ -166,6 +164,24 @@ def main(argv: list[str] | None = None) -> int:
     return _gate(console, args.fail_on, [written])
 
 
+def _options(args: argparse.Namespace) -> Options:
+    return Options(
+        framework=args.framework,
+        output_dir=Path(args.output_path),
+        stack_mode=args.stack_mode,
+        auto_analyze=not args.compare_only,
+        fuzzy_match=args.fuzzy_match,
+        highlight=args.highlight is not False,
+        data_mapping=args.data_mapping,
+        cell_mapping=_mapping_arg(args.cell_mapping),
+        api_mapping=_mapping_arg(args.api_mapping),
+        layer_mapping=_mapping_arg(args.layer_mapping) if args.framework == "mindspore" else None,
+        jobs=args.jobs,
+        formats=args.format,
+        ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
+    )
+
+
 def _gate(console: Console, fail_on: frozenset[str] | None, results: list[Written]) -> int:
     """--fail-on: exit code 3 when rows at those levels exist (the counts of judge.gate, as the console shows)."""
     if not fail_on:
@@ -186,6 +202,37 @@ def _fail_levels(text: str) -> frozenset[str]:
     if not chosen or bad:
         raise argparse.ArgumentTypeError(f"unknown level {bad or text!r}; choose from {', '.join(GATE_LEVELS)}")
     return chosen
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of workers, got {text!r}") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {jobs}")
+    return jobs
+
+
+def _misplaced_framework(argv: list[str]) -> str | None:
+    """The hint for `-f FRAMEWORK` typed after the subcommand (where -f means --fuzzy_match), else None."""
+    after_flag = ("-f", "--framework")  # `-f compare` would be a (bad) framework value, not the subcommand
+    command = next((k for k, arg in enumerate(argv) if arg in COMMANDS and (k == 0 or argv[k - 1] not in after_flag)),
+                   None)  # fmt: skip
+    if command is None:
+        return None
+    rest = argv[command + 1 :]
+    for k, arg in enumerate(rest):
+        if arg in ("-f", "--framework") and k + 1 < len(rest) and not rest[k + 1].startswith("-"):
+            value, end = rest[k + 1], k + 2
+        elif arg.startswith("--framework="):
+            value, end = arg.partition("=")[2], k + 1
+        else:
+            continue
+        framework = value if value in FRAMEWORKS else "{" + ",".join(FRAMEWORKS) + "}"
+        fixed = " ".join(["msprobe -f", framework, shlex.join([argv[command], *rest[:k], *rest[end:]])])
+        return f"-f/--framework goes before the subcommand (after it, -f is --fuzzy_match): {fixed}"
+    return None
 
 
 def _formats(text: str) -> tuple[str, ...]:

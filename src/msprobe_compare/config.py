@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from msprobe_compare.errors import InputError
+from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
+from msprobe_compare.load.layout import resolve_input
+
+FRAMEWORKS = ("pytorch", "mindspore")
 
 
 @dataclass(frozen=True)
 class Options:
-    """Command-line options of `compare`."""
+    """Options of a compare (command line or Python API), checked when made."""
 
     framework: str  # "pytorch" | "mindspore"
     output_dir: Path = Path("./output")
@@ -29,11 +32,71 @@ class Options:
     formats: tuple[str, ...] = ("xlsx", "html")  # see render.report.FORMATS
     parallel_read: bool = True  # read the bench dump.json in a forked child (off inside parallel ranks)
     ray: str | bool | None = None  # None: local pools; True: RAY_ADDRESS or a local Ray; str: that cluster
+    quiet: bool = False  # no console lines (the Python API's default), in rank workers too
+
+    def __post_init__(self) -> None:
+        """Check every option (OptionError names the option and the problem); paths may be given as str."""
+        if not isinstance(self.framework, str) or self.framework not in FRAMEWORKS:
+            raise OptionError(f"unknown framework {self.framework!r}; choose {' or '.join(FRAMEWORKS)}")
+        for f in fields(self):
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise OptionError(f"option '{f.name}' must be True or False, got {_shown(getattr(self, f.name))}")
+        self._set("output_dir", path_option("output_dir", self.output_dir))
+        if self.data_mapping is not None:
+            self._set("data_mapping", path_option("data_mapping", self.data_mapping))
+        for name in ("cell_mapping", "api_mapping", "layer_mapping"):
+            value = getattr(self, name)
+            if value is not None and value is not True:
+                self._set(name, None if value is False else path_option(name, value, "a YAML path, True or None"))
+        mapped = [n for n in ("cell_mapping", "api_mapping", "layer_mapping") if getattr(self, n) is not None]
+        if mapped and self.framework != "mindspore":
+            raise OptionError(f"option '{mapped[0]}' maps MindSpore names to PyTorch ones; it needs framework "
+                              f"'mindspore', not '{self.framework}'")  # fmt: skip
+        if self.jobs is not None and (type(self.jobs) is not int or self.jobs < 1):
+            raise OptionError(f"option 'jobs' must be a whole number >= 1 (or None: all cores), got "
+                              f"{_shown(self.jobs)}")  # fmt: skip
+        self._set("formats", _formats_option(self.formats))
+        if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
+            self._set("ray", None)
+        elif not (self.ray is None or self.ray is True or isinstance(self.ray, str)):
+            raise OptionError(f"option 'ray' must be True, an address string or None, got {_shown(self.ray)}")
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # normalising a frozen instance while it is made
+
+
+OPTION_NAMES = tuple(f.name for f in fields(Options))
+
+
+def _shown(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def path_option(name: str, value: Any, expected: str = "a path") -> Path:
+    """`value` (str or os.PathLike) as a Path, else an OptionError naming the option."""
+    if isinstance(value, (str, os.PathLike)) and not isinstance(value, bytes) and str(value):
+        return Path(value)
+    raise OptionError(f"option '{name}' must be {expected}, got {_shown(value)}")
+
+
+def _formats_option(value: Any) -> tuple[str, ...]:
+    """Formats as a tuple without repeats; a string is read as a comma-separated list."""
+    from msprobe_compare.render.report import FORMATS  # noqa: PLC0415 (render is heavy; config is not)
+
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, (tuple, list)) or not all(isinstance(p, str) for p in parts):
+        raise OptionError(f"option 'formats' must be a list of format names, got {_shown(value)}")
+    chosen = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise OptionError(f"unknown format {', '.join(map(repr, bad)) or repr(value)} in option 'formats'; choose "
+                          f"from {', '.join(FORMATS)}")  # fmt: skip
+    return chosen
 
 
 @dataclass(frozen=True)
 class CompareConfig:
-    input_path: Path  # compare.json
+    input_path: Path | None  # compare.json; None when the paths were given directly
     npu_path: Path
     bench_path: Path
     stack_path: Path | None  # from compare.json; None when absent
@@ -55,30 +118,50 @@ def _path_field(doc: dict[str, Any], key: str, source: Path) -> Path:
 
 
 def load_config(input_path: Path, options: Options) -> CompareConfig:
+    """The compare described by a compare.json; relative paths are read against the working directory."""
     doc = read_json(input_path)
     if not isinstance(doc, dict):
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
-    for key, path in (("npu_path", npu), ("bench_path", bench)):
-        if not path.exists():
-            raise InputError(f"{key} does not exist", path)
-    if npu.is_dir() != bench.is_dir():
-        raise InputError(
-            "npu_path and bench_path must be of the same type (both dump.json files or both step directories)",
-            input_path,
-        )
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)
     print_log = doc.get("is_print_compare_log", True)  # decision D11: absent means on
     if not isinstance(print_log, bool):
         raise InputError("'is_print_compare_log' must be true or false", input_path)
+    return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,
+                       input_path=input_path)  # fmt: skip
+
+
+def make_config(
+    npu_path: Path,
+    bench_path: Path,
+    options: Options,
+    *,
+    stack_path: Path | None = None,
+    print_compare_log: bool = True,
+    input_path: Path | None = None,
+) -> CompareConfig:
+    """The compare of two dumps: dump.json files, rank folders holding one (as their dump.json) or step folders.
+
+    Relative paths are read against the working directory; `input_path` (the compare.json) is named in errors."""
+    npu, bench = Path(os.path.abspath(npu_path)), Path(os.path.abspath(bench_path))
+    for key, path in (("npu_path", npu), ("bench_path", bench)):
+        if not path.exists():
+            raise InputError(f"{key} does not exist", path)
+    npu, bench = resolve_input(npu), resolve_input(bench)
+    if npu.is_dir() != bench.is_dir():
+        raise InputError(
+            "npu_path and bench_path must be of the same type (both dump.json files or rank folders, or both step "
+            "folders)",
+            input_path or (npu if npu.is_dir() else bench),
+        )
     return CompareConfig(
         input_path=input_path,
         npu_path=npu,
         bench_path=bench,
-        stack_path=Path(os.path.abspath(stack)) if stack else None,
-        print_compare_log=print_log,
+        stack_path=Path(os.path.abspath(stack_path)) if stack_path else None,
+        print_compare_log=print_compare_log,
         options=options,
     )

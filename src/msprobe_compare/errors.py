@@ -24,6 +24,10 @@ class UsageError(CompareError):
     """A command line that cannot work as given, e.g. an option whose optional dependency is missing (exit code 2)."""
 
 
+class OptionError(UsageError, ValueError):
+    """An option that is unknown, of the wrong type or out of range (exit code 2). A ValueError for Python callers."""
+
+
 class InputError(CompareError):
     """Bad input file or content (missing, unreadable, malformed)."""
 

@@ -19,12 +19,12 @@ def _threshold() -> int:
 
 
 class Console:
-    """Log lines on stdout. `prefix` tags lines of one rank ("[rank0]")."""
+    """Log lines on stdout. `prefix` tags lines of one rank ("[rank0]"); `quiet` prints nothing."""
 
-    def __init__(self, stream: TextIO | None = None, prefix: str = "") -> None:
+    def __init__(self, stream: TextIO | None = None, prefix: str = "", quiet: bool = False) -> None:
         self.stream = stream
         self.prefix = prefix
-        self.threshold = _threshold()
+        self.threshold = len(LEVELS) if quiet else _threshold()
 
     def log(self, level: str, message: str) -> None:
         if LEVELS[level] < self.threshold:

@@ -9,6 +9,7 @@ from pathlib import Path
 from msprobe_compare.errors import InputError
 
 RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
+STEP_NAME = re.compile(r"^step(0|[1-9][0-9]*)$")
 MIX_KINDS = ("graph", "pynative")
 
 
@@ -32,6 +33,38 @@ class RankPairing:
     pairs: list[tuple[RankDir, RankDir]]
     npu_only: list[RankDir]
     bench_only: list[RankDir]
+
+
+def resolve_input(path: Path) -> Path:
+    """What an `npu_path`/`bench_path` stands for: a rank folder (one holding dump.json) is its dump.json; a step
+    folder, a mix dump root or a file is itself. A dump root of step folders is refused, naming the step to choose."""
+    if not path.is_dir():
+        return path
+    if path.is_symlink():
+        raise InputError("is a symbolic link; links are refused for safety", path)
+    dump = path / "dump.json"
+    if dump.is_file() or dump.is_symlink():  # a link is refused when the file is checked
+        return dump
+    if RANK_NAME.match(path.name):
+        raise InputError("is a rank folder without dump.json", path)
+    steps = sorted((c.name for c in path.iterdir() if STEP_NAME.match(c.name) and c.is_dir()),
+                   key=lambda name: int(name[4:]))  # fmt: skip
+    if steps and not any((path / kind).is_dir() for kind in MIX_KINDS):
+        shown = ", ".join(steps[:3]) + (", ..." if len(steps) > 3 else "")
+        raise InputError(f"holds step folders ({shown}), not rank folders; choose a step folder, e.g. "
+                         f"{path / steps[0]}", path)  # fmt: skip
+    return path
+
+
+def first_dump(root: Path) -> Path | None:
+    """The dump.json of the first rank of a step folder (or of the first step of a mix dump); None if it has none."""
+    steps = mix_steps(root, root)
+    for step in [root] if steps is None else [root / s for s in steps]:
+        ranks = find_ranks(step)
+        for key in sorted(ranks, key=_order):
+            if (ranks[key].path / "dump.json").is_file():
+                return ranks[key].path / "dump.json"
+    return None
 
 
 def find_ranks(step_dir: Path) -> dict[int | None, RankDir]:

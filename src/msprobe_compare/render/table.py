@@ -394,3 +394,42 @@ def _messages(outcome: CompareOutcome) -> Column:
         base = texts.base_message(code >> 40) + (texts.FUZZY_TEXT if code & 1 else "")
         table.append(texts.join_message(base, texts.reason_lines((code >> 1) & ((1 << 39) - 1))))
     return Column(codes=inverse.reshape(-1).astype(np.int32), table=table)
+
+
+@dataclass(frozen=True)
+class _ValueStyle(Style):
+    """Cells as Python values: real booleans, non-finite numbers as floats (not texts)."""
+
+    def number(self, value: float) -> Any:
+        return float(value)
+
+
+VALUES = _ValueStyle(text_booleans=False)
+
+
+NUMERIC = frozenset(SUMMARY[len(COMMON) : -3] + REAL[len(COMMON) : -3])  # the metric, diff and statistic columns
+NAN_TEXT = "Nan"  # the reference's text for a NaN statistic, difference or metric
+
+
+def value_columns(outcome: CompareOutcome) -> dict[str, list[Any]]:
+    """The table as {column name: cell values}, for Python callers: the plain-style cells of the result files, except
+    that every number is an int or a float (percent cells are the number before the `%`; nan, inf and the "Nan"
+    marker of the numeric columns are floats)."""
+    return {name: _values(col, name in NUMERIC) for name, col in zip(header(outcome), column_data(outcome, VALUES))}
+
+
+def _values(col: Column, numeric: bool) -> list[Any]:
+    if col.kind is None:
+        objects = col.objects
+        cells = objects if isinstance(objects, list) else list(objects)
+    else:
+        assert col.values is not None
+        out = col.objects.copy()
+        number = col.kind != KIND_OTHER
+        out[number] = col.values[number].astype(object)
+        ints = col.kind == KIND_INT
+        out[ints] = _object_array([int(v) for v in col.values[ints].tolist()])
+        cells = out.tolist()
+    if numeric:
+        cells = [math.nan if type(v) is str and v == NAN_TEXT else v for v in cells]
+    return cells
