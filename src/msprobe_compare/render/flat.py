@@ -76,19 +76,20 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequ
     csv.writer(head).writerow(list(header) + ["colour"])
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
+    digits = fast is not None and orjson_digits(fast)  # checked here, not again in a forked child
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
-            return fast.csv_block([_csv_spec(formats[0], col, lo, hi, fast) for col in cols], hi - lo)
+            return fast.csv_block([_csv_spec(formats[0], col, lo, hi, digits) for col in cols], hi - lo)
         items = row_items(formats, cols, lo, hi)
         return ("\r\n".join(map(",".join, zip(*items))) + "\r\n").encode("utf-8")
 
     _write_rows(path, n, head.getvalue().encode("utf-8"), block)
 
 
-def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, fast: ModuleType) -> Any:
-    """Rows [lo, hi) of a column in the form `fast.csv_block` (_csvrows) takes: numbers stay numbers, texts come
-    from `fmt` (each distinct value formatted once per column)."""
+def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
+    """Rows [lo, hi) of a column in the form _csvrows.csv_block takes: numbers stay numbers, texts come from `fmt`
+    (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
     if isinstance(col, Column) and col.kind is not None:
@@ -96,7 +97,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
         # orjson writes the shortest round-trip digits fast; _csvrows puts them in repr's layout (None: repr's own)
-        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if orjson_digits(fast) else None
+        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
         return values, kind, codes[lo:hi], texts, numbers
     return fmt.column(col, lo, hi)
 
@@ -123,9 +124,9 @@ def _orjson_digits_agree(fast: ModuleType) -> bool:
     return True
 
 
-def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, fast: ModuleType) -> Any:
+def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
     """`_csv_spec` for JSON lines: numbers also carry the member's text before and after them."""
-    spec = _csv_spec(fmt, col, lo, hi, fast)
+    spec = _csv_spec(fmt, col, lo, hi, digits)
     return (*spec, fmt.prefix, fmt.suffix) if isinstance(spec, tuple) and len(spec) == 5 else spec
 
 
@@ -144,10 +145,12 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Se
                for pos, k in enumerate(order)]  # fmt: skip
     ordered = [cols[k] for k in order]
     fast = native.load("_csvrows")
+    digits = fast is not None and orjson_digits(fast)
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
-            return fast.csv_block([_json_spec(f, col, lo, hi, fast) for f, col in zip(formats, ordered)], hi - lo, True)
+            specs = [_json_spec(f, col, lo, hi, digits) for f, col in zip(formats, ordered)]
+            return fast.csv_block(specs, hi - lo, True)
         items = row_items(formats, ordered, lo, hi)
         return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
 
