@@ -3,16 +3,17 @@
  * A column is one of:
  *   [str, ...]                      the cells' CSV fields, ready;
  *   (codes int32[n], [str, ...])    cell i is texts[codes[i]];
- *   (values float64[n], kinds int8[n], codes int32[n], [str, ...], bytes)
- *     (+ orjson's text of the values, "[a,b,...]")
+ *   (values float64[n], kinds int8[n], codes int32[n], [str, ...], bytes or None)
+ *     (+ orjson's text of the values, "[a,b,...]", or None)
  *                                   KIND_FLOAT 0: repr(value); KIND_INT 1: str(int(value)); KIND_PERCENT 2:
  *                                   repr(value) + "%", neutralised with a leading apostrophe when it starts with
  *                                   "-"; KIND_OTHER 3: texts[codes[i]]. The digits of finite floats come from
  *                                   orjson's text (shortest round trip, as repr), re-laid out as repr writes
- *                                   them; anything else from Python's own repr/str.
+ *                                   them (either exponent spelling: 1e16 or 1e+16); without that text, and for
+ *                                   anything else, from Python's own repr/str.
  * JSON lines (json=True): a numeric column has two more items, the text before and after each number (the
- * member's key and the row's braces); floats are orjson's own text, percents and non-finite floats quoted texts,
- * and nothing is put between cells or after rows (the texts carry it).
+ * member's key and the row's braces); floats are repr's text, percents and non-finite floats quoted texts, and
+ * nothing is put between cells or after rows (the texts carry it).
  * Fields are joined with "," and rows end with "\r\n", as csv.writer (excel dialect) writes them. The texts are
  * Python's own (repr via PyOS_double_to_string, str of ints), so the bytes equal the Python path's.
  */
@@ -88,8 +89,8 @@ static int put_int(Out *o, double v) {
 }
 
 /* Python's repr of a finite float from orjson's text of it: the same shortest digits, in another layout where
- * exponents are involved (orjson 1.5e16 / 2e-7, repr 1.5e+16 / 2e-07) and for 1e-5 <= |x| < 1e-4 (orjson
- * 0.0000123, repr 1.23e-05). */
+ * exponents are involved (orjson 1.5e16 up to 3.10, 1.5e+16 from 3.11, 2e-7 in all; repr 1.5e+16 / 2e-07) and
+ * for 1e-5 <= |x| < 1e-4 (orjson 0.0000123, repr 1.23e-05). */
 static int put_orjson_as_repr(Out *o, const char *t, Py_ssize_t n) {
     const char *e = memchr(t, 'e', (size_t)n);
     if (e) {
@@ -116,6 +117,18 @@ static int put_orjson_as_repr(Out *o, const char *t, Py_ssize_t n) {
     return out_put(o, t, n);
 }
 
+/* repr of a finite float: from orjson's token when there is one, else Python's own. */
+static int put_float(Out *o, double v, const char *tok, Py_ssize_t tok_n) {
+    return tok ? put_orjson_as_repr(o, tok, tok_n) : put_repr(o, v, 0);
+}
+
+/* str(int(v)) of an integral float: orjson's "D.0" below 1e16 without ".0" when there is a token. */
+static int put_integral(Out *o, double v, const char *tok, Py_ssize_t tok_n) {
+    if (v == 0.0) return out_put(o, "0", 1);
+    if (tok && fabs(v) < 1e16 && tok_n > 2 && memcmp(tok + tok_n - 2, ".0", 2) == 0) return out_put(o, tok, tok_n - 2);
+    return put_int(o, v);
+}
+
 enum { C_TEXTS, C_CODED, C_NUMERIC };
 
 typedef struct {
@@ -123,7 +136,7 @@ typedef struct {
     PyObject *texts; /* list */
     Py_buffer values, kinds, codes;
     int has_values, has_kinds, has_codes;
-    const char *num; /* orjson's text of the values: "[a,b,...]"; the cursor moves along */
+    const char *num; /* orjson's text of the values: "[a,b,...]"; the cursor moves along (NULL: none) */
     const char *num_end;
     const char *pre, *suf; /* JSON lines: the text before and after a number ("key": and separators) */
     Py_ssize_t pre_n, suf_n;
@@ -180,12 +193,14 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
                 get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
                 goto done;
-            if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
-                PyErr_SetString(PyExc_ValueError, "csv_block: the number text must be orjson's array text");
-                goto done;
+            if (num != Py_None) {
+                if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
+                    PyErr_SetString(PyExc_ValueError, "csv_block: the number text must be orjson's array text or None");
+                    goto done;
+                }
+                s->num = PyBytes_AS_STRING(num) + 1;
+                s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
             }
-            s->num = PyBytes_AS_STRING(num) + 1;
-            s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
             if (json) {
                 PyObject *pre = PyTuple_GET_ITEM(c, 5), *suf = PyTuple_GET_ITEM(c, 6);
                 if (!PyUnicode_Check(pre) || !PyUnicode_Check(suf)) {
@@ -216,7 +231,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 int kind = s->type == C_CODED ? 3 : ((const int8_t *)s->kinds.buf)[i];
                 const char *tok = NULL;
                 Py_ssize_t tok_n = 0;
-                if (s->type == C_NUMERIC) { /* this row's token of orjson's text */
+                if (s->type == C_NUMERIC && s->num) { /* this row's token of orjson's text */
                     tok = s->num;
                     const char *q = tok;
                     while (q < s->num_end && *q != ',') q++;
@@ -242,31 +257,23 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                         bad = out_put(&o, s->pre, s->pre_n) < 0;
                         if (kind == 2 || !finite) {
                             bad = bad || out_put(&o, "\"", 1) < 0 ||
-                                  (finite ? put_orjson_as_repr(&o, tok, tok_n) : put_repr(&o, v, 0)) < 0 ||
+                                  (finite ? put_float(&o, v, tok, tok_n) : put_repr(&o, v, 0)) < 0 ||
                                   (kind == 2 && out_put(&o, "%", 1) < 0) || out_put(&o, "\"", 1) < 0;
                         } else if (kind == 1) {
-                            bad = bad || (v == 0.0 ? out_put(&o, "0", 1)
-                                          : fabs(v) < 1e16 && tok_n > 2 && memcmp(tok + tok_n - 2, ".0", 2) == 0
-                                              ? out_put(&o, tok, tok_n - 2)
-                                              : put_int(&o, v)) < 0;
+                            bad = bad || put_integral(&o, v, tok, tok_n) < 0;
                         } else {
-                            bad = bad || out_put(&o, tok, tok_n) < 0;
+                            bad = bad || put_float(&o, v, tok, tok_n) < 0;
                         }
                         if (bad || out_put(&o, s->suf, s->suf_n) < 0) goto done;
                         continue;
                     }
                     if (!Py_IS_FINITE(v) || (tok_n == 4 && memcmp(tok, "null", 4) == 0)) {
                         bad = kind == 1 ? put_int(&o, v) : put_repr(&o, v, kind == 2);
-                    } else if (kind == 1) { /* orjson's "D.0" below 1e16 is str(int) once ".0" goes */
-                        if (v == 0.0)
-                            bad = out_put(&o, "0", 1);
-                        else if (fabs(v) < 1e16 && tok_n > 2 && memcmp(tok + tok_n - 2, ".0", 2) == 0)
-                            bad = out_put(&o, tok, tok_n - 2);
-                        else
-                            bad = put_int(&o, v);
+                    } else if (kind == 1) {
+                        bad = put_integral(&o, v, tok, tok_n);
                     } else {
                         bad = kind == 2 && signbit(v) && out_put(&o, "'", 1) < 0; /* "-x%" is text: neutralised */
-                        bad = bad || put_orjson_as_repr(&o, tok, tok_n) < 0 || (kind == 2 && out_put(&o, "%", 1) < 0);
+                        bad = bad || put_float(&o, v, tok, tok_n) < 0 || (kind == 2 && out_put(&o, "%", 1) < 0);
                     }
                     if (bad) goto done;
                     continue;

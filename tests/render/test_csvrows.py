@@ -30,7 +30,8 @@ def _numeric_column(values: np.ndarray, kind: np.ndarray, texts: list[object]) -
 def _rows(col: Column) -> list[str]:
     fast = _module()
     n = len(col)
-    return fast.csv_block([flat._csv_spec(CsvFormat(), col, 0, n)], n).decode("utf-8").split("\r\n")[:-1]
+    spec = flat._csv_spec(CsvFormat(), col, 0, n, flat.orjson_digits(fast))
+    return fast.csv_block([spec], n).decode("utf-8").split("\r\n")[:-1]
 
 
 def _every_kind(n: int, seed: int) -> Column:
@@ -91,7 +92,9 @@ def test_json_lines_of_every_kind() -> None:
     col.values[col.kind == KIND_INT] = np.clip(col.values[col.kind == KIND_INT], -(2.0**53), 2.0**53)  # orjson: 64 bits
     n = len(col)
     fmt = JsonFormat("k", "{", "}\n")
-    got = _module().csv_block([flat._json_spec(fmt, col, 0, n)], n, True).decode("utf-8").splitlines()
+    fast = _module()
+    spec = flat._json_spec(fmt, col, 0, n, flat.orjson_digits(fast))
+    got = fast.csv_block([spec], n, True).decode("utf-8").splitlines()
     assert got == ["{" + '"k":' + json_value(v) + "}" for v in col.cells()]
 
 

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import orjson
+from types import ModuleType
 
-from msprobe_compare import native
+import numpy as np
+
+from msprobe_compare import floattext, native
 
 MAX_DIGITS = 17
 
@@ -159,17 +160,30 @@ def reference_parse(values: np.ndarray) -> np.ndarray:
     """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged)."""
     arr = np.asarray(values, dtype=np.float64)
     fast = native.load("_legacyparse")
-    if fast is not None:
+    if fast is not None and floattext.agrees("_legacyparse", lambda: _orjson_parse_agrees(fast)):  # once
         out = np.array(arr, dtype=np.float64)  # a C-ordered copy: non-finite values stay as they are
         flat = out.reshape(-1)
         fin = np.flatnonzero(np.isfinite(flat))
         if len(fin):
             # orjson writes the shortest round-trip digits (repr's) of a whole array fast; C re-lays them out
             parsed = np.empty(len(fin), dtype=np.float64)
-            fast.reference_parse_orjson(orjson.dumps(flat[fin], option=orjson.OPT_SERIALIZE_NUMPY), parsed)
+            fast.reference_parse_orjson(floattext.orjson_array(flat[fin]), parsed)
             flat[fin] = parsed
         return out
     return reference_parse_numpy(arr)
+
+
+def _orjson_parse_agrees(fast: ModuleType) -> bool:
+    """Whether the native parse of orjson's text gives the numpy path's values (from repr's texts) on
+    floattext.hard_doubles(), bit for bit: else orjson's layout is not one the C code knows."""
+    sample = floattext.hard_doubles()
+    fin = np.ascontiguousarray(sample[np.isfinite(sample)])
+    parsed = np.empty(len(fin), dtype=np.float64)
+    fast.reference_parse_orjson(floattext.orjson_array(fin), parsed)
+    expected = reference_parse_numpy(fin)
+    nan = np.isnan(expected)
+    same = parsed[~nan].view(np.int64) == expected[~nan].view(np.int64)  # signed zeros too
+    return bool((np.isnan(parsed) == nan).all() and same.all())
 
 
 def reference_parse_numpy(values: np.ndarray) -> np.ndarray:

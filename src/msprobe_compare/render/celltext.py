@@ -4,14 +4,15 @@ Writers ask for the texts of one column over a block of rows and join the rows t
 cell stays in C:
 
 - numbers: orjson writes the shortest round-trip digits of a whole float64 array in one call, the digits
-  Python's repr chooses; where its layout differs from repr's (exponents, 1e-5 <= |x| < 1e-4) the text is
-  rewritten. `float_reprs` checks this once at import and falls back to repr if orjson ever disagrees;
+  Python's repr chooses; where its layout differs from repr's (exponents, whose spelling depends on orjson's
+  release, and 1e-5 <= |x| < 1e-4) the text is rewritten. Every format writes repr's text of a float. Both
+  paths are checked once at import (`ORJSON_DIGITS`); if orjson ever disagrees, repr writes every number;
 - texts: the block is joined with NUL and searched once; clean texts pass through unchanged (CSV) or are
   wrapped all at once by a join and a split (JSON, XML). Only columns with special characters go cell by
   cell, and then each distinct string is formatted once.
 
-The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `flat.neutralise`, orjson,
-and `xlsx.cell_xml` give for each value.
+The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `flat.neutralise`, `json_value`
+(orjson, floats as repr) and `xlsx.cell_xml` give for each value.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import orjson
 
+from msprobe_compare import floattext
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
@@ -29,7 +31,6 @@ SAFE_TEXTS = frozenset({"-inf", "-"})
 MAX_CELL_CHARS = 32767  # Excel's limit for one cell
 INT_BULK_LIMIT = 1e16  # integers below this are written in bulk (orjson prints them as "D.0")
 
-_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _CONTROL = "".join(map(chr, range(1, 32)))
 _CSV_QUOTE_CHARS = ',"\r\n'  # characters that make csv.writer quote a field (excel dialect)
 _CSV_QUOTE = re.compile(f"[{re.escape(_CSV_QUOTE_CHARS)}]")
@@ -63,6 +64,7 @@ class _Pieces:
 
 _COMMA, _MINUS, _E = ord(","), ord("-"), ord("e")
 # splice pieces of the layout fix
+_PLUS_SIGN = ord("+")
 _LAYOUT = _Pieces([b"", b".", b"e-05", b"+", b"0", b"+0", b"nan", b"inf", b"-inf"])
 _CUT, _DOT, _E05, _PLUS, _ZERO, _PLUS_ZERO, _NAN, _INF, _NINF = range(9)
 
@@ -86,44 +88,43 @@ def _splice(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, piece: np.nda
 
 
 _NEWLINE = ord("\n")
+_SMALL_PREFIX = np.frombuffer(b"0.0000", dtype=np.uint8)
 
 
 def _repr_layout(
-    text: bytes, values: np.ndarray, odd: np.ndarray | None, ints: np.ndarray | None = None,
-    numbers: np.ndarray | None = None,
+    text: bytes, values: np.ndarray, odd: np.ndarray, ints: np.ndarray | None = None, numbers: np.ndarray | None = None
 ) -> bytes:  # fmt: skip
     """orjson's texts of `values` (separated by commas or newlines) in repr's layout where `odd`.
 
-    orjson writes exponents as 1.5e16, 2e-7 and 1e-5 <= |x| < 1e-4 as 0.0000ddd; repr writes 1.5e+16,
-    2e-07 (a sign and two digits at least) and d.dde-05; non-finite values are "null" to orjson. The
-    same digits either way. Where `ints` (integral values below 1e16), "D.0" becomes "D", as str(int).
-    Only `numbers` (default: all) are numbers; the other texts stay as they are. `odd` None: orjson's
-    layout stays (only the ints change).
+    The same digits either way; the layouts (floattext.py has a table): exponents are 1.5e16 or 1.5e+16 and 2e-7
+    to orjson, 1.5e+16 and 2e-07 (a sign and two digits at least) to repr; 1e-5 <= |x| < 1e-4 is 0.0000ddd to
+    orjson, d.dde-05 to repr; non-finite values are "null" to orjson. Where `ints` (integral values below 1e16),
+    "D.0" becomes "D", as str(int). Only `numbers` (default: all) are numbers; the other texts stay as they are.
     """
     arr = np.frombuffer(text, dtype=np.uint8)
     n = len(arr)
     cut_s, cut_e, kinds = [], [], []  # splices as (start, end, piece) arrays, merged and sorted below
-    if odd is None:
-        small = bad = np.zeros(0, dtype=np.int64)
-    else:
-        with np.errstate(invalid="ignore"):
-            a = np.abs(values)
-            small = np.flatnonzero(odd & (a >= 1e-5) & (a < 1e-4))
-            bad = np.flatnonzero(~np.isfinite(values) if numbers is None else ~np.isfinite(values) & numbers)
+    with np.errstate(invalid="ignore"):
+        a = np.abs(values)
+        small = np.flatnonzero(odd & (a >= 1e-5) & (a < 1e-4))
+        bad = np.flatnonzero(~np.isfinite(values) if numbers is None else ~np.isfinite(values) & numbers)
     int_at = np.flatnonzero(ints) if ints is not None else small[:0]
     if len(small) or len(bad) or len(int_at):  # where each text starts and ends
         seps = np.flatnonzero((arr == _COMMA) | (arr == _NEWLINE))
         starts = np.concatenate(([0], seps + 1))
         ends = np.concatenate((seps, [n]))
-    if len(small):  # [-]0.0000dddd -> [-]d.ddde-05
+    if len(small):  # [-]0.0000dddd -> [-]d.ddde-05 (a text with an exponent is left to the next step)
         z = starts[small] + (arr[starts[small]] == _MINUS)
-        more = ends[small] - (z + 6) > 1
-        cut_s += [z, z[more] + 7, ends[small]]
-        cut_e += [z + 6, z[more] + 7, ends[small]]
+        plain = (z + 6 < ends[small]) & (arr[np.minimum(z[:, None] + np.arange(6), n - 1)] == _SMALL_PREFIX).all(1)
+        z, end = z[plain], ends[small][plain]
+        more = end - (z + 6) > 1
+        cut_s += [z, z[more] + 7, end]
+        cut_e += [z + 6, z[more] + 7, end]
         kinds += [np.full(len(z), _CUT), np.full(int(more.sum()), _DOT), np.full(len(z), _E05)]
-    e_at = np.flatnonzero(arr == _E) if odd is not None else small
-    if len(e_at):  # e16 -> e+16, e-7 -> e-07
-        signed = arr[e_at + 1] == _MINUS
+    e_at = np.flatnonzero(arr == _E)
+    if len(e_at):  # e16 -> e+16, e-7 -> e-07, e+16 stays
+        after_e = arr[np.minimum(e_at + 1, n - 1)]
+        signed = (after_e == _MINUS) | (after_e == _PLUS_SIGN)
         d0 = e_at + 1 + signed
         single = np.ones(len(e_at), dtype=bool)
         inside = d0 + 1 < n
@@ -158,15 +159,31 @@ def _odd(values: np.ndarray) -> np.ndarray:
         return ~((a >= 1e-4) & (a < 1e16)) & (values != 0)
 
 
+def _numbers_orjson(values: np.ndarray, numbers: np.ndarray | None = None, ints: np.ndarray | None = None) -> bytes:
+    """`_numbers_python` from orjson's text of the whole array, re-laid out in a few vectorised splices."""
+    text = floattext.orjson_array(values)[1:-1]
+    odd = _odd(values) if numbers is None else _odd(values) & numbers
+    if odd.any() or ints is not None:
+        text = _repr_layout(text, values, odd, ints, numbers)
+    return text
+
+
+def _numbers_python(values: np.ndarray, numbers: np.ndarray | None = None, ints: np.ndarray | None = None) -> bytes:
+    """The texts of a float64 array joined by commas: repr(float(x)), str(int(x)) where `ints`, "null" outside
+    `numbers` (default: all are numbers). Exact, one repr per value."""
+    texts = list(map(float.__repr__, np.asarray(values, dtype=np.float64).tolist()))
+    if numbers is not None:
+        for i in np.flatnonzero(~numbers).tolist():
+            texts[i] = "null"
+    if ints is not None:
+        for i, x in zip(np.flatnonzero(ints).tolist(), values[ints].tolist()):
+            texts[i] = str(int(x))
+    return ",".join(texts).encode("ascii")
+
+
 def _float_reprs_orjson(values: np.ndarray) -> list[str]:
     v = np.ascontiguousarray(values, dtype=np.float64)
-    if len(v) == 0:
-        return []
-    text = orjson.dumps(v, option=_NUMPY)[1:-1]
-    odd = _odd(v)
-    if odd.any():
-        text = _repr_layout(text, v, odd)
-    return text.decode("ascii").split(",")
+    return _numbers_orjson(v).decode("ascii").split(",") if len(v) else []
 
 
 def _float_reprs_python(values: np.ndarray) -> list[str]:
@@ -174,20 +191,31 @@ def _float_reprs_python(values: np.ndarray) -> list[str]:
 
 
 def _orjson_agrees() -> bool:
-    """Whether orjson's digits and layouts, rewritten, give repr's text on a sample of hard cases."""
-    rng = np.random.default_rng(12345)
-    bits = rng.integers(0, 2**63 - 1, 4096, dtype=np.int64).view(np.float64)
-    powers = 10.0 ** np.arange(-325, 309, dtype=np.float64)
-    sample = np.concatenate([
-        bits, powers, np.nextafter(powers, 0), np.nextafter(powers, np.inf), -powers,
-        rng.standard_normal(4096).astype(np.float32).astype(np.float64) * 10.0 ** rng.integers(-12, 20, 4096),
-        [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308, 1e-4, 1e-5, 1e16, 9999999999999998.0],
-    ])  # fmt: skip
-    return _float_reprs_orjson(sample) == _float_reprs_python(sample)
+    """Whether the orjson paths give the exact paths' texts on floattext.hard_doubles(): all numbers, and numbers
+    among placeholders with integral values as ints (the two ways the writers use them)."""
+    sample = floattext.hard_doubles().copy()
+    if _float_reprs_orjson(sample) != _float_reprs_python(sample):
+        return False
+    numbers = np.isfinite(sample) & (np.arange(len(sample)) % 7 != 3)
+    sample[~numbers] = np.nan  # placeholders, as _Format.cells puts them
+    with np.errstate(invalid="ignore"):
+        ints = numbers & (sample == np.trunc(sample)) & (np.abs(sample) < INT_BULK_LIMIT)
+    sample[ints & (sample == 0)] = 0.0
+    return _numbers_orjson(sample, numbers, ints) == _numbers_python(sample, numbers, ints)
 
 
-float_reprs: Callable[[np.ndarray], list[str]] = _float_reprs_orjson if _orjson_agrees() else _float_reprs_python
-float_reprs.__doc__ = "repr(float(x)) of each element of a float array."
+ORJSON_DIGITS = floattext.agrees("celltext", _orjson_agrees)  # the orjson paths are in use (else repr's)
+
+
+def number_texts(values: np.ndarray, numbers: np.ndarray | None = None, ints: np.ndarray | None = None) -> bytes:
+    """The texts of a float64 array joined by commas: repr(float(x)), str(int(x)) where `ints` (integral values
+    below 1e16), "null" outside `numbers` (default: all); from orjson's digits while ORJSON_DIGITS, else by repr."""
+    return (_numbers_orjson if ORJSON_DIGITS else _numbers_python)(values, numbers, ints)
+
+
+def float_reprs(values: np.ndarray) -> list[str]:
+    """repr(float(x)) of each element of a float array."""
+    return (_float_reprs_orjson if ORJSON_DIGITS else _float_reprs_python)(values)
 
 
 # --- one cell, any value: the reference behaviour the column paths must match ----------------------------
@@ -210,9 +238,11 @@ def csv_field(value: Any) -> str:
 
 
 def json_value(value: Any) -> str:
-    """orjson's text of a cell value; non-finite floats as their repr text."""
-    if isinstance(value, float) and not np.isfinite(value):
-        value = repr(value)
+    """The JSON text of a cell value: floats as repr writes them (as the json module does; orjson's layout of
+    exponents depends on its release), non-finite ones as their repr text in quotes; the rest as orjson writes it."""
+    if isinstance(value, float):
+        text = float.__repr__(float(value))
+        return text if value - value == 0 else f'"{text}"'
     return orjson.dumps(value).decode("utf-8")
 
 
@@ -317,7 +347,6 @@ class _Format:
     """
 
     sep = ","
-    repr_floats = True  # floats in repr's layout (else orjson's)
 
     def one(self, value: Any) -> str:
         """The text of one cell value (the reference the column paths match)."""
@@ -386,10 +415,7 @@ class _Format:
                 ints = None
         rest = np.flatnonzero(~number)
         values[rest] = np.nan  # placeholders: orjson writes "null"
-        text = orjson.dumps(values, option=_NUMPY)[1:-1]
-        odd = _odd(values) & number if self.repr_floats or mode == KIND_PERCENT else None
-        if (odd is not None and odd.any()) or ints is not None:
-            text = _repr_layout(text, values, odd, ints, number)
+        text = number_texts(values, number, ints)
         before, after = self.number_wrap(mode)
         s = text.decode("ascii")
         if not len(rest):
@@ -462,11 +488,10 @@ class CsvFormat(_Format):
 
 
 class JsonFormat(_Format):
-    """`"key":value` members of a JSON object, as orjson writes them, with `before` and `after` baked into every
-    cell: a row is then its cells joined with nothing between."""
+    """`"key":value` members of a JSON object (values as `json_value` writes them), with `before` and `after`
+    baked into every cell: a row is then its cells joined with nothing between."""
 
     sep = ""
-    repr_floats = False
 
     def __init__(self, key: str, before: str = "", after: str = "") -> None:
         self.prefix = before + orjson.dumps(key).decode("utf-8") + ":"

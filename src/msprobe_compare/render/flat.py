@@ -3,10 +3,11 @@
 CSV cells that a spreadsheet would run as a formula (text starting with = + - @ or a tab/CR) get a
 leading apostrophe, the usual defence against CSV injection; `-inf` is left as it is; numbers are never
 touched. Fields are quoted as csv.writer's excel dialect does (QUOTE_MINIMAL, CRLF line ends). Each JSON
-line is one object, column name -> value, with the row colour under "colour", as orjson writes it.
+line is one object, column name -> value, with the row colour under "colour": texts as orjson writes them,
+floats as repr writes them (as the json module does; orjson's exponents depend on its release).
 
 Cells are formatted column by column (render.celltext) over BLOCK_ROWS rows, then the rows of the block
-are joined and written at once: the bytes are the same as a csv.writer / orjson.dumps per row would give.
+are joined and written at once: the bytes are the same as a csv.writer / celltext.json_value per row would give.
 
 Large tables are written by two processes (POSIX, two or more cores, no other threads running): a child forked
 for the purpose formats the second half of the rows into a part file while this process writes the first half;
@@ -26,16 +27,18 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-import orjson
+from types import ModuleType
 
-from msprobe_compare import native
+import numpy as np
+
+from msprobe_compare import floattext, native
+from msprobe_compare.render import celltext
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap
 from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
-from msprobe_compare.render.table import KIND_OTHER, Column
+from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -73,39 +76,62 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequ
     csv.writer(head).writerow(list(header) + ["colour"])
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
+    digits = fast is not None and orjson_digits(fast)  # checked here, not again in a forked child
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
-            return fast.csv_block([_csv_spec(formats[0], col, lo, hi) for col in cols], hi - lo)
+            return fast.csv_block([_csv_spec(formats[0], col, lo, hi, digits) for col in cols], hi - lo)
         items = row_items(formats, cols, lo, hi)
         return ("\r\n".join(map(",".join, zip(*items))) + "\r\n").encode("utf-8")
 
     _write_rows(path, n, head.getvalue().encode("utf-8"), block)
 
 
-def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int) -> Any:
-    """Rows [lo, hi) of a column in the form _csvrows.csv_block takes: numbers stay numbers, texts come from
-    CsvFormat (each distinct value formatted once per column)."""
+def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
+    """Rows [lo, hi) of a column in the form _csvrows.csv_block takes: numbers stay numbers, texts come from `fmt`
+    (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
     if isinstance(col, Column) and col.kind is not None:
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
-        # orjson writes the shortest round-trip digits fast; _csvrows puts them in repr's layout
-        numbers = orjson.dumps(np.where(kind == KIND_OTHER, np.nan, values), option=orjson.OPT_SERIALIZE_NUMPY)
+        # orjson writes the shortest round-trip digits fast; _csvrows puts them in repr's layout (None: repr's own)
+        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
         return values, kind, codes[lo:hi], texts, numbers
     return fmt.column(col, lo, hi)
 
 
-def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int) -> Any:
+def orjson_digits(fast: ModuleType) -> bool:
+    """Whether `fast.csv_block` gets orjson's text of the numbers: when celltext's orjson paths are in use and the
+    module's rewriting of that text gives, on floattext.hard_doubles() in every kind of cell and both formats,
+    the bytes of its exact path (Python's repr of each value). Checked once per process."""
+    return celltext.ORJSON_DIGITS and floattext.agrees("_csvrows", lambda: _orjson_digits_agree(fast))
+
+
+def _orjson_digits_agree(fast: ModuleType) -> bool:
+    values = np.array(floattext.hard_doubles())
+    n = len(values)
+    kind = np.array([KIND_FLOAT, KIND_PERCENT, KIND_INT, KIND_OTHER], dtype=np.int8)[np.arange(n) % 4]
+    kind[(kind == KIND_INT) & ~(np.isfinite(values) & (values == np.trunc(values)))] = KIND_FLOAT  # as table has ints
+    codes = np.zeros(n, dtype=np.int32)
+    text = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values))
+    for json, extra in ((False, ()), (True, ('{"k":', "}\n"))):
+        if fast.csv_block([(values, kind, codes, ["x"], text, *extra)], n, json) != fast.csv_block(
+            [(values, kind, codes, ["x"], None, *extra)], n, json
+        ):
+            return False
+    return True
+
+
+def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
     """`_csv_spec` for JSON lines: numbers also carry the member's text before and after them."""
-    spec = _csv_spec(fmt, col, lo, hi)
+    spec = _csv_spec(fmt, col, lo, hi, digits)
     return (*spec, fmt.prefix, fmt.suffix) if isinstance(spec, tuple) and len(spec) == 5 else spec
 
 
 def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
-    """One JSON object per row: column name -> value (as orjson writes it), then "colour"."""
+    """One JSON object per row: column name -> value (as celltext.json_value writes it), then "colour"."""
     n = _n_rows(columns)
     if len(header) != len(columns):
         raise ValueError(f"{len(header)} column names for {len(columns)} columns")
@@ -119,10 +145,12 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Se
                for pos, k in enumerate(order)]  # fmt: skip
     ordered = [cols[k] for k in order]
     fast = native.load("_csvrows")
+    digits = fast is not None and orjson_digits(fast)
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
-            return fast.csv_block([_json_spec(f, col, lo, hi) for f, col in zip(formats, ordered)], hi - lo, True)
+            specs = [_json_spec(f, col, lo, hi, digits) for f, col in zip(formats, ordered)]
+            return fast.csv_block(specs, hi - lo, True)
         items = row_items(formats, ordered, lo, hi)
         return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
 
