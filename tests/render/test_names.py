@@ -6,6 +6,7 @@ import datetime as dt
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -166,6 +167,32 @@ def test_processes_never_share_a_stamp(tmp_path):
     for pid, ts in got:  # each set written whole by one process
         assert [(tmp_path / p.format(ts=ts)).read_text() for p in SET] == [str(pid)] * 3
     assert len(list(tmp_path.iterdir())) == 3 * n
+
+
+def _killed_while_writing(folder: str) -> None:
+    with claim_names(Path(folder), SET, now=NOW) as claim:
+        with atomic_output(claim.path(SET[0])) as tmp:
+            tmp.write_text("complete")
+        with atomic_output(claim.path(SET[1])) as tmp:
+            tmp.write_text("half of it")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_killed_run_leaves_only_hidden_parts(tmp_path):
+    proc = multiprocessing.get_context("fork").Process(target=_killed_while_writing, args=(str(tmp_path),))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+    names = {p.format(ts=stamp(0)) for p in SET}
+    left = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    # the finished file is published; the half-written one and the unused name only as hidden parts
+    assert left == {SET[0].format(ts=stamp(0)): "complete", f".{SET[1].format(ts=stamp(0))}.part": "half of it",
+                    f".{SET[2].format(ts=stamp(0))}.part": ""}  # fmt: skip
+    assert not any(os.path.lexists(tmp_path / n) for n in names - {SET[0].format(ts=stamp(0))})
+    with claim_names(tmp_path, SET, now=NOW) as claim:  # the next run moves on and leaves those alone
+        assert claim.ts == stamp(1)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == left
 
 
 def test_eight_runs_into_one_folder(tmp_path):
