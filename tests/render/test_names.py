@@ -206,7 +206,8 @@ def test_eight_runs_into_one_folder(tmp_path):
     os.symlink(out / "gone", out / f"advisor_{now + dt.timedelta(seconds=3):%Y%m%d%H%M%S}.txt")
     before = snapshot(out)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", "compare.json", "-o", str(out), "-s"]
+    cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", "compare.json", "-o", str(out),
+           "-s"]  # fmt: skip
     procs = [subprocess.Popen(cmd, cwd=case, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for _ in range(8)]  # fmt: skip
     outputs = [p.communicate(timeout=300)[0].decode() for p in procs]
@@ -216,10 +217,11 @@ def test_eight_runs_into_one_folder(tmp_path):
     new = sorted(set(after) - set(before))
     stamps = sorted({re.search(r"_(\d{14})\.", name).group(1) for name in new})
     assert len(stamps) == 8
-    assert new == sorted(f"{p}_{ts}.{ext}" for ts in stamps
-                         for p, ext in [("compare_result", "xlsx"), ("compare_report", "html"), ("advisor", "txt")])  # fmt: skip
+    kinds = [("compare_result", "xlsx"), ("compare_report", "html"), ("advisor", "txt")]
+    assert new == sorted(f"{p}_{ts}.{ext}" for ts in stamps for p, ext in kinds)  # each set shares its stamp
     expected_advisor = (case / "expected" / "hl.advisor.txt").read_text()
-    for ts, text in zip(sorted(stamps), sorted(outputs, key=lambda o: re.search(r"compare_result_(\d{14})", o).group(1))):
+    by_stamp = sorted(outputs, key=lambda o: re.search(r"compare_result_(\d{14})", o).group(1))
+    for ts, text in zip(stamps, by_stamp):
         assert f"Compare result is {out / f'compare_result_{ts}.xlsx'}" in text
         ws = openpyxl.load_workbook(out / f"compare_result_{ts}.xlsx", read_only=True).active
         rows = list(ws.values)

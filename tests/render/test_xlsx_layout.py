@@ -71,8 +71,8 @@ def test_widths_capped_and_fitted():
     stacks = Column(codes=np.ones(n, dtype=np.int32), table=["N/A", "s" * 3000])
     widths = xlsx.column_widths(header, [names, coded, numbers, stacks], 0, n)
     assert widths == [xlsx.MAX_WIDTH, 9.6, 14, 45]  # "Result": its header; "short" is shorter
-    assert xlsx.column_widths(header, [names[:17], coded, numbers, Column(codes=np.zeros(n, dtype=np.int32),
-                                                                          table=["N/A"])], 0, 17)[::3] == [9, 18.4]  # fmt: skip
+    no_stacks = Column(codes=np.zeros(n, dtype=np.int32), table=["N/A"])
+    assert xlsx.column_widths(header, [names, coded, numbers, no_stacks], 0, 17)[::3] == [9, 18.4]  # rows 0-16 only
 
 
 def test_widths_of_a_big_sheet_sample_rows():

@@ -268,8 +268,9 @@ def _write_sheet_columns(
     with zf.open(f"xl/worksheets/sheet{k}.xml", "w", force_zip64=True) as raw:
         head = "".join(cell_xml(text, ' s="3"') for text in header)
         cols = _cols_xml(widths) if widths else ""
+        first = f'<row r="1" ht="{lines * ROW_HEIGHT:g}" customHeight="1">{head}</row>'
         raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "", cols=cols)
-                   + f'<row r="1" ht="{lines * ROW_HEIGHT:g}" customHeight="1">{head}</row>').encode("utf-8"))  # fmt: skip
+                   + first).encode("utf-8"))  # fmt: skip
         out = _BackgroundWriter(raw)
         fmt = XmlFormat()  # one for all blocks: it keeps what it learnt of each column
         try:
