@@ -13,7 +13,7 @@ import yaml
 
 from msprobe_compare import distribute
 from msprobe_compare.config import CompareConfig, Options
-from msprobe_compare.errors import CompareError, InputError, OutputError
+from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import Colour, HighlightInputs, highlight, stat_max
 from msprobe_compare.judge.rootcause import analyse
@@ -42,7 +42,7 @@ from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
 from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.render import report, table
-from msprobe_compare.render.files import atomic_output, free_timestamp, prepare_output_dir
+from msprobe_compare.render.files import new_output, prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 from msprobe_compare.runtime import gc_paused
@@ -130,18 +130,11 @@ def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console
 def _save_data_mapping(out_dir: Path, mapping: dict[str, str], console: Console) -> Path:
     """Write the -lm row mapping as `data_mapping_{ts}.yaml` (never replacing a file)."""
     text = mapping_yaml(mapping)
-    for _ in range(100):  # ranks compared in parallel may race for the same second
-        final = out_dir / "data_mapping_{ts}.yaml".format(ts=free_timestamp(out_dir, ["data_mapping_{ts}.yaml"]))
-        try:
-            with atomic_output(final) as tmp:
-                tmp.write_text(text, encoding="utf-8")
-        except OutputError:
-            if final.exists():
-                continue
-            raise
-        console.info(f"The data mapping is saved in: {final}")
-        return final
-    raise OutputError("no free name for the data mapping file", out_dir)
+    name = "data_mapping_{ts}.yaml"  # ranks compared in parallel may race for the same second: the claim decides
+    with new_output(out_dir, name) as (final, tmp):
+        tmp.write_text(text, encoding="utf-8")
+    console.info(f"The data mapping is saved in: {final}")
+    return final
 
 
 def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:

@@ -18,7 +18,7 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import check_input_file
 from msprobe_compare.log import Console
 from msprobe_compare.render import table
-from msprobe_compare.render.files import atomic_output, free_timestamp
+from msprobe_compare.render.files import new_output
 from msprobe_compare.render.xlsx import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_(rank\d+(?:-rank\d+)?)_(\d{14})\.xlsx$")
@@ -149,8 +149,7 @@ def merge_results(in_dir: Path, out_dir: Path, config_path: Path, console: Conso
     tables = [read_rank_table(path, rank) for rank, path in find_results(in_dir, console)]
     sheets = merge(tables, cfg, in_dir)
     name = "multi_ranks_compare_merge_{ts}.xlsx"
-    path = out_dir / name.format(ts=free_timestamp(out_dir, [name]))
-    with atomic_output(path) as tmp:
+    with new_output(out_dir, name) as (path, tmp):
         write_workbook(tmp, [(index, header, [list(c) for c in zip(*rows)] if rows else [[] for _ in header])
                              for index, header, rows in sheets])  # fmt: skip
     console.info(f"The merged compare result is saved in: {path}")

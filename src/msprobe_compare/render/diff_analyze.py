@@ -13,7 +13,7 @@ import numpy as np
 
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
-from msprobe_compare.render.files import atomic_output, free_timestamp
+from msprobe_compare.render.files import new_output
 
 STAT_KEYS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
 
@@ -53,8 +53,7 @@ def rank_key(label: str) -> str:
 
 def write_diff_analyze(out_dir: Path, per_rank: dict[str, list[dict[str, Any]]]) -> Path:
     name = "diff_analyze_{ts}.json"
-    path = out_dir / name.format(ts=free_timestamp(out_dir, [name]))
-    with atomic_output(path) as tmp:
+    with new_output(out_dir, name) as (path, tmp):
         tmp.write_text(json.dumps({rank_key(k): v for k, v in per_rank.items()}, indent=1, ensure_ascii=False))
     return path
 

@@ -13,7 +13,7 @@ from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table, texts
-from msprobe_compare.render.files import atomic_output, free_timestamp
+from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.render.html import write_html
 from msprobe_compare.render.xlsx import write_xlsx_columns
@@ -143,7 +143,26 @@ def write_all(
     names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
-    ts = free_timestamp(out_dir, [*names.values(), html_name, advisor_name])
+    with claim_names(out_dir, [*names.values(), html_name, advisor_name]) as claim:  # one stamp, reserved
+        return _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
+                          suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path)
+
+
+def _write_set(
+    outcome: CompareOutcome,
+    out_dir: Path,
+    console: Console,
+    ts: str,
+    names: dict[str, str],
+    html_name: str,
+    advisor_name: str,
+    *,
+    suffix: str,
+    coloured: bool,
+    formats: tuple[str, ...],
+    bench_path: Path | None,
+) -> Written:
+    """write_all's files under the claimed stamp `ts`."""
     header = table.header(outcome)
     first: Path | None = None
     colours = table.colour_codes(outcome)

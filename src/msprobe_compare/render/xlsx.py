@@ -6,6 +6,10 @@ one join, and a worker thread compresses one block while the next is built. Stri
 (t="inlineStr"), so a value such as "=cmd|..." is stored as text and never becomes a formula. Whole rows
 are filled red or yellow. Above MAX_SHEET_ROWS data rows the table is split into sheets part_0, part_1, ...
 of equal size, and stays coloured (decision D2).
+
+Layout for people: each column is as wide as its longest text (rows sampled in a big sheet), capped, the stack
+column narrow (its text stays whole in the cell, shown in the formula bar); the header row wraps at spaces,
+is frozen and repeated on printed pages, and a sheet prints landscape, all columns on one page width.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render.celltext import XmlFormat, cell_xml, row_items, xml_escape
-from msprobe_compare.render.table import Column
+from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
 
 MAX_SHEET_ROWS = 1_048_500
 # style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header
@@ -83,7 +87,8 @@ _STYLES = (
     '<cellXfs count="4"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
     '<xf numFmtId="0" fontId="0" fillId="2" borderId="0" xfId="0" applyFill="1"/>'
     '<xf numFmtId="0" fontId="0" fillId="3" borderId="0" xfId="0" applyFill="1"/>'
-    '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/></cellXfs>'
+    '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1" applyAlignment="1">'
+    '<alignment vertical="top" wrapText="1"/></xf></cellXfs>'
     '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/></cellStyles>'
     "</styleSheet>"
 )
@@ -91,11 +96,18 @@ _SHEET_HEAD = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
     '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
     'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+    '<sheetPr><pageSetUpPr fitToPage="1"/></sheetPr>'
     '<dimension ref="A1:{last}"/>'
     '<sheetViews><sheetView workbookViewId="0"{selected}>'
     '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
     "</sheetView></sheetViews>"
-    '<sheetFormatPr defaultRowHeight="15"/><sheetData>'
+    '<sheetFormatPr defaultRowHeight="15"/>{cols}<sheetData>'
+)
+# printed: landscape, every column on one page width, as many pages down as the rows need
+_SHEET_TAIL = (
+    '</sheetData><autoFilter ref="A1:{last}"/>'
+    '<pageMargins left="0.4" right="0.4" top="0.5" bottom="0.5" header="0.3" footer="0.3"/>'
+    '<pageSetup orientation="landscape" fitToWidth="1" fitToHeight="0"/></worksheet>'
 )
 
 
@@ -118,6 +130,80 @@ def sheet_sizes(n_rows: int, single_name: str) -> list[tuple[str, int]]:
     parts = n_rows // MAX_SHEET_ROWS + 1
     base, extra = divmod(n_rows, parts)
     return [(f"part_{k}", base + (1 if k < extra else 0)) for k in range(parts)]
+
+
+MAX_WIDTH = 60.0  # the widest a column is fitted to, in characters of the default font
+NARROW = {STACK: 45.0}  # columns kept narrower: long texts that stay whole in the cell
+NUMBER_CHARS = 12  # the most characters a number shows in the General format ("-1.23457E-05")
+WIDTH_SAMPLE = 4096  # rows of a bigger sheet whose texts fit a column (all codes of a coded column count)
+ROW_HEIGHT = 15.0  # points: one line of the default font
+
+
+def _shown(value: Any) -> int:
+    """The characters a cell value shows (a number at most NUMBER_CHARS)."""
+    if isinstance(value, str):
+        return len(value)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return 5
+    if isinstance(value, (int, float)):
+        return min(len(repr(value)), NUMBER_CHARS)
+    return len(str(value))
+
+
+def _longest(col: Column | Sequence[Any], lo: int, hi: int) -> int:
+    """The longest text of rows [lo, hi) of a column: every distinct text of a coded column, else a bounded
+    sample of rows."""
+    if hi <= lo:
+        return 0
+    if isinstance(col, Column) and col.codes is not None:
+        table = col.table or []
+        used = np.flatnonzero(np.bincount(col.codes[lo:hi], minlength=len(table)))
+        return max(_shown(table[k]) for k in used.tolist())
+    rows = np.arange(lo, hi) if hi - lo <= WIDTH_SAMPLE else np.linspace(lo, hi - 1, WIDTH_SAMPLE).astype(np.int64)
+    if isinstance(col, Column) and col.kind is not None:
+        assert col.values is not None
+        kind, values = col.kind[rows], col.values[rows]
+        shown = [_shown(x) for x in col.objects[rows[kind == KIND_OTHER]].tolist()]
+        shown += [len(repr(x)) + 1 for x in values[kind == KIND_PERCENT].tolist()]  # texts f"{x!r}%"
+        shown += [_shown(int(x)) for x in values[kind == KIND_INT].tolist()]
+        shown += [_shown(x) for x in values[kind == KIND_FLOAT].tolist()]
+        return max(shown, default=0)
+    objects = col.objects if isinstance(col, Column) else col
+    return max(map(_shown, map(objects.__getitem__, rows.tolist())))
+
+
+def _header_lines(text: str, width: float) -> int:
+    """Lines of a header text wrapped at spaces to `width` characters (bold: a tenth wider)."""
+    lines, used = 1, 0.0
+    for word in text.split(" "):
+        need = len(word) * 1.1
+        if used and used + 1.1 + need > width:
+            lines, used = lines + 1, need
+        else:
+            used += (1.1 if used else 0.0) + need
+    return lines
+
+
+def _header_width(text: str) -> float:
+    """The least width that wraps a header into two lines at most, beside its filter button."""
+    width = max((len(w) for w in text.split(" ")), default=0) * 1.1
+    while _header_lines(text, width) > 2:
+        width += 1
+    return width + 3
+
+
+def column_widths(header: Sequence[str], columns: Sequence[Column | Sequence[Any]], lo: int, hi: int) -> list[float]:
+    """Widths of the columns for rows [lo, hi): the longest text plus a margin, at most MAX_WIDTH (NARROW
+    columns less), at least what the header needs in two lines."""
+    return [round(max(_header_width(name), min(_longest(col, lo, hi) + 2, NARROW.get(name, MAX_WIDTH))), 1)
+            for name, col in zip(header, columns)]  # fmt: skip
+
+
+def _cols_xml(widths: Sequence[float]) -> str:
+    return "<cols>" + "".join(f'<col min="{k}" max="{k}" width="{w}" customWidth="1"/>'
+                              for k, w in enumerate(widths, start=1)) + "</cols>"  # fmt: skip
 
 
 BLOCK_ROWS = 32768  # rows turned into XML at a time: bounds the memory of the fragments
@@ -177,10 +263,14 @@ def _write_sheet_columns(
 ) -> None:  # fmt: skip
     """One sheet from columns: rows [start, start + size) of every column, whole rows coloured."""
     last_ref = f"{column_letter(len(header) - 1)}{size + 1}"
+    widths = column_widths(header, columns, start, start + size)
+    lines = max((_header_lines(text, w - 3) for text, w in zip(header, widths)), default=1)
     with zf.open(f"xl/worksheets/sheet{k}.xml", "w", force_zip64=True) as raw:
         head = "".join(cell_xml(text, ' s="3"') for text in header)
-        raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "")
-                   + f'<row r="1">{head}</row>').encode("utf-8"))  # fmt: skip
+        cols = _cols_xml(widths) if widths else ""
+        first = f'<row r="1" ht="{lines * ROW_HEIGHT:g}" customHeight="1">{head}</row>'
+        raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "", cols=cols)
+                   + first).encode("utf-8"))  # fmt: skip
         out = _BackgroundWriter(raw)
         fmt = XmlFormat()  # one for all blocks: it keeps what it learnt of each column
         try:
@@ -189,7 +279,7 @@ def _write_sheet_columns(
                 out.write(_sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8"))
         finally:
             out.close()
-        raw.write(f'</sheetData><autoFilter ref="A1:{last_ref}"/></worksheet>'.encode("utf-8"))
+        raw.write(_SHEET_TAIL.format(last=last_ref).encode("utf-8"))
 
 
 def _codes(colours: Sequence[Colour] | np.ndarray, n: int) -> np.ndarray:
@@ -237,7 +327,11 @@ def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[
                        for k, (name, _, _) in enumerate(sheets, start=1)),
         names="".join(f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
                       f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
-                      for k, (name, header, size) in enumerate(sheets))))  # fmt: skip
+                      for k, (name, header, size) in enumerate(sheets))
+        + "".join(f'<definedName name="_xlnm.Print_Area" localSheetId="{k}">'
+                  f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
+                  f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">\'{escape(name)}\'!$1:$1</definedName>'
+                  for k, (name, header, size) in enumerate(sheets))))  # fmt: skip
     zf.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(
         rels="".join(_SHEET_REL.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("xl/styles.xml", _STYLES)
