@@ -114,29 +114,29 @@ def test_relative_links_resolve(tracked: list[str]) -> None:
     assert not bad, "broken relative links:\n" + "\n".join(bad)
 
 
-def test_cited_sections_are_headings_of_the_reference_page(tracked: list[str]) -> None:
-    reference = (ROOT / "docs/reference.md").read_text(encoding="utf-8")
-    headings = set(HEADING.findall(reference))
-    assert {"1.2", "3.2", "4.8", "5", "9"} <= headings
+def _citations(tracked: list[str], pattern: re.Pattern[str], known: set[str]) -> list[str]:
+    """`file:line: citation` for every match of `pattern` in tracked code and Markdown that is not in `known`."""
     bad = []
     for name in tracked:
         if not name.endswith((".py", ".c", ".js", ".md")):
             continue
         text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
         for i, line in enumerate(text.splitlines(), 1):
-            bad += [f"{name}:{i}: §{n}" for n in SECTION.findall(line) if n not in headings]
-    assert not bad, "sections cited but not in docs/reference.md:\n" + "\n".join(bad)
+            bad += [f"{name}:{i}: {c}" for c in pattern.findall(line) if c not in known]
+    return bad
+
+
+def test_cited_sections_are_headings_of_the_reference_page(tracked: list[str]) -> None:
+    reference = (ROOT / "docs/reference.md").read_text(encoding="utf-8")
+    headings = set(HEADING.findall(reference))
+    assert {"1.2", "3.2", "4.8", "5", "9"} <= headings
+    bad = _citations(tracked, SECTION, headings)
+    assert not bad, "sections (§) cited but not in docs/reference.md:\n" + "\n".join(bad)
 
 
 def test_cited_decisions_are_rows_of_the_deviations_page(tracked: list[str]) -> None:
     deviations = (ROOT / "docs/deviations.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\|\s*(D\d+)\s*\|", deviations, flags=re.M))
     assert {"D1", "D13"} <= rows
-    bad = []
-    for name in tracked:
-        if not name.endswith((".py", ".c", ".js", ".md")):
-            continue
-        text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
-        for i, line in enumerate(text.splitlines(), 1):
-            bad += [f"{name}:{i}: {d}" for d in DECISION.findall(line) if d not in rows]
+    bad = _citations(tracked, DECISION, rows)
     assert not bad, "decisions cited but not in docs/deviations.md:\n" + "\n".join(bad)

@@ -66,13 +66,19 @@ def test_rank_folder_finds_construct_json(tmp_path, monkeypatch):
     assert by_file and parents("npu/step0/rank") == by_file
 
 
-def test_numbered_rank_folder_is_one_pair(run_cli, tmp_path):
-    case = DATA / "pytorch" / "dist_same_stat"
+def _run_rank_folders(run_cli, tmp_path, case: Path, rank: str):
+    """Compare `case`'s npu and bench `step0/<rank>` folders, given as folders."""
     dst = tmp_path / "cfg"
     dst.mkdir()
-    _config(dst, npu_path=str(case / "npu/step0/rank1"), bench_path=str(case / "bench/step0/rank1"))
+    _config(dst, npu_path=str(case / "npu/step0" / rank), bench_path=str(case / "bench/step0" / rank))
     run = run_cli(dst, "pytorch", "-s")
     assert run.code == 0, run.out
+    return run
+
+
+def test_numbered_rank_folder_is_one_pair(run_cli, tmp_path):
+    case = DATA / "pytorch" / "dist_same_stat"
+    run = _run_rank_folders(run_cli, tmp_path, case, "rank1")
     xlsx = run.one("compare_result_*.xlsx")
     assert "rank" not in xlsx.name  # a single pair: no rank suffix, no rank pairing
     assert "rank pairing" not in run.out
@@ -81,11 +87,7 @@ def test_numbered_rank_folder_is_one_pair(run_cli, tmp_path):
 
 def test_rank_folders_with_tensors(run_cli, tmp_path):
     case = DATA / "pytorch" / "mlp_bug_tensor"
-    dst = tmp_path / "cfg"
-    dst.mkdir()
-    _config(dst, npu_path=str(case / "npu/step0/rank"), bench_path=str(case / "bench/step0/rank"))
-    run = run_cli(dst, "pytorch", "-s")
-    assert run.code == 0, run.out
+    run = _run_rank_folders(run_cli, tmp_path, case, "rank")
     assert not mismatches(run.one("compare_result_*.xlsx"), case / "expected" / "hl.csv")
 
 
