@@ -387,7 +387,7 @@ class _Builder:
         last = op.rsplit(".", 1)[-1]
         if last == "debug":
             self.walk(op, body, op, State.DEBUG, 0)
-        elif last == "parameters_grad":
+        elif is_param_grad(op):
             for param, value in body.items():
                 self.walk(op, value, f"{op}.{param}", State.PARAMETERS_GRAD, 1, index_lists=False)
         else:
@@ -417,6 +417,15 @@ class _Builder:
             stacks=stacks,
             has_md5=self.has_md5,
         )
+
+
+def is_param_grad(op: str) -> bool:
+    """A parameter-gradient entry: named `...parameters_grad` (8.3.x) or `...parameters_grad.<n>` (26.x dumpers,
+    which count them); its rows keep the entry name: `{entry}.{param}`."""
+    head, _, last = op.rpartition(".")
+    if last.isdigit() and last.isascii():
+        last = head.rpartition(".")[2]
+    return last == "parameters_grad"
 
 
 def _column(values: array, dtype: type) -> np.ndarray:
@@ -481,3 +490,10 @@ def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
 
 def entry_names(table: RowTable) -> Iterable[str]:
     return (table.entries[i] for i in table.entry_index)
+
+
+def empty_entries(table: RowTable) -> list[str]:
+    """The entries that yielded no row (e.g. only empty lists, or objects without a tensor description), in dump
+    order: they are reported, never dropped silently."""
+    counts = np.bincount(np.asarray(table.entry_index, dtype=np.int64), minlength=len(table.entries))
+    return [table.entries[i] for i in np.flatnonzero(counts == 0).tolist()]
