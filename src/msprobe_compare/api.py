@@ -371,6 +371,9 @@ class PairResult:
 
 def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with_table: bool = False) -> PairResult:
     """Compare one pair of dump.json files, write the result files, and summarise the table."""
+    debug = cfg.npu_path.name == "debug.json"  # single-point data (spec §7.7): never coloured, its own file name
+    if debug and cfg.options.highlight:
+        cfg = replace(cfg, options=replace(cfg.options, highlight=False))
     with gc_paused():
         outcome = build_outcome(cfg, console)
         if len(outcome) == 0:
@@ -378,7 +381,7 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
             return PairResult(Written(None, None), summarize(outcome, with_table))
         written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
-                                   bench_path=cfg.bench_path)  # fmt: skip
+                                   bench_path=cfg.bench_path, prefix="debug_" if debug else "")  # fmt: skip
         return PairResult(written, summarize(outcome, with_table))
 
 
