@@ -43,6 +43,7 @@ from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
 from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.pair.param_grad import param_grad_keys
+from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import report, table
 from msprobe_compare.render.files import new_output, prepare_output_dir
 from msprobe_compare.render.progress import Progress
@@ -164,6 +165,9 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     if not npu.entries:
         console.warning("No APIs found in dump.json.")
     _warn_empty_entries(npu, bench, console)
+    note = risk_level_note(npu, bench)
+    if note:
+        console.warning(note)
     mode = detect_mode(npu_dump, bench_dump, npu.has_md5, bench.has_md5)
     opts = cfg.options
     cross = npu_fw == "mindspore" and bench_fw == "pytorch"
