@@ -44,3 +44,17 @@ def framework_from_types(path: Path) -> str | None:
     except OSError:
         return None
     return None
+
+
+def framework_of(path: Path) -> str | None:
+    """The framework of the NPU dump at `path`: a dump.json, a rank folder, or a step folder / mix dump root (its
+    first rank); None when it cannot be told."""
+    from msprobe_compare.load.layout import first_dump, resolve_input  # layout does not need this module
+    from msprobe_compare.load.stream import open_dump
+
+    dump = resolve_input(path)
+    if dump.is_dir():
+        dump = first_dump(dump)
+    if dump is None or not dump.is_file() or dump.is_symlink():
+        return None
+    return dump_framework(open_dump(dump)[0])
