@@ -31,7 +31,8 @@ def test_step_folders_framework_from_the_dumps(capfd, tmp_path, monkeypatch):
 def test_fm_is_fuzzy_match_and_tables_equal_the_compare_json_run(capfd, tmp_path, monkeypatch):
     case = DATA / "pytorch/mlp_struct_stat"
     _in(case, monkeypatch)
-    code, out, _ = run_main(capfd, "-f", "pytorch", "compare", "-i", "compare.json", "-f", "-s", "-o", str(tmp_path / "i"))
+    code, out, _ = run_main(capfd, "-f", "pytorch", "compare", "-i", "compare.json", "-f", "-s",
+                            "-o", str(tmp_path / "i"))  # fmt: skip
     assert code == 0, out
     code, out, _ = run_main(capfd, "compare", "-tp", "npu/step0/rank/dump.json", "-gp", "bench/step0/rank/dump.json",
                             "-fm", "-s", "-o", str(tmp_path / "tp"), "--xlsx")  # fmt: skip
