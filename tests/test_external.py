@@ -1,5 +1,6 @@
 """Dumps written by others (msprobe's examples, documentation and unit-test data), read in place from the shared
-fixtures folder beside the repository (`../shared/fixtures/external`; skipped when it is absent; never copied here).
+fixtures folder beside the repository (`shared/fixtures/external` in the folder that holds the checkout; skipped
+when it is absent; never copied here).
 
 Every case the reference (8.3.3) compares must give its table (parity as in tests/test_parity.py), except for the
 deviations listed in docs/deviations.md, which are applied here by name:

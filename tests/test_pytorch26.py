@@ -1,4 +1,4 @@
-"""Dumps written by msprobe 26.2.0 (tests/data/pytorch26, made with ../shared/fixtures/makers/pytorch_dump.py on CPU,
+"""Dumps written by msprobe 26.2.0 (tests/data/pytorch26, made with the shared fixtures' PyTorch dump maker on CPU,
 one training step; see tests/data/README.md): single-process dumps in `step0/proc<PID>/`, parameter gradients named
 `...parameters_grad.0` at backward time, xor checksums, the default risk_level; statistics, md5, xor (mix), L1
 statistics, L0 tensor (without stack.json or construct.json) and two ranks.
