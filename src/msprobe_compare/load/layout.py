@@ -9,7 +9,8 @@ from pathlib import Path
 from msprobe_compare.errors import InputError
 
 RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
-PROC_NAME = re.compile(r"^proc([0-9]+)$")  # single-process dumps of msprobe 26.x: proc<PID>
+PROC_NAME = re.compile(r"^proc([0-9]+)$")
+KERNEL_RANK = re.compile(r"^rank_[0-9]+$")  # MindSpore graph-mode (kernel) dumps  # single-process dumps of msprobe 26.x: proc<PID>
 DUMP_NAMES = ("dump.json", "debug.json")  # a rank folder's dump file: dump.json, else debug.json (spec §7.7)
 STEP_NAME = re.compile(r"^step(0|[1-9][0-9]*)$")
 MIX_KINDS = ("graph", "pynative")
@@ -87,6 +88,10 @@ def find_ranks(step_dir: Path) -> dict[int | str | None, RankDir]:
     for child in sorted(step_dir.iterdir()):
         m = RANK_NAME.match(child.name)
         if (not m and not PROC_NAME.match(child.name)) or not child.is_dir():
+            if KERNEL_RANK.match(child.name) and child.is_dir():
+                raise InputError(f"contains '{child.name}': a MindSpore graph-mode kernel dump "
+                                 "(rank_<N>/<net>/<graph>/<iteration>/), whose compare (spec §7.5) msprobe-compare "
+                                 "does not implement", step_dir)  # fmt: skip
             raise InputError(
                 f"contains '{child.name}'; a step folder must hold only rank folders (rank, rank0, rank1, ..., "
                 "or proc<PID>)",
