@@ -203,3 +203,13 @@ def test_source_documented_user_api_mapping(run_cli):
     assert len(stated) == 5
     for npu, bench in stated:
         assert pairs[npu] == bench, npu
+
+
+def test_debug_json_against_a_dump_json_is_refused(run_cli, tmp_path):
+    """As the reference: both paths debug.json, or neither (spec §7.7)."""
+    case = EXTERNAL / "ut_debug_save_debugjson"
+    dump = EXTERNAL / "ut_acc_compare_linear_stats/npu/dump.json"
+    (tmp_path / "mixed.json").write_text(json.dumps({"npu_path": str(case / "npu/step0/rank/debug.json"),
+                                                     "bench_path": str(dump)}))  # fmt: skip
+    run = run_cli(tmp_path, "pytorch", input_name="mixed.json")
+    assert run.code == 1 and "both dump.json files or both debug.json files" in run.out

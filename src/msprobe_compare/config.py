@@ -157,6 +157,9 @@ def make_config(
         if not path.exists():
             raise InputError(f"{key} does not exist", path)
     npu, bench = resolve_input(npu), resolve_input(bench)
+    if not npu.is_dir() and not bench.is_dir() and (npu.name == "debug.json") != (bench.name == "debug.json"):
+        raise InputError("npu_path and bench_path must both be dump.json files or both debug.json files (spec §7.7)",
+                         input_path or npu)  # fmt: skip
     if npu.is_dir() != bench.is_dir():
         raise InputError(
             "npu_path and bench_path must be of the same type (both dump.json files or rank folders, or both step "
