@@ -212,4 +212,4 @@ def test_debug_json_against_a_dump_json_is_refused(run_cli, tmp_path):
     (tmp_path / "mixed.json").write_text(json.dumps({"npu_path": str(case / "npu/step0/rank/debug.json"),
                                                      "bench_path": str(dump)}))  # fmt: skip
     run = run_cli(tmp_path, "pytorch", input_name="mixed.json")
-    assert run.code == 1 and "both dump.json files or both debug.json files" in run.out
+    assert run.code == 1 and "must both be dump.json files or both debug.json files" in run.out
