@@ -174,3 +174,24 @@ def test_md5_as_numbers_and_integer_statistics(run_cli, tmp_path):
     header, rows, _ = read_xlsx(run.one("compare_result_*.xlsx"))
     col = {c: i for i, c in enumerate(header)}
     assert rows[0][col["Max diff"]] == -2 and rows[0][col["NPU mean"]] in (None, "None")
+
+
+def test_step_folder_of_each_dumper_version(run_cli, tmp_path):
+    """An 8.3.3 step folder (`rank`) against a 26.2.0 one (`proc<PID>`): one pair, named after the NPU folder."""
+    npu = D26 / "mlp_bug_stat/npu/step0"
+    run = run_cli(tmp_path, "pytorch", "-c", input_name=str(_write(tmp_path, npu,
+                                                                    DATA / "pytorch/mlp_same_stat/bench/step0")))
+    assert run.code == 0, run.out
+    proc = next(npu.iterdir()).name
+    assert f"process folders paired in sorted order: npu {proc} <-> bench rank" in run.out
+    assert run.one(f"compare_result_{proc}_*.xlsx")
+    assert run.out.count("default risk_level") == 1
+
+
+def test_python_api_reads_proc_step_folders(tmp_path):
+    import msprobe_compare
+
+    folder = D26 / "mlp_bug_stat"
+    result = msprobe_compare.compare(folder / "npu/step0", folder / "bench/step0", tmp_path)  # framework from the dump
+    (label,) = result.ranks
+    assert label.startswith("proc") and result.rows == 100 and result.matched == 100
