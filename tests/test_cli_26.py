@@ -86,3 +86,9 @@ def test_framework_that_cannot_be_told(capfd, tmp_path, monkeypatch):
     code, _, err = run_main(capfd, "compare", "-tp", "d", "-gp", "d")
     assert code == 2 and "cannot be told from the dump; give it: msprobe -f {pytorch,mindspore} compare" in err
     assert os.path.isdir(dump)
+
+
+def test_missing_path_is_named(capfd, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_main(capfd, "compare", "-tp", "nowhere", "-gp", "nowhere2")
+    assert code == 1 and "nowhere: -tp does not exist" in out

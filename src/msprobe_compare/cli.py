@@ -194,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv) if at26 is None else _parse_26(parser, argv, at26)
     if at26 is not None:
         try:
+            for flag, path in (("-tp", args.target_path), ("-gp", args.golden_path)):
+                if not path.exists():
+                    raise InputError(f"{flag} does not exist", path)
             args.target_path = _chosen(args.target_path, args.step, args.rank, "-tp")
             args.golden_path = _chosen(args.golden_path, args.step, args.rank, "-gp")
             args.framework = args.framework or framework_of(args.target_path)
