@@ -195,3 +195,11 @@ def test_python_api_reads_proc_step_folders(tmp_path):
     result = msprobe_compare.compare(folder / "npu/step0", folder / "bench/step0", tmp_path)  # framework from the dump
     (label,) = result.ranks
     assert label.startswith("proc") and result.rows == 100 and result.matched == 100
+
+
+def test_numbered_parameter_gradients_are_gradients_for_the_root_cause():
+    from msprobe_compare.judge.rootcause import phase_of
+
+    assert phase_of("Module.fc1.Linear.parameters_grad.0") == phase_of("Module.fc1.Linear.parameters_grad")
+    assert phase_of("Module.fc1.Linear.parameters_grad.12") == "parameters_grad"
+    assert phase_of("Module.fc1.Linear.forward.0") == "forward"
