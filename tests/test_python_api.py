@@ -140,12 +140,15 @@ def test_framework_from_the_dump(tmp_path, monkeypatch):
         msprobe_compare.compare_json(_in(monkeypatch, "pytorch/mlp_same_stat"), tmp_path, cell_mapping=True)
 
 
-def test_dump_without_framework_needs_one(tmp_path):
+def test_dump_without_framework_key_uses_its_tensor_types(tmp_path):
     case = _copy("pytorch/mlp_same_stat", tmp_path)
     dump = case / "npu/step0/rank/dump.json"
     doc = json.loads(dump.read_text())
     del doc["framework"]
     dump.write_text(json.dumps(doc))
+    result = msprobe_compare.compare(dump, case / "bench/step0/rank", tmp_path / "out")  # torch.Tensor leaves
+    assert result.rows == 103
+    dump.write_text(json.dumps(doc).replace('"type": "torch.', '"type": "x.'))  # neither the key nor the types tell
     with pytest.raises(OptionError, match="framework not given and the dump names none; pass framework="):
         msprobe_compare.compare(dump, case / "bench/step0/rank", tmp_path / "out")
     result = msprobe_compare.compare(dump, case / "bench/step0/rank", tmp_path / "out", framework="pytorch")

@@ -663,6 +663,17 @@ static int set_name(Walker *w, const char *s, Py_ssize_t n) {
     return buf_put(&w->name, s, n);
 }
 
+/* An entry name ending in `parameters_grad` (8.3.x) or `parameters_grad.<digits>` (26.x counts them). */
+static int is_param_grad(const char *s, Py_ssize_t n) {
+    Py_ssize_t i = n;
+    while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') i--;
+    if (i < n) {
+        if (i == 0 || s[i - 1] != '.') return 0;
+        i--;
+    }
+    return i >= 15 && memcmp(s + i - 15, "parameters_grad", 15) == 0 && (i == 15 || s[i - 16] == '.');
+}
+
 static int walk_entry(Walker *w, PyObject *op, PyObject *body) {
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(op, &n);
@@ -680,7 +691,7 @@ static int walk_entry(Walker *w, PyObject *op, PyObject *body) {
     Py_ssize_t last_n = n - (last - s);
     if (last_n == 5 && memcmp(last, "debug", 5) == 0) return FALLBACK;
     int status = OK;
-    if (last_n == 15 && memcmp(last, "parameters_grad", 15) == 0) {
+    if (is_param_grad(s, n)) {
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (status == OK && PyDict_Next(body, &pos, &key, &value)) {
@@ -1345,7 +1356,7 @@ static int j_entry(Walker *w, const Parser *ps, const char *op, Py_ssize_t n, in
     Py_ssize_t last_n = n - (last - op);
     if (last_n == 5 && memcmp(last, "debug", 5) == 0) return FALLBACK;
     int status = OK;
-    if (last_n == 15 && memcmp(last, "parameters_grad", 15) == 0) {
+    if (is_param_grad(op, n)) {
         for (int32_t c = ps->v[body].child; c >= 0 && status == OK; c = ps->v[c].next) {
             if (set_name(w, op, n) < 0 || name_push_text(w, ps->v[c].key, ps->v[c].key_n) < 0) return FAIL;
             status = j_walk(w, ps, c, S_PARAMETERS_GRAD, 1, 0);

@@ -18,9 +18,10 @@ from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import Colour, HighlightInputs, highlight, stat_max
 from msprobe_compare.judge.rootcause import analyse
 from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
-from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks
+from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
+from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import check_input_file, read_construct_json, read_stack_json
-from msprobe_compare.load.rows import RowTable
+from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
@@ -41,6 +42,8 @@ from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, mat
 from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
 from msprobe_compare.pair.mapping_file import mapping_yaml
+from msprobe_compare.pair.param_grad import param_grad_keys
+from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import report, table
 from msprobe_compare.render.files import new_output, prepare_output_dir
 from msprobe_compare.render.progress import Progress
@@ -73,16 +76,20 @@ def detect_mode(npu: DumpHeader, bench: DumpHeader, npu_md5: bool, bench_md5: bo
     return Mode.MD5 if npu_md5 else Mode.SUMMARY
 
 
-def check_frameworks(framework: str, npu: DumpHeader, bench: DumpHeader, console: Console) -> None:
-    """Warn when a dump.json's `framework` contradicts -f, which names the NPU side's framework (a MindSpore NPU
-    dump may be compared with a PyTorch bench dump)."""
-    if npu.framework is not None and npu.framework != framework:
-        console.warning(f"{npu.path}: the dump's framework is '{npu.framework}' but -f is '{framework}'; "
-                        f"-f names the framework of npu_path (here: -f {npu.framework})")  # fmt: skip
+def check_frameworks(
+    framework: str, npu: DumpHeader, bench: DumpHeader, console: Console
+) -> tuple[str | None, str | None]:
+    """Warn when a dump's framework (its `framework` key, else its tensor types) contradicts -f, which names the NPU
+    side's framework (a MindSpore NPU dump may be compared with a PyTorch bench dump). -> the two frameworks."""
+    npu_fw, bench_fw = dump_framework(npu), dump_framework(bench)
+    if npu_fw is not None and npu_fw != framework:
+        console.warning(f"{npu.path}: the dump's framework is '{npu.framework or npu_fw}' but -f is '{framework}'; "
+                        f"-f names the framework of npu_path (here: -f {npu_fw})")  # fmt: skip
     allowed = {framework, "pytorch"} if framework == "mindspore" else {framework}
-    if bench.framework is not None and bench.framework not in allowed:
-        console.warning(f"{bench.path}: the bench dump's framework is '{bench.framework}' but -f is '{framework}', "
-                        f"whose bench dump should be {' or '.join(sorted(allowed))}")  # fmt: skip
+    if bench_fw is not None and bench_fw not in allowed:
+        console.warning(f"{bench.path}: the bench dump's framework is '{bench.framework or bench_fw}' but -f is "
+                        f"'{framework}', whose bench dump should be {' or '.join(sorted(allowed))}")  # fmt: skip
+    return npu_fw, bench_fw
 
 
 PRECHECK_MSGS = (TensorMsg.NPU_NO_DATA_FILE, TensorMsg.BENCH_NO_DATA_FILE, TensorMsg.BENCH_UNMATCHED)
@@ -144,7 +151,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     npu_dump, npu_entries = open_dump(cfg.npu_path)  # headers now; entries streamed by flatten
     bench_dump, bench_entries = open_dump(cfg.bench_path)
     check_tasks(npu_dump, bench_dump)
-    check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
+    npu_fw, bench_fw = check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
     stack_path = _stack_decision(cfg, console)
     stacks = {}
     if stack_path is not None:
@@ -157,16 +164,20 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
                                                                           console)))  # fmt: skip
     if not npu.entries:
         console.warning("No APIs found in dump.json.")
+    _warn_empty_entries(npu, bench, console)
+    note = risk_level_note(npu, bench)
+    if note:
+        console.warning(note)
     mode = detect_mode(npu_dump, bench_dump, npu.has_md5, bench.has_md5)
     opts = cfg.options
-    cross = npu_dump.framework == "mindspore" and bench_dump.framework == "pytorch"
+    cross = npu_fw == "mindspore" and bench_fw == "pytorch"
     fuzzy = None
     keys = _mapped_keys(opts, npu, bench, console)
     data_map = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
         data_map = layer_mapping(cfg.npu_path.parent, cfg.bench_path.parent, lm_yaml, npu, bench,
-                                 bench_framework=bench_dump.framework)  # fmt: skip
+                                 bench_framework=bench_fw)  # fmt: skip
         _save_data_mapping(opts.output_dir, data_map, console)
         data_map = data_map or None
     elif opts.data_mapping is not None:
@@ -187,13 +198,28 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         fuzzy = (match >= 0) & (np.asarray(npu.names, dtype=object) != np.asarray(
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
-        match = match_exact(npu, bench, keys=keys, cross_framework=cross)
+        match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
     tensors = None
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)
     return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                  parents=tree[0])  # fmt: skip
+
+
+EMPTY_SHOWN = 20
+
+
+def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> None:
+    """No entry is dropped silently: each one that yields no row is named (the first 20 per side), with a count."""
+    for side, table in (("npu", npu), ("bench", bench)):
+        empty = empty_entries(table)
+        for name in empty[:EMPTY_SHOWN]:
+            console.warning(f"{side} entry '{name}' yields no row (no tensor or argument description in it)")
+        if empty:
+            more = f" ({len(empty) - EMPTY_SHOWN} not named above)" if len(empty) > EMPTY_SHOWN else ""
+            console.warning(f"{len(empty)} {side} entr{'y' if len(empty) == 1 else 'ies'} of "
+                            f"{len(table.entries)} yield no row{more}")  # fmt: skip
 
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
@@ -349,6 +375,9 @@ class PairResult:
 
 def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with_table: bool = False) -> PairResult:
     """Compare one pair of dump.json files, write the result files, and summarise the table."""
+    debug = cfg.npu_path.name == "debug.json"  # single-point data (spec §7.7): never coloured, its own file name
+    if debug and cfg.options.highlight:
+        cfg = replace(cfg, options=replace(cfg.options, highlight=False))
     with gc_paused():
         outcome = build_outcome(cfg, console)
         if len(outcome) == 0:
@@ -356,7 +385,7 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
             return PairResult(Written(None, None), summarize(outcome, with_table))
         written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
-                                   bench_path=cfg.bench_path)  # fmt: skip
+                                   bench_path=cfg.bench_path, prefix="debug_" if debug else "")  # fmt: skip
         return PairResult(written, summarize(outcome, with_table))
 
 
@@ -389,8 +418,8 @@ def _rank_config(cfg: CompareConfig, npu_rank: RankDir, bench_rank: RankDir, out
     stack = npu_rank.path / "stack.json"
     return replace(
         cfg,
-        npu_path=npu_rank.path / "dump.json",
-        bench_path=bench_rank.path / "dump.json",
+        npu_path=rank_dump(npu_rank.path),
+        bench_path=rank_dump(bench_rank.path),
         stack_path=stack if stack.is_file() else None,
         options=replace(cfg.options, output_dir=out_dir, stack_mode=stack.is_file()),
     )
@@ -431,8 +460,9 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
         pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
         prefix = "" if steps is None else f"{rel.as_posix()}/"
         out_dir = cfg.options.output_dir / rel
-        console.info("rank pairing: " + ", ".join(
-            f"npu {prefix}{n.name} <-> bench {prefix}{b.name}" for n, b in pairing.pairs))  # fmt: skip
+        console.info(("process folders paired in sorted order: " if pairing.by_order else "rank pairing: ")
+                     + ", ".join(f"npu {prefix}{n.name} <-> bench {prefix}{b.name}"
+                                 for n, b in pairing.pairs))  # fmt: skip
         for side, only in (("npu", pairing.npu_only), ("bench", pairing.bench_only)):
             for rank in only:
                 console.error(f"{prefix}{rank.name} exists only on the {side} side ({rank.path}); it is not compared")

@@ -16,8 +16,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from msprobe_compare import __version__, distribute  # noqa: E402 (after the BLAS setting)
 from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
-from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config  # noqa: E402
-from msprobe_compare.errors import CompareError, UsageError  # noqa: E402
+from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config, make_config  # noqa: E402
+from msprobe_compare.errors import CompareError, InputError, UsageError  # noqa: E402
+from msprobe_compare.load.framework import framework_of  # noqa: E402
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits  # noqa: E402
 from msprobe_compare.log import Console  # noqa: E402
 from msprobe_compare.merge import merge_results  # noqa: E402
@@ -30,6 +31,14 @@ from msprobe_compare.runtime import tune_malloc  # noqa: E402
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 COMMANDS = ("compare", "merge_result")
 EXAMPLE = "msprobe -f pytorch compare -i ./compare.json -o ./compare_result/accuracy_compare -s"
+SPELLING_26 = """\
+msprobe 26.x spelling, also accepted (paths given directly, framework from the dumps):
+  msprobe compare -tp TARGET -gp GOLDEN [-o OUT] [--xlsx] [-fm] [-cm [YAML]] [-am [YAML]] [-dm YAML]
+                  [-lm [YAML]] [-da] [--step S] [--rank R]   (msprobe compare -tp x -gp y -h lists them)
+  = msprobe compare -i compare.json with npu_path TARGET and bench_path GOLDEN; -fm is -f (fuzzy match),
+  --step S / --rank R choose the step{S} / rank{R} folder of both paths. Kept from 8.3.3, not from 26.x: the
+  xlsx table and the HTML report (26.x writes CSV only; --format csv adds it), colours, the advisor and our
+  verdicts (26.x marks unmatched rows 'pass' and has neither colours nor advisor)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default=None,
                         help="framework of the NPU dump (required; before the subcommand)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
-    cmp = sub.add_parser("compare", help="compare two dumps", epilog=f"example: {EXAMPLE}")
+    cmp = sub.add_parser("compare", help="compare two dumps", epilog=f"example: {EXAMPLE}\n\n{SPELLING_26}",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     cmp.add_argument("-i", "--input_path", required=True, type=Path, help="compare.json")
     cmp.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
                      help="output directory (default ./output; created if missing)")  # fmt: skip
@@ -82,6 +92,84 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+TARGET_FLAGS = ("-tp", "--target_path", "-gp", "--golden_path")
+
+
+def _spelling_26(argv: list[str]) -> int | None:
+    """The index of `compare` when the 26.x spelling (-tp/-gp) follows it, else None."""
+    if "compare" not in argv:
+        return None
+    at = argv.index("compare")
+    rest = argv[at + 1 :]
+    if any(a in TARGET_FLAGS or a.startswith(("--target_path=", "--golden_path=")) for a in rest):
+        return at
+    return None
+
+
+def _parser_26() -> argparse.ArgumentParser:
+    """`msprobe compare -tp TARGET -gp GOLDEN ...` (msprobe 26.x), with our own options too; dests as in _parser."""
+    p = argparse.ArgumentParser(prog="msprobe compare", description="Compare two dumps (msprobe 26.x spelling).",
+                                epilog=SPELLING_26, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("-tp", "--target_path", required=True, type=Path, help="NPU dump: dump.json, rank or step folder")
+    p.add_argument("-gp", "--golden_path", required=True, type=Path, help="bench dump, of the same kind")
+    p.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
+                   help="output directory (default ./output)")  # fmt: skip
+    p.add_argument("--xlsx", action="store_true", help="accepted: the xlsx table is always written")
+    p.add_argument("-fm", "--fuzzy_match", action="store_true", help="match names that differ by call counter")
+    p.add_argument("-cm", "--cell_mapping", nargs="?", const=True, default=None, help="as -cm of -i compares")
+    p.add_argument("-am", "--api_mapping", nargs="?", const=True, default=None, help="as -am of -i compares")
+    p.add_argument("-dm", "--data_mapping", type=Path, help="as -dm of -i compares")
+    p.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None, help="as -lm of -i compares")
+    p.add_argument("-da", "--diff_analyze", action="store_true", help="write diff_analyze_{ts}.json")
+    p.add_argument("-m", "--mode", default="auto", help="only 'auto' (dump compare) is supported")
+    p.add_argument("-tensor_log", "--is_print_compare_log", action="store_true",
+                   help="accepted: per-row log lines of tensor compares are always printed")  # fmt: skip
+    p.add_argument("--step", type=int, help="compare the step{S} folder of both paths")
+    p.add_argument("--rank", type=int, help="compare the rank{R} folder of both (step) folders")
+    p.add_argument("-s", "--stack_mode", action="store_true", help="accepted: the stack column is automatic")
+    p.add_argument("-c", "--compare_only", action="store_true", help="do not write the advisor file")
+    colour = p.add_mutually_exclusive_group()
+    colour.add_argument("-hl", "--highlight", action="store_true", default=None, help="colour marks (default)")
+    colour.add_argument("--no-highlight", dest="highlight", action="store_false", help="no colour marks")
+    p.add_argument("--format", default=",".join(DEFAULT_FORMATS), type=_formats, help="as --format of -i compares")
+    p.add_argument("--fail-on", type=_fail_levels, default=None, metavar="LEVELS", help="as --fail-on")
+    p.add_argument("-j", "--jobs", type=_jobs, default=None, help="worker count, at least 1")
+    p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS", help="as --ray")
+    return p
+
+
+def _parse_26(parser: argparse.ArgumentParser, argv: list[str], at: int) -> argparse.Namespace:
+    """The 26.x spelling -> the namespace of ours (framework from before `compare`, or None: from the dumps)."""
+    head = argv[:at]
+    framework = None
+    if head:
+        top = argparse.ArgumentParser(prog="msprobe", add_help=False)
+        top.add_argument("-f", "--framework", choices=FRAMEWORKS)
+        known, extra = top.parse_known_args(head)
+        if extra:
+            parser.error(f"unrecognized arguments before compare: {shlex.join(extra)}")
+        framework = known.framework
+    args = _parser_26().parse_args(argv[at + 1 :])
+    if args.mode != "auto":
+        _parser_26().error(f"--mode {args.mode} is not supported; only dump compares (--mode auto)")
+    if args.xlsx and "xlsx" not in args.format:
+        args.format = (*args.format, "xlsx")
+    args.framework, args.command, args.input_path = framework, "compare", None
+    return args
+
+
+def _chosen(path: Path, step: int | None, rank: int | None, flag: str) -> Path:
+    """--step/--rank of the 26.x spelling: the step{S} / rank{R} folder of a dump root / step folder."""
+    for name, value in (("step", step), ("rank", rank)):
+        if value is None or path.name == f"{name}{value}":
+            continue
+        child = path / f"{name}{value}"
+        if not child.is_dir():
+            raise InputError(f"--{name} {value}: {flag} holds no {name}{value} folder", path)
+        path = child
+    return path
+
+
 def _merge(args: argparse.Namespace, console: Console) -> int:
     try:
         out_dir = prepare_output_dir(Path(args.output_path))
@@ -99,10 +187,25 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    misplaced = _misplaced_framework(argv)
+    at26 = _spelling_26(argv)
+    misplaced = _misplaced_framework(argv) if at26 is None else None
     if misplaced:
         parser.error(misplaced)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv) if at26 is None else _parse_26(parser, argv, at26)
+    if at26 is not None:
+        try:
+            for flag, path in (("-tp", args.target_path), ("-gp", args.golden_path)):
+                if not path.exists():
+                    raise InputError(f"{flag} does not exist", path)
+            args.target_path = _chosen(args.target_path, args.step, args.rank, "-tp")
+            args.golden_path = _chosen(args.golden_path, args.step, args.rank, "-gp")
+            args.framework = args.framework or framework_of(args.target_path)
+        except CompareError as exc:
+            Console().error(exc.message)
+            return EXIT_ERROR
+        if args.framework is None:
+            parser.error(f"the framework of {args.target_path} cannot be told from the dump; give it: msprobe -f "
+                         f"{{{','.join(FRAMEWORKS)}}} {shlex.join(argv[at26:])}")  # fmt: skip
     if args.framework is None:
         parser.error(f"-f/--framework is required before the subcommand: msprobe -f {{{','.join(FRAMEWORKS)}}} "
                      f"{shlex.join(argv)}")  # fmt: skip
@@ -123,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         options = _options(args)
         if options.ray:
             ray_session.enter_context(distribute.session())
-        cfg = load_config(args.input_path, options)
+        cfg = (load_config(args.input_path, options) if at26 is None
+               else make_config(args.target_path, args.golden_path, options))  # fmt: skip
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
         if cfg.is_directory_compare:

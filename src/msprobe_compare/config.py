@@ -124,6 +124,12 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
+    graph_mode = "rank_id" in doc or "step_id" in doc or doc.get("common") is True
+    if graph_mode and options.framework == "mindspore" and npu.is_dir():
+        kind = ("static-graph single-point compare ('common': true, spec §7.6)" if "rank_id" not in doc
+                else "kernel-dump compare of graph-mode statistic.csv / .npy files ('rank_id'/'step_id', spec §7.5)")
+        raise InputError(f"asks for the MindSpore {kind}, which msprobe-compare does not implement; for dumps of "
+                         "msprobe's PrecisionDebugger (dump.json), remove those keys", input_path)  # fmt: skip
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)
@@ -151,6 +157,9 @@ def make_config(
         if not path.exists():
             raise InputError(f"{key} does not exist", path)
     npu, bench = resolve_input(npu), resolve_input(bench)
+    if not npu.is_dir() and not bench.is_dir() and (npu.name == "debug.json") != (bench.name == "debug.json"):
+        raise InputError("npu_path and bench_path must both be dump.json files or both debug.json files (spec §7.7)",
+                         input_path or npu)  # fmt: skip
     if npu.is_dir() != bench.is_dir():
         raise InputError(
             "npu_path and bench_path must be of the same type (both dump.json files or rank folders, or both step "

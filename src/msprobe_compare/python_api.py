@@ -28,6 +28,7 @@ from msprobe_compare.config import (
 )
 from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import check_input_file
+from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.layout import first_dump
 from msprobe_compare.load.stream import open_dump
 from msprobe_compare.log import Console
@@ -191,14 +192,17 @@ def _run(
 
 
 def _dump_framework(npu_path: Path) -> str:
-    """The `framework` field of the NPU dump.json (of the first rank, for step folders)."""
+    """The framework of the NPU dump.json (of the first rank, for step folders): its `framework` field, else its
+    tensor types (MSAdapter's 'mindtorch' counts as MindSpore)."""
     dump = npu_path if not npu_path.is_dir() else first_dump(npu_path)
     if dump is None:
         raise InputError("holds no rank folder with a dump.json", npu_path)
     check_input_file(dump, "npu_path")
-    found = open_dump(dump)[0].framework
+    header = open_dump(dump)[0]
+    found = dump_framework(header)
     if found not in FRAMEWORKS:
-        raise OptionError(f"{dump}: framework not given and the dump names {repr(found) if found else 'none'}; pass "
+        named = header.framework
+        raise OptionError(f"{dump}: framework not given and the dump names {repr(named) if named else 'none'}; pass "
                           f"framework='pytorch' or framework='mindspore'")  # fmt: skip
     return found
 

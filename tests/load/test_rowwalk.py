@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
-from msprobe_compare.load import stream
+from msprobe_compare.load import rows, stream
 from msprobe_compare.load.rows import RowTable, _Builder, flatten
 
 DATA = Path(__file__).parents[1] / "data"
@@ -98,7 +98,8 @@ def _tensor(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         leaf["requires_grad"] = draw(st.one_of(st.booleans(), st.none(), st.just(1)))
     if draw(st.integers(0, 4)) == 0:
-        leaf["md5"] = draw(st.one_of(st.just("0123abcd"), st.just(""), st.just(7), st.none()))
+        leaf["md5"] = draw(st.one_of(st.just("0123abcd"), st.just("0x02d2129382b6952c"), st.just(""), st.just(7),
+                                     st.just(2.5), st.just(True), st.none()))  # fmt: skip
     if draw(st.integers(0, 4)) == 0:
         leaf["data_name"] = draw(st.sampled_from(["-1", "", "Functional.x.0.forward.output.0.pt", "plain", 3]))
     if draw(st.integers(0, 30)) == 0:
@@ -146,7 +147,8 @@ _body = st.fixed_dictionaries(
     },
 )
 _op = st.sampled_from(["Functional.linear.{}.forward", "Tensor.add.{}.backward", "Module.m.Linear.forward.{}",
-                       "Module.m.Linear.parameters_grad", "Distributed.send.{}.forward", "Tensor.x.{}.debug"])  # fmt: skip
+                       "Module.m.Linear.parameters_grad", "Module.m.Linear.parameters_grad.{}",
+                       "Module.parameters_grad.m.{}", "Distributed.send.{}.forward", "Tensor.x.{}.debug"])  # fmt: skip
 
 
 @st.composite
@@ -154,7 +156,7 @@ def _entries(draw: st.DrawFn) -> list[tuple[str, Any]]:
     out = []
     for k in range(draw(st.integers(1, 6))):
         op = draw(_op).format(k)
-        if op.endswith("parameters_grad"):
+        if rows.is_param_grad(op) or draw(st.integers(0, 9)) == 0:  # 26.x names them `parameters_grad.<n>`
             body: Any = draw(st.dictionaries(st.sampled_from(["weight", "bias"]), st.lists(_leaf, max_size=2),
                                              max_size=2))  # fmt: skip
         elif draw(st.integers(0, 40)) == 0:

@@ -25,7 +25,7 @@ from enum import Enum
 
 import numpy as np
 
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
 from msprobe_compare.model import CompareOutcome, Mode
 
 STAT_TOLERANCE = 1e-4  # relative difference of max/min/mean/norm
@@ -98,8 +98,8 @@ class RootCause:
 
 def phase_of(entry: str) -> str:
     if "backward" not in entry:  # the common case, decided by one substring search
-        return "parameters_grad" if entry.endswith("parameters_grad") else "forward"
-    if entry.endswith("parameters_grad"):
+        return "parameters_grad" if is_param_grad(entry) else "forward"
+    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
         return "parameters_grad"
     tail = entry.rsplit(".", 2)
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"

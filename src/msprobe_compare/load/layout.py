@@ -9,6 +9,9 @@ from pathlib import Path
 from msprobe_compare.errors import InputError
 
 RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
+PROC_NAME = re.compile(r"^proc([0-9]+)$")
+KERNEL_RANK = re.compile(r"^rank_[0-9]+$")  # MindSpore graph-mode (kernel) dumps  # single-process dumps of msprobe 26.x: proc<PID>
+DUMP_NAMES = ("dump.json", "debug.json")  # a rank folder's dump file: dump.json, else debug.json (spec §7.7)
 STEP_NAME = re.compile(r"^step(0|[1-9][0-9]*)$")
 MIX_KINDS = ("graph", "pynative")
 
@@ -33,6 +36,15 @@ class RankPairing:
     pairs: list[tuple[RankDir, RankDir]]
     npu_only: list[RankDir]
     bench_only: list[RankDir]
+    by_order: bool = False  # proc<PID> folders: paired in sorted order, not by number
+
+
+def rank_dump(folder: Path) -> Path:
+    """The dump file of a rank folder: its dump.json, or its debug.json when it holds only that."""
+    for name in DUMP_NAMES:
+        if (folder / name).is_file() or (folder / name).is_symlink():  # a link is refused when the file is checked
+            return folder / name
+    return folder / DUMP_NAMES[0]
 
 
 def resolve_input(path: Path) -> Path:
@@ -42,10 +54,10 @@ def resolve_input(path: Path) -> Path:
         return path
     if path.is_symlink():
         raise InputError("is a symbolic link; links are refused for safety", path)
-    dump = path / "dump.json"
+    dump = rank_dump(path)
     if dump.is_file() or dump.is_symlink():  # a link is refused when the file is checked
         return dump
-    if RANK_NAME.match(path.name):
+    if RANK_NAME.match(path.name) or PROC_NAME.match(path.name):
         raise InputError("is a rank folder without dump.json", path)
     steps = sorted((c.name for c in path.iterdir() if STEP_NAME.match(c.name) and c.is_dir()),
                    key=lambda name: int(name[4:]))  # fmt: skip
@@ -62,37 +74,60 @@ def first_dump(root: Path) -> Path | None:
     for step in [root] if steps is None else [root / s for s in steps]:
         ranks = find_ranks(step)
         for key in sorted(ranks, key=_order):
-            if (ranks[key].path / "dump.json").is_file():
-                return ranks[key].path / "dump.json"
+            if rank_dump(ranks[key].path).is_file():
+                return rank_dump(ranks[key].path)
     return None
 
 
-def find_ranks(step_dir: Path) -> dict[int | None, RankDir]:
-    """The rank folders of a step folder. Anything else in it is an error naming the entry."""
+def find_ranks(step_dir: Path) -> dict[int | str | None, RankDir]:
+    """The rank folders of a step folder (`rank`, `rank<N>`, or `proc<PID>`, keyed by the folder name).
+    Anything else in it is an error naming the entry."""
     if step_dir.is_symlink():
         raise InputError("is a symbolic link; links are refused for safety", step_dir)
-    ranks: dict[int | None, RankDir] = {}
+    ranks: dict[int | str | None, RankDir] = {}
     for child in sorted(step_dir.iterdir()):
         m = RANK_NAME.match(child.name)
-        if not m or not child.is_dir():
+        if (not m and not PROC_NAME.match(child.name)) or not child.is_dir():
+            if KERNEL_RANK.match(child.name) and child.is_dir():
+                raise InputError(f"contains '{child.name}': a MindSpore graph-mode kernel dump "
+                                 "(rank_<N>/<net>/<graph>/<iteration>/), whose compare (spec §7.5) msprobe-compare "
+                                 "does not implement", step_dir)  # fmt: skip
             raise InputError(
-                f"contains '{child.name}'; a step folder must hold only rank folders (rank, rank0, rank1, ...)",
+                f"contains '{child.name}'; a step folder must hold only rank folders (rank, rank0, rank1, ..., "
+                "or proc<PID>)",
                 step_dir,
             )
-        number = int(m.group(1)) if m.group(1) is not None else None
-        ranks[number] = RankDir(number, child)
+        if m:
+            number = int(m.group(1)) if m.group(1) is not None else None
+            ranks[number] = RankDir(number, child)
+        else:
+            ranks[child.name] = RankDir(None, child)
     if not ranks:
-        raise InputError("holds no rank folders (rank, rank0, rank1, ...)", step_dir)
+        raise InputError("holds no rank folders (rank, rank0, rank1, ..., or proc<PID>)", step_dir)
     return ranks
 
 
-def _order(key: int | None) -> int:
-    return -1 if key is None else key
+def _order(key: int | str | None) -> tuple[int, int]:
+    if isinstance(key, str):  # proc<PID> after the rank folders, by PID
+        return 1, int(key[4:])
+    return 0, -1 if key is None else key
 
 
 def pair_ranks(npu_step: Path, bench_step: Path) -> RankPairing:
-    """Pair rank folders by rank number (decision D8), listing ranks found on one side only."""
+    """Pair rank folders by rank number (decision D8), listing ranks found on one side only.
+
+    `proc<PID>` folders (single-process 26.x dumps; the PIDs of two runs differ) are paired in sorted order when
+    both sides hold as many folders; otherwise the error names them."""
     npu, bench = find_ranks(npu_step), find_ranks(bench_step)
+    if any(isinstance(k, str) for k in (*npu, *bench)):
+        ns, bs = (sorted(d.items(), key=lambda kv: _order(kv[0])) for d in (npu, bench))
+        if len(ns) != len(bs):
+            listed = "; ".join(f"{side} {step} holds {', '.join(r.name for _, r in dirs)}"
+                               for side, step, dirs in (("npu", npu_step, ns), ("bench", bench_step, bs)))  # fmt: skip
+            raise InputError(f"cannot pair the process folders of the two step folders ({listed}); give the "
+                             "rank folders to compare as npu_path and bench_path", npu_step)  # fmt: skip
+        return RankPairing(pairs=[(n, b) for (_, n), (_, b) in zip(ns, bs)], npu_only=[], bench_only=[],
+                           by_order=True)  # fmt: skip
     both = sorted(set(npu) & set(bench), key=_order)
     return RankPairing(
         pairs=[(npu[k], bench[k]) for k in both],

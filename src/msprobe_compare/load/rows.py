@@ -266,7 +266,7 @@ class _Builder:
         dtype = get("dtype")
         md5 = get("md5")
         if md5 is not None and not isinstance(md5, str):
-            raise InputError(f"md5 of '{name}' must be a string, got {type(md5).__name__}", self.path)
+            md5 = _number_md5(md5, name, self.path)
         if dtype is None:
             self._scalar(name, state, leaf, md5, data_name)
             return
@@ -387,7 +387,7 @@ class _Builder:
         last = op.rsplit(".", 1)[-1]
         if last == "debug":
             self.walk(op, body, op, State.DEBUG, 0)
-        elif last == "parameters_grad":
+        elif is_param_grad(op):
             for param, value in body.items():
                 self.walk(op, value, f"{op}.{param}", State.PARAMETERS_GRAD, 1, index_lists=False)
         else:
@@ -417,6 +417,25 @@ class _Builder:
             stacks=stacks,
             has_md5=self.has_md5,
         )
+
+
+def _number_md5(value: Any, name: str, path: Path) -> str:
+    """An md5 written as a JSON number (msprobe's own unit-test dumps: an int; 26.x xor mode: a 0-d tensor's value)
+    is compared as the number's text, as the dumper (Python's json) wrote it."""
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value)
+    raise InputError(f"md5 of '{name}' must be a string or a number, got {type(value).__name__}", path)
+
+
+def is_param_grad(op: str) -> bool:
+    """A parameter-gradient entry: named `...parameters_grad` (8.3.x) or `...parameters_grad.<n>` (26.x dumpers,
+    which count them); its rows keep the entry name: `{entry}.{param}`."""
+    head, _, last = op.rpartition(".")
+    if last.isdigit() and last.isascii():
+        last = head.rpartition(".")[2]
+    return last == "parameters_grad"
 
 
 def _column(values: array, dtype: type) -> np.ndarray:
@@ -481,3 +500,10 @@ def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
 
 def entry_names(table: RowTable) -> Iterable[str]:
     return (table.entries[i] for i in table.entry_index)
+
+
+def empty_entries(table: RowTable) -> list[str]:
+    """The entries that yielded no row (e.g. only empty lists, or objects without a tensor description), in dump
+    order: they are reported, never dropped silently."""
+    counts = np.bincount(np.asarray(table.entry_index, dtype=np.int64), minlength=len(table.entries))
+    return [table.entries[i] for i in np.flatnonzero(counts == 0).tolist()]

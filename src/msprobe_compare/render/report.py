@@ -138,9 +138,11 @@ def write_all(
     coloured: bool,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     bench_path: Path | None = None,
+    prefix: str = "",
 ) -> Written:
-    """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp."""
-    names = {fmt: f"compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
+    """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp.
+    `prefix`: `debug_` for debug.json compares (`debug_compare_result_{ts}.xlsx`, spec §7.7)."""
+    names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
     with claim_names(out_dir, [*names.values(), html_name, advisor_name]) as claim:  # one stamp, reserved

@@ -1,0 +1,46 @@
+"""Parameter-gradient entries across dumper versions: 8.3.x names them `{module}.parameters_grad`, 26.x
+`{module}.parameters_grad.{n}` (a counter that goes on across steps). `parameters_grad` and `parameters_grad.0`
+pair with each other; rows keep their dump's names, only the NPU compare key is rewritten."""
+
+from __future__ import annotations
+
+from msprobe_compare.load.rows import RowTable, is_param_grad
+
+
+def _styles(table: RowTable) -> tuple[bool, bool]:
+    """(has bare `parameters_grad` entries, has `parameters_grad.0` entries)."""
+    bare = zero = False
+    for entry in table.entries:
+        if entry.endswith("parameters_grad") and is_param_grad(entry):
+            bare = True
+        elif entry.endswith(".parameters_grad.0") and is_param_grad(entry):
+            zero = True
+    return bare, zero
+
+
+def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str] | None) -> list[str] | None:
+    """NPU compare keys with `parameters_grad` rewritten to the bench side's spelling when the two sides spell it
+    differently (one side only bare names, the other only `.0`); `keys` (or None: the names) otherwise unchanged."""
+    npu_bare, npu_zero = _styles(npu)
+    bench_bare, bench_zero = _styles(bench)
+    if npu_bare and not npu_zero and bench_zero and not bench_bare:
+        add = True
+    elif npu_zero and not npu_bare and bench_bare and not bench_zero:
+        add = False
+    else:
+        return keys
+    base = list(npu.names if keys is None else keys)
+    entries = npu.entries
+    for i, e in enumerate(npu.entry_index.tolist()):
+        entry = entries[e]
+        if add and entry.endswith("parameters_grad") and is_param_grad(entry):
+            key = base[i]
+            at = key.find(".parameters_grad.")
+            if at >= 0:
+                base[i] = key[: at + 16] + ".0" + key[at + 16:]
+        elif not add and entry.endswith(".parameters_grad.0") and is_param_grad(entry):
+            key = base[i]
+            at = key.find(".parameters_grad.0.")
+            if at >= 0:
+                base[i] = key[: at + 16] + key[at + 18:]
+    return base

@@ -1,0 +1,57 @@
+"""msprobe 26.x dumps only the APIs of its default `risk_level` and leaves out low-risk ones (views, reshapes,
+casts, tensor creation: `Tensor.reshape`, `Tensor.transpose`, `Torch.ones_like`, ...). Compared with a dump that
+has them (8.3.x, or 26.x with `risk_level` set to all), their rows are unmatched although the model did not change:
+the compare says so once.
+
+The side "looks filtered" when the other side has entries of such APIs and it has none of them at all, while it
+does hold API entries. The names below are ours: common view, shape, cast and creation operations.
+"""
+
+from __future__ import annotations
+
+from msprobe_compare.load.rows import RowTable
+
+LOW_RISK_APIS = frozenset(
+    "reshape view view_as flatten unflatten squeeze unsqueeze expand expand_as transpose permute t contiguous "
+    "chunk split unbind stack cat clone detach to float half bfloat16 int long bool type_as "
+    "ones ones_like zeros zeros_like empty empty_like full full_like arange".split()
+)
+API_PREFIXES = frozenset({"Tensor", "Torch", "Functional", "Mint", "MintFunctional"})
+SHOWN = 5
+
+
+def _api(entry: str) -> str | None:
+    """`Tensor.reshape.3.forward` -> `Tensor.reshape`; None for modules and other entries."""
+    parts = entry.split(".")
+    if len(parts) >= 4 and parts[0] in API_PREFIXES and parts[-1] in ("forward", "backward"):
+        return f"{parts[0]}.{parts[1]}"
+    return None
+
+
+def _low_risk(table: RowTable) -> tuple[dict[str, int], int]:
+    """({low-risk API: entries}, API entries in all)."""
+    found: dict[str, int] = {}
+    apis = 0
+    for entry in table.entries:
+        api = _api(entry)
+        if api is None:
+            continue
+        apis += 1
+        if api.split(".", 1)[1] in LOW_RISK_APIS:
+            found[api] = found.get(api, 0) + 1
+    return found, apis
+
+
+def risk_level_note(npu: RowTable, bench: RowTable) -> str | None:
+    """The one line to print when one side looks dumped with 26.x's default risk_level, else None."""
+    (npu_low, npu_apis), (bench_low, bench_apis) = _low_risk(npu), _low_risk(bench)
+    for side, low, apis, other, other_low in (("npu", npu_low, npu_apis, "bench", bench_low),
+                                              ("bench", bench_low, bench_apis, "npu", npu_low)):  # fmt: skip
+        if not low and apis and other_low:
+            names = sorted(other_low)
+            shown = ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+            return (f"the {side} dump holds no low-risk API call ({shown}: {sum(other_low.values())} on the "
+                    f"{other} side); it was probably dumped by msprobe 26.x with its default risk_level, which "
+                    f"leaves them out: those {other} calls have no counterpart, which is not a change of the model "
+                    "(dump with risk_level set to all to compare them)")  # fmt: skip
+    return None
