@@ -219,3 +219,93 @@ def test_python_api(tmp_path):
     assert list(result.ranks) == ["dp0"] and result.ok
     assert result.first_origin.startswith("dp0: rank1:Functional.linear.10.forward")
     assert "Layout Rule" in result.ranks["dp0"].columns
+
+
+# -- own dumps: TP=2 vs 1 and vs 4 with attention and a vocab-parallel embedding, PP=2, DP=2 x TP=2, md5 ----------
+
+OWN = CASES / "own"
+
+
+def _compare(tmp_path, npu, bench, **options):
+    return msprobe_compare.compare(OWN / npu / "step0", OWN / bench / "step0", tmp_path / f"{npu}_{bench}",
+                                   formats="csv", **options)  # fmt: skip
+
+
+@pytest.mark.parametrize("npu, bench", [("n2", "b1"), ("n2", "b4"), ("p2", "b1")])
+def test_own_same_computation_gives_no_origin(tmp_path, npu, bench):
+    result = _compare(tmp_path, npu, bench)
+    assert result.ok and list(result.ranks) == ["dp0"]
+    assert result.first_origin is None and result.errors == 0
+
+
+@pytest.mark.parametrize("npu, bench, origin", [
+    ("n2bug", "b1", "rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1 diverges; rank0 "
+                    "first sees it at Distributed.all_reduce.4.forward)"),
+    ("n2bug", "b4", "rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1 diverges"),
+    ("p2bug", "b1", "rank1:Functional.linear.10.forward: inputs agree, outputs differ (on rank1, whose dump calls it "
+                    "Functional.linear.4.forward)"),
+])  # fmt: skip
+def test_own_bug_names_the_rank(tmp_path, npu, bench, origin):
+    result = _compare(tmp_path, npu, bench)
+    assert result.first_origin.startswith(f"dp0: {origin}")
+
+
+def test_data_parallel_replicas_compare_with_their_bench_replicas(tmp_path):
+    result = _compare(tmp_path, "d2t2bug", "bd2")
+    assert list(result.ranks) == ["dp0", "dp1"] and result.ok
+    assert result.ranks["dp1"].first_origin.startswith("rank3:Functional.linear.10.forward: inputs agree")
+    # replica 0 sees rank 3's bug only through the data-parallel all-reduce of the gradients (after the backward)
+    assert "before rank1:Tensor.div_.0.forward's input" in result.ranks["dp0"].first_origin
+    assert set(result.ranks["dp1"].columns["NPU Ranks"]) >= {"rank2+rank3"}
+
+
+def test_own_combined_statistics_equal_the_single_run(tmp_path):
+    for npu, bench in (("n2", "b1"), ("p2", "b1")):
+        plan = plan_layouts(OWN / npu / "step0", OWN / bench / "step0", None, None)
+        heads = plan.npu_dumps[0].header, plan.bench_dumps[0].header
+        c, b, match, _ = combine_replica(plan, 0, lambda n, bb: api.detect_mode(*heads, n.has_md5, bb.has_md5))
+        compared = 0
+        for i, rule in enumerate(c.rule):
+            j = match[i]
+            if j < 0 or rule not in ("split", "partial_sum", "replicated", "single"):
+                continue
+            cols = [2] if rule == "partial_sum" else [0, 1, 2, 3]
+            for col in cols:
+                if c.table.stat_kind[i, col] != StatKind.NUMBER:
+                    continue
+                x, y = c.table.stats[i, col], b.table.stats[j, col]
+                typical = b.table.stats[j, 3] / math.sqrt(max(1, np.prod(eval(b.table.shape[j]) or [1])))
+                assert abs(x - y) <= 1e-4 * max(abs(y), typical) + 1e-7, (npu, c.table.names[i], col, x, y)
+            compared += 1
+        assert compared > 300
+        # every bench row of a call that is not communication has its npu row (pipeline stages at global positions)
+        paired = set(match[match >= 0].tolist())
+        lost = [n for k, n in enumerate(b.table.names) if k not in paired and not n.startswith("Distributed.")
+                and b.table.dtype[k] != "None"]
+        # the vocab-parallel lookup: its shifted ids and rows before the all-reduce are rank-local, and the plain
+        # embedding passes padding_idx, max_norm, ... that the sharded one does not
+        lost = [n for n in lost if not n.startswith("Functional.embedding.0.")]
+        assert not lost, lost
+
+
+def test_tp2_against_tp4_unshards_both_sides(tmp_path):
+    plan = plan_layouts(OWN / "n2" / "step0", OWN / "b4" / "step0", None, None)
+    assert (plan.npu.tp, plan.bench.tp) == (2, 4)
+    heads = plan.npu_dumps[0].header, plan.bench_dumps[0].header
+    c, b, match, _ = combine_replica(plan, 0, lambda n, bb: api.detect_mode(*heads, n.has_md5, bb.has_md5))
+    i = c.table.names.index("Module.layers.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0")
+    assert c.rule[i] == b.rule[match[i]] == "split" and c.table.shape[i] == b.table.shape[match[i]] == "[4, 8, 128]"
+    # the vocabulary ranges differ between the layouts: the masking calls hold rank-dependent values on both sides
+    k = c.table.names.index("Tensor.__lt__.0.forward.input.1")
+    assert c.rule[k] == "rank_local" and match[k] < 0 or c.rule[k] == "rank_local"
+
+
+def test_md5_compares_replicated_rows_only(tmp_path):
+    result = _compare(tmp_path, "n2md5", "b1md5")
+    rules = result.ranks["dp0"].columns["Layout Rule"]
+    results = result.ranks["dp0"].columns["Result"]
+    split = [r for rule, r in zip(rules, results) if rule.startswith("split")]
+    assert split and set(split) == {"N/A"}  # not compared: the md5 of a whole tensor is not derivable from shards
+    assert any(rule.startswith("split along dim") and "md5" in rule for rule in rules)
+    before = [r for rule, r in zip(rules, results) if rule.startswith("replicated")][:10]
+    assert set(before) == {"pass"}

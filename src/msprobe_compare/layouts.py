@@ -169,12 +169,16 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
             return None
         return bt.stats[j]
 
-    npu_c = P.combine(npu_sh, match, decisions, is_npu=True, other_rows=bench_stats)
+    def bench_differs(i: int) -> bool:  # the bench's ranks differ too: a rank-dependent row
+        j = int(match[i])
+        return j >= 0 and (bench_c.disagree[j] is not None or bench_c.rule[j] == P.LOCAL)
+
+    npu_c = P.combine(npu_sh, match, decisions, is_npu=True, other_rows=bench_stats, other_differs=bench_differs)
     P.scale_size_args(npu_c, bench_c, match, plan.npu.tp, plan.bench.tp)
     mode = mode_of(npu_c.table, bt)
     m = match.copy()
     for i, dec in enumerate(decisions):
-        if dec is None or dec.shape is None:
+        if dec is None or dec.shape is None or npu_c.rule[i] == P.LOCAL:
             m[i] = -1
         elif mode is Mode.MD5 and (npu_c.rule[i] in (P.SPLIT, P.PARTIAL) or bench_c.rule[int(m[i])] in
                                    (P.SPLIT, P.PARTIAL)):  # fmt: skip
@@ -190,7 +194,7 @@ def layout_view(npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, mode:
     for i, code in enumerate(npu_c.rule):
         text = P.rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
         j = int(match[i])
-        if j >= 0 and bench_c.rule[j] not in (P.REPLICATED, P.UNPAIRED):
+        if j >= 0 and bench_c.rule[j] not in (P.REPLICATED, P.UNPAIRED, P.SINGLE):
             text += f"; bench: {P.rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
         rules.append(text)
     npu_only = np.array([c.startswith(P.NPU_ONLY) for c in npu_c.rule], dtype=bool)
@@ -253,8 +257,16 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
         want = (State.INPUT, State.PARAMETERS) if o.kind is OriginKind.BOUNDARY else (State.OUTPUT,
                                                                                       State.PARAMETERS_GRAD)  # fmt: skip
         rows = [int(i) for i in np.flatnonzero(ei == e) if int(npu.state[i]) in want]
+        all_ranks = {r for i in rows for r in range(len(c.shards.tables)) if c.shards.rows[i, r] >= 0}
+        if len(all_ranks) == 1:  # one rank holds the call (a pipeline stage without tensor parallelism)
+            r = next(iter(all_ranks))
+            local = {v: k for k, v in c.shards.renames.get(r, {}).items()}.get(o.entry, o.entry)
+            label = c.shards.ranks[r]
+            note = f" (on {label}" + (f", whose dump calls it {local}" if local != o.entry else "") + ")"
+            origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
+                                      note=note))  # fmt: skip
+            continue
         bad, met = _suspects(c, outcome.bench, outcome.match, rows)
-        all_ranks = set(range(len(c.shards.tables)))
         rank = None
         if len(bad) == 1:
             rank = next(iter(bad))
@@ -267,7 +279,8 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
         later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
         rest = sorted(all_ranks - {rank})
         others = ", ".join(c.shards.ranks[r] for r in rest)
-        seen = f"; {others} first {'sees' if len(rest) == 1 else 'see'} it at {later}" if later else ""
+        seen = (f"; {others} first {'sees' if len(rest) == 1 else 'see'} it at {later}"
+                if later and o.kind is OriginKind.COMPUTATION else "")  # fmt: skip
         origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
                                   note=f" (only {label} diverges{seen})"))  # fmt: skip
     return replace(rc, origins=origins)
@@ -293,6 +306,35 @@ def _rank_origin_class() -> type:
 
 
 RankOrigin = _rank_origin_class()
+
+
+def _parents(plan: LayoutPlan, dp: int, shards: P.Shards, console: Console) -> dict[str, str | None] | None:
+    """The module tree (construct.json) of the first rank of each pipeline stage, in global names."""
+    from msprobe_compare import api  # noqa: PLC0415
+
+    out: dict[str, str | None] = {}
+    found = False
+    stages = _group(plan.npu_dumps, plan.npu, dp)
+    for k, stage in enumerate(stages):
+        tree = api._module_tree(stage[0].rank.path / "construct.json", console)
+        if tree is None:
+            continue
+        found = True
+        rename = shards.renames.get(k * len(stage), {})
+        for child, parent in tree.items():
+            out[rename.get(child, child)] = rename.get(parent, parent) if parent is not None else None
+    return out if found else None
+
+
+def _md5_not_compared(outcome: CompareOutcome) -> CompareOutcome:
+    """md5: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be combined; rank-local
+    rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
+    from msprobe_compare.judge.verdict import Result  # noqa: PLC0415
+
+    npu = outcome.npu
+    rows = (outcome.match < 0) & ~npu.dtype_mask("None".__eq__)
+    v = outcome.verdict
+    return replace(outcome, verdict=replace(v, result=np.where(rows, Result.NA, v.result).astype(v.result.dtype)))
 
 
 def _unflag(outcome: CompareOutcome, rows: np.ndarray) -> CompareOutcome:
@@ -366,11 +408,13 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 rank_console.warning(f"{len(bad)} replicated row(s) differ between the ranks of a group (a replicated "
                                      f"tensor must be equal on every rank): {', '.join(bad[:5])}"
                                      + (" ..." if len(bad) > 5 else ""))  # fmt: skip
-            parents = api._module_tree(plan.npu_dumps[0].rank.path / "construct.json", rank_console)
+            parents = _parents(plan, dp, npu_c.shards, rank_console)
             opts = cfg.options
             outcome = api.judge(mode, npu_c.table, bench_c.table, match, show_stack=bool(npu_c.table.stacks),
                                 highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, parents=parents)  # fmt: skip
             outcome = replace(_unflag(outcome, view.npu_only), layout=view)
+            if mode is Mode.MD5:
+                outcome = _md5_not_compared(outcome)
             outcome = replace(outcome, rootcause=attribute_origins(outcome, view))
             target = prepare_output_dir(out_dir)
             written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,

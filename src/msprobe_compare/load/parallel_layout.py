@@ -221,6 +221,8 @@ def detect_layouts(
             continue
         if (npu_wrapped and tp_n == 1) or (bench_wrapped and tp_b == 1):
             continue  # tensor-parallel wrappers: that side is sharded
+        if (npu_wrapped or bench_wrapped) and ((not npu_wrapped and tp_n > 1) or (not bench_wrapped and tp_b > 1)):
+            continue  # wrappers on one side only: the other side is not tensor-parallel
         fits.append((dp_n + dp_b, tp_n, tp_b, dp_n, dp_b))
     for _, tp_n, tp_b, dp_n, dp_b in sorted(fits)[:1]:  # the fewest data-parallel replicas
         reason = f"detected from {n_npu} npu and {n_bench} bench rank(s)" + (f": {'; '.join(why)}" if why else "")

@@ -39,8 +39,10 @@ REDUCE_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distrib
 SUM_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distributed._reduce_scatter_base",
             "Communication.comm.all_reduce", "Distributed.reduce.")  # fmt: skip
 
-REPLICATED, SPLIT, PARTIAL, NPU_ONLY, UNPAIRED, MISMATCH, SIZE_ARG = (
-    "replicated", "split", "partial_sum", "npu_only", "unpaired", "not_combined", "size_argument")  # fmt: skip
+REPLICATED, SPLIT, PARTIAL, NPU_ONLY, UNPAIRED, MISMATCH, SIZE_ARG, LOCAL = (
+    "replicated", "split", "partial_sum", "npu_only", "unpaired", "not_combined", "size_argument",
+    "rank_local")  # fmt: skip
+SINGLE = "single"  # one rank holds the row (no tensor parallelism on this side, or a pipeline stage's own rank)
 
 
 @dataclass
@@ -56,12 +58,20 @@ class Shards:
     rows: np.ndarray  # int64 (n, k)
     partial_hint: np.ndarray  # bool (n,): the row feeds a sum-reduction (or is its input)
     stacks: dict[str, list[str]] = field(default_factory=dict)
+    tp: int = 0  # ranks per stage when the tables hold several pipeline stages (0: all tables are one group)
+    renames: dict[int, dict[str, str]] = field(default_factory=dict)  # per table: local entry name -> global one
 
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def group(self) -> int:
+        """Ranks per tensor-parallel group (each row comes from one group: one pipeline stage)."""
+        return self.tp or len(self.tables)
+
     def shapes(self, i: int) -> list[tuple[int, ...] | None]:
-        return [parse_shape(self.tables[r].shape[j]) if j >= 0 else None for r, j in enumerate(self.rows[i].tolist())]
+        """The shapes of the row on the ranks that have it."""
+        return [parse_shape(self.tables[r].shape[j]) for r, j in enumerate(self.rows[i].tolist()) if j >= 0]
 
 
 def align(tables: list[RowTable], ranks: list[str]) -> Shards:
@@ -327,6 +337,8 @@ def pair_logical(npu: Shards, bench: Shards) -> tuple[np.ndarray, list[Decision 
     match = np.full(len(npu), -1, dtype=np.int64)
     decisions: list[Decision | None] = [None] * len(npu)
     for i, name in enumerate(npu.names):
+        if is_layout_call(npu.entries[npu.entry_index[i]]):
+            continue  # communication calls belong to a layout: their counters and operands differ between layouts
         j = index.get(plain_class_name(name), -1)
         if j < 0:
             continue
@@ -343,7 +355,9 @@ def pair_logical(npu: Shards, bench: Shards) -> tuple[np.ndarray, list[Decision 
 
 
 def _rule_for_whole(side: Shards, i: int, rows: list[int], tables: list[RowTable], split_input: bool) -> str:
-    if len(rows) == 1 or _agree(tables, rows):
+    if len(rows) == 1:
+        return SINGLE
+    if _agree(tables, rows):
         return REPLICATED
     if side.partial_hint[i] or split_input:
         return PARTIAL
@@ -351,7 +365,7 @@ def _rule_for_whole(side: Shards, i: int, rows: list[int], tables: list[RowTable
 
 
 def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *, is_npu: bool,
-            other_rows: np.ndarray | None = None) -> Combined:  # fmt: skip
+            other_rows: Any = None, other_differs: Any = None) -> Combined:  # fmt: skip
     """The logical RowTable of one side. `decisions` per row of this side (from pair_logical, for the bench side
     re-indexed to bench rows); rows of the npu side without a counterpart that are calls added by the layout become
     npu-only rows."""
@@ -368,6 +382,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
             if _state(side, i) in (State.INPUT, State.PARAMETERS):
                 split_in[side.entry_index[i]] = True
     added = _added_calls(side, decisions) if is_npu else set()
+    local = _local_calls(side, decisions, is_npu)
     for i in range(len(side)):
         present = [r for r in range(k) if side.rows[i, r] >= 0]
         tables = [side.tables[r] for r in present]
@@ -396,7 +411,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
         else:
             dim = side_dim(dec, is_npu)
             shape_text = dec.shape
-            if dim is not None and len(rows) == k:
+            if dim is not None and len(rows) == side.group:
                 out.copy_row(t0, r0, name, entry, shape_text)
                 shapes = [parse_shape(t.shape[j]) for t, j in zip(tables, rows)]
                 out.stats[-1], out.kinds[-1] = combine_split(tables, rows, shapes)
@@ -404,13 +419,19 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                 rule = SPLIT
             else:
                 rule = _rule_for_whole(side, i, rows, tables, bool(split_in[entry]) and _state(side, i) == State.OUTPUT)
-                if rule == PARTIAL:
+                if rule != SPLIT and not side.partial_hint[i] and not _agree(tables, rows) and (
+                        entry in local or (other_differs is not None and other_differs(i))):
+                    rule = LOCAL  # rank-dependent by design (on both sides, when both are sharded)
+                if rule == LOCAL:
+                    out.copy_row(t0, r0, name, entry, shape_text)
+                    label = side.ranks[present[0]]
+                elif rule == PARTIAL:
                     out.copy_row(t0, r0, name, entry, shape_text)
                     out.stats[-1], out.kinds[-1] = combine_partial(tables, rows)
                     out.md5[-1] = None
                 else:
                     pick = 0
-                    if len(rows) > 1 and not _agree(tables, rows):
+                    if len(rows) > 1 and not _inplace_input(side, i) and not _agree(tables, rows):
                         pick = _farthest(tables, rows, other_rows, i)
                         differ = [side.ranks[present[p]] for p in range(len(rows)) if p != 0 and
                                   not _agree([tables[0], tables[p]], [rows[0], rows[p]])]  # fmt: skip
@@ -448,6 +469,46 @@ def scale_size_args(npu: Combined, bench: Combined, match: np.ndarray, tp_npu: i
             npu.ranks[i] += f" (value {v} on each rank)"
 
 
+def _inplace_input(side: Shards, i: int) -> bool:
+    """An input row of an in-place API (`add_`): the dumper may record it after the write, on some ranks only."""
+    if _state(side, i) != State.INPUT:
+        return False
+    api = side.entries[side.entry_index[i]].rsplit(".", 2)[0].rsplit(".", 1)[-1]
+    return api.endswith("_") and not api.endswith("__")
+
+
+def _is_index(dtype: str) -> bool:
+    base = dtype.removeprefix("torch.").lower()
+    return base.startswith(("int", "uint", "long", "bool"))
+
+
+def _local_calls(side: Shards, decisions: list[Decision | None], is_npu: bool) -> set[int]:
+    """Entries of calls that read rank-local indices: an integer input that differs between the ranks of a call with
+    a split row (a vocab-parallel lookup shifts the token ids into the rank's vocabulary range and masks the
+    others), and the backward call of such a call. Their whole-shaped rows that differ between the ranks are rank-
+    local: not compared."""
+    split_entries = {int(side.entry_index[i]) for i, d in enumerate(decisions)
+                     if d is not None and d.shape is not None and side_dim(d, is_npu) is not None}  # fmt: skip
+    out: set[int] = set()
+    for i in range(len(side)):
+        e = int(side.entry_index[i])
+        if e not in split_entries or e in out or _state(side, i) != State.INPUT:
+            continue
+        present = [r for r in range(len(side.tables)) if side.rows[i, r] >= 0]
+        tables = [side.tables[r] for r in present]
+        rows = [int(side.rows[i, r]) for r in present]
+        if len(rows) > 1 and _is_index(tables[0].dtype[rows[0]]) and not _agree(tables, rows):
+            out.add(e)
+    position = {name: k for k, name in enumerate(side.entries)}
+    for e in list(out):
+        name = side.entries[e]
+        if name.endswith(".forward"):
+            back = position.get(name[: -len("forward")] + "backward")
+            if back is not None:
+                out.add(back)
+    return out
+
+
 def _added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
     """Entries the layout adds: no row has a counterpart, and the call communicates (all-reduce, ...) or is an
     identity on every rank (each output row equals an input row: view_as and the like of the copy-to-region
@@ -464,6 +525,8 @@ def _added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
         rows = np.flatnonzero(side.entry_index == e)
         identity = True
         for r, t in enumerate(side.tables):
+            if not np.any(side.rows[rows, r] >= 0):
+                continue  # a rank of another pipeline stage
             ins = {_stat_key(t, int(j)) for j in side.rows[rows, r] if j >= 0 and t.state[j] == State.INPUT}
             outs = [_stat_key(t, int(j)) for j in side.rows[rows, r] if j >= 0 and t.state[j] == State.OUTPUT]
             if not outs or any(key is None or key not in ins for key in outs):
@@ -513,7 +576,10 @@ RULE_TEXT = {
                               "sum of the ranks' means); listed, not compared",
     NPU_ONLY + "/rank0": "npu-only: a communication call the layout adds; the ranks differ, rank 0's row shown",
     UNPAIRED + "/rank0": "no counterpart; the ranks differ, rank 0's row shown (not combined)",
+    SINGLE: "one rank holds it (no tensor parallelism here): taken as it is",
     UNPAIRED: "no counterpart on the other side (the ranks agree)",
+    LOCAL: "rank-local: the ranks hold different values by design (a vocab-parallel lookup's shifted, masked ids, "
+           "its rows before the all-reduce); rank 0's row shown, not compared",
     SIZE_ARG: "a size argument of a sharded call: the ranks' value times the tensor-parallel size (shown) is the "
               "other side's",
     MISMATCH: "not combined: the ranks' shapes do not add up to the other side's",
