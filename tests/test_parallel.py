@@ -50,7 +50,8 @@ def test_megatron_rank_order():
 def test_parallel_class_names_map_to_plain_ones():
     assert plain_class_name("Module.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0") == \
         "Module.blocks.0.mlp.fc1.Linear.forward.0.output.0"
-    assert plain_class_name("Module.fc2.RowParallelLinear.parameters_grad.weight") == "Module.fc2.Linear.parameters_grad.weight"
+    assert plain_class_name("Module.fc2.RowParallelLinear.parameters_grad.weight") == \
+        "Module.fc2.Linear.parameters_grad.weight"
     assert plain_class_name("Module.emb.VocabParallelEmbedding.backward.0.input.0") == \
         "Module.emb.Embedding.backward.0.input.0"
     assert plain_class_name("Cell.fc1.ColumnParallelLinear.forward.0.output.0") == "Cell.fc1.Linear.forward.0.output.0"
@@ -74,8 +75,9 @@ def test_detection_from_shapes():
 
 def _table(rows):
     """A one-entry RowTable of tensor output rows [(shape, (max, min, mean, norm))]."""
-    body = {"output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": float(s[0]), "Min": float(s[1]),
-                        "Mean": float(s[2]), "Norm": float(s[3]), "requires_grad": False} for shape, s in rows]}
+    body = {"output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": float(s[0]),
+                        "Min": float(s[1]), "Mean": float(s[2]), "Norm": float(s[3]), "requires_grad": False}
+                       for shape, s in rows]}
     return flatten(None, [("Functional.x.0.forward", body)])
 
 
@@ -132,7 +134,8 @@ def test_every_sharded_row_is_combined_as_truth_says(case):
             assert npu.split_dim[i] == t["split_dim"], name
         assert match[i] >= 0 and bench.table.names[match[i]] == t["bench"], name
         assert npu.disagree[i] is None, name
-    entries = {npu.table.entries[npu.table.entry_index[i]] for i, rule in enumerate(npu.rule) if rule.startswith("npu_only")}
+    entries = {npu.table.entries[npu.table.entry_index[i]] for i, rule in enumerate(npu.rule)
+               if rule.startswith("npu_only")}
     assert entries == set(truth["npu_only_entries"])
 
 
@@ -309,3 +312,31 @@ def test_md5_compares_replicated_rows_only(tmp_path):
     assert any(rule.startswith("split along dim") and "md5" in rule for rule in rules)
     before = [r for rule, r in zip(rules, results) if rule.startswith("replicated")][:10]
     assert set(before) == {"pass"}
+
+
+@pytest.fixture(scope="module")
+def tensor_dumps(tmp_path_factory):
+    import tarfile
+
+    root = tmp_path_factory.mktemp("tensor_dumps")
+    with tarfile.open(OWN / "tensor_tp2_vs_tp1.tar.xz") as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+def test_real_data_shards_are_concatenated_then_measured(tensor_dumps, tmp_path):
+    result = msprobe_compare.compare(tensor_dumps / "n2t/step0", tensor_dumps / "b1t/step0", tmp_path / "same",
+                                     formats="csv")  # fmt: skip
+    cols = result.ranks["dp0"].columns
+    split = [k for k, rule in enumerate(cols["Layout Rule"]) if rule.startswith("split")]
+    assert len(split) > 100
+    for k in split:  # the concatenated shards are the single run's tensor, within float32 rounding
+        assert cols["Cosine"][k] > 0.99999 and cols["MaxAbsErr"][k] < 1e-5, cols["NPU Name"][k]
+    fused = cols["NPU Name"].index("Torch.matmul.1.backward.output.0")  # [B*H/2, S, S] per rank: interleaved
+    assert "interleave" in cols["Layout Rule"][fused] and cols["Cosine"][fused] > 0.99999
+    partial = cols["NPU Name"].index("Functional.linear.3.forward.output.0")  # o_proj before its all-reduce
+    assert cols["Layout Rule"][partial].startswith("partial sum") and cols["Cosine"][partial] > 0.99999
+    assert not list(tmp_path.glob("same/.combined_tensors_*"))  # the combined tensors are removed afterwards
+    bug = msprobe_compare.compare(tensor_dumps / "n2tbug/step0", tensor_dumps / "b1t/step0", tmp_path / "bug",
+                                  formats="csv")  # fmt: skip
+    assert bug.first_origin.startswith("dp0: rank1:Functional.linear.4.forward: inputs agree, outputs differ")

@@ -145,9 +145,11 @@ def _shards(stages: list[list[RankDump]]) -> P.Shards:
     if len(stages) > 1:
         from msprobe_compare.pair.stages import merge_stages  # noqa: PLC0415
 
-        return merge_stages([P.align([d.table for d in st], [d.rank.name for d in st]) for st in stages])
-    st = stages[0]
-    return P.align([d.table for d in st], [d.rank.name for d in st])
+        out = merge_stages([P.align([d.table for d in st], [d.rank.name for d in st]) for st in stages])
+    else:
+        out = P.align([d.table for d in stages[0]], [d.rank.name for d in stages[0]])
+    out.dirs = [d.rank.path for st in stages for d in st]
+    return out
 
 
 def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined, P.Combined, np.ndarray, Mode]:
@@ -254,8 +256,8 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
         if e is None:
             origins.append(o)
             continue
-        want = (State.INPUT, State.PARAMETERS) if o.kind is OriginKind.BOUNDARY else (State.OUTPUT,
-                                                                                      State.PARAMETERS_GRAD)  # fmt: skip
+        inputs = o.kind is OriginKind.BOUNDARY
+        want = (State.INPUT, State.PARAMETERS) if inputs else (State.OUTPUT, State.PARAMETERS_GRAD)
         rows = [int(i) for i in np.flatnonzero(ei == e) if int(npu.state[i]) in want]
         all_ranks = {r for i in rows for r in range(len(c.shards.tables)) if c.shards.rows[i, r] >= 0}
         if len(all_ranks) == 1:  # one rank holds the call (a pipeline stage without tensor parallelism)
@@ -326,6 +328,34 @@ def _parents(plan: LayoutPlan, dp: int, shards: P.Shards, console: Console) -> d
     return out if found else None
 
 
+def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, out_dir: Path,
+             console: Console) -> Any:  # fmt: skip
+    """Real-data metrics of the combined rows: the combined tensors are written into a hidden folder of the output
+    folder (removed afterwards), then measured as usual."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from msprobe_compare import api  # noqa: PLC0415
+    from msprobe_compare.load.parallel_tensors import stage_tensors  # noqa: PLC0415
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".combined_tensors_", dir=out_dir))
+    try:
+        bench_root = stage_tensors(bench_c, work / "bench")
+        bench_dir = bench_root / "dump_tensor_data"
+
+        def reference(i: int) -> Path | None:
+            j = int(match[i])
+            name = bench_c.table.data_name[j] if j >= 0 else "-1"
+            return bench_dir / name if name not in ("-1", "N/A") and (bench_dir / name).is_file() else None
+
+        npu_root = stage_tensors(npu_c, work / "npu", reference)
+        local = replace(cfg, npu_path=npu_root / "dump.json", bench_path=bench_root / "dump.json")
+        return api.measure_tensors(local, npu_c.table, bench_c.table, match, console)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _md5_not_compared(outcome: CompareOutcome) -> CompareOutcome:
     """md5: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be combined; rank-local
     rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
@@ -344,8 +374,8 @@ def _unflag(outcome: CompareOutcome, rows: np.ndarray) -> CompareOutcome:
     from msprobe_compare.judge.verdict import Msg  # noqa: PLC0415
 
     v = outcome.verdict
-    v = replace(v, requires_grad_consistent=v.requires_grad_consistent | rows,
-                messages=np.where(rows, v.messages & ~np.int8(Msg.REQUIRES_GRAD), v.messages).astype(np.int8))  # fmt: skip
+    messages = np.where(rows, v.messages & ~np.int8(Msg.REQUIRES_GRAD), v.messages).astype(np.int8)
+    v = replace(v, requires_grad_consistent=v.requires_grad_consistent | rows, messages=messages)
     marks = outcome.marks
     if marks is not None:
         marks = replace(marks, reasons=np.where(rows, 0, marks.reasons).astype(marks.reasons.dtype),
@@ -391,9 +421,6 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
         rank_console = Console(prefix=f"[{label}] ", quiet=cfg.options.quiet)
         try:
             npu_c, bench_c, match, mode = combine_replica(plan, dp, mode_of)
-            if mode is Mode.ALL:
-                raise InputError("tensor (real-data) dumps of different layouts cannot be compared yet; dump "
-                                 "statistics (summary_mode statistics or md5)", plan.npu_dumps[0].rank.path)  # fmt: skip
             view = layout_view(npu_c, bench_c, match, mode)
             bench_ranks = "+".join(bench_c.shards.ranks)
             rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
@@ -410,8 +437,18 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                                      + (" ..." if len(bad) > 5 else ""))  # fmt: skip
             parents = _parents(plan, dp, npu_c.shards, rank_console)
             opts = cfg.options
+            tensors = None
+            if mode is Mode.ALL:
+                tensors = _measure(cfg, npu_c, bench_c, match, out_dir, rank_console)
+                for i, code in enumerate(npu_c.rule):
+                    if code == P.PARTIAL and match[i] >= 0:
+                        view.rules[i] += "; real data: the ranks' tensors added, then measured"
+                for i in npu_c.interleaved:
+                    view.rules[i] += ("; real data: the shards interleave in blocks (a fused dim such as batch x "
+                                      "heads), the block size closest to the bench tensor was taken")  # fmt: skip
             outcome = api.judge(mode, npu_c.table, bench_c.table, match, show_stack=bool(npu_c.table.stacks),
-                                highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, parents=parents)  # fmt: skip
+                                highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, tensors=tensors,
+                                parents=parents)  # fmt: skip
             outcome = replace(_unflag(outcome, view.npu_only), layout=view)
             if mode is Mode.MD5:
                 outcome = _md5_not_compared(outcome)

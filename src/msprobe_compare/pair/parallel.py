@@ -60,6 +60,7 @@ class Shards:
     stacks: dict[str, list[str]] = field(default_factory=dict)
     tp: int = 0  # ranks per stage when the tables hold several pipeline stages (0: all tables are one group)
     renames: dict[int, dict[str, str]] = field(default_factory=dict)  # per table: local entry name -> global one
+    dirs: list[Any] = field(default_factory=list)  # per table: its rank folder (real data: dump_tensor_data there)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -224,6 +225,8 @@ class Combined:
     disagree: list[str | None]  # replicated rows whose ranks disagree: which ranks differ
     shards: Shards
     source: np.ndarray  # int64 (n,): the Shards row of each logical row
+    shown: list[int] = field(default_factory=list)  # per row, the table (rank column) whose row is shown as is
+    interleaved: dict[int, bool] = field(default_factory=dict)  # real data: split rows whose shards interleave
 
 
 class _Out:
@@ -381,6 +384,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
         if dec is not None and dec.shape is not None and side_dim(dec, is_npu) is not None:
             if _state(side, i) in (State.INPUT, State.PARAMETERS):
                 split_in[side.entry_index[i]] = True
+    shown: list[int] = []
     added = _added_calls(side, decisions) if is_npu else set()
     local = _local_calls(side, decisions, is_npu)
     for i in range(len(side)):
@@ -388,6 +392,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
         tables = [side.tables[r] for r in present]
         rows = [int(side.rows[i, r]) for r in present]
         label = "+".join(side.ranks[r] for r in present)
+        shown.append(present[0])
         t0, r0 = tables[0], rows[0]
         name = side.names[i]
         entry = int(side.entry_index[i])
@@ -437,6 +442,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                                   not _agree([tables[0], tables[p]], [rows[0], rows[p]])]  # fmt: skip
                         bad = f"{side.ranks[present[0]]} vs {', '.join(differ)}"
                     out.copy_row(tables[pick], rows[pick], name, entry, shape_text)
+                    shown[-1] = present[pick]
                     if bad is not None:
                         label = label + f" (shown: {side.ranks[present[pick]]})"
         rules.append(rule)
@@ -445,7 +451,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
         disagree.append(bad)
     has_md5 = any(t.has_md5 for t in side.tables)
     table = out.table(list(side.entries), side.stacks, has_md5)
-    return Combined(table, rules, dims, ranks_text, disagree, side, np.arange(len(side), dtype=np.int64))
+    return Combined(table, rules, dims, ranks_text, disagree, side, np.arange(len(side), dtype=np.int64), shown)
 
 
 def scale_size_args(npu: Combined, bench: Combined, match: np.ndarray, tp_npu: int, tp_bench: int) -> None:
@@ -589,7 +595,8 @@ RULE_TEXT = {
 def rule_text(rule: str, dim: int | None, disagree: str | None, md5: bool) -> str:
     text = RULE_TEXT.get(rule, rule).format(dim=dim)
     if rule == SPLIT and md5:
-        text = f"split along dim {dim}: the md5 of the whole tensor cannot be derived from the shards' md5 (not compared)"
+        text = (f"split along dim {dim}: the md5 of the whole tensor cannot be derived from the shards' md5 (not "
+                "compared)")
     if rule == PARTIAL and md5:
         text = "partial sum: the md5 of a sum cannot be derived from the ranks' md5 (not compared)"
     if disagree is not None:
