@@ -340,3 +340,21 @@ def test_real_data_shards_are_concatenated_then_measured(tensor_dumps, tmp_path)
     bug = msprobe_compare.compare(tensor_dumps / "n2tbug/step0", tensor_dumps / "b1t/step0", tmp_path / "bug",
                                   formats="csv")  # fmt: skip
     assert bug.first_origin.startswith("dp0: rank1:Functional.linear.4.forward: inputs agree, outputs differ")
+
+
+def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
+    """The shared TP case as a MindSpore dump would name it: Cell.* entries, bench layers as Dense."""
+    case = tmp_path / "ms"
+    shutil.copytree(BUG, case)
+    for path in case.glob("*/step0/*/*.json"):
+        text = path.read_text().replace('"Module.', '"Cell.').replace('"framework": "pytorch"', '"framework": "mindspore"')
+        if "/bench/" in str(path):
+            text = text.replace(".Linear.", ".Dense.")
+        path.write_text(text)
+    run = run_cli(case, "mindspore", "--format", "csv")
+    assert run.code == 0, run.out
+    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1" in run.out
+    rows = {r["NPU Name"]: r for r in _rows(run)}
+    fc1 = rows["Cell.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0"]
+    assert fc1["Bench Name"] == "Cell.blocks.0.mlp.fc1.Dense.forward.0.output.0"
+    assert fc1["Layout Rule"].startswith("split along dim 2")

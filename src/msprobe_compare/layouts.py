@@ -408,6 +408,11 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
 
     for line in describe(plan):
         console.info(line)
+    opts = cfg.options
+    ignored = [flag for flag, on in (("-f", opts.fuzzy_match), ("-dm", opts.data_mapping), ("-cm", opts.cell_mapping),
+                                     ("-am", opts.api_mapping), ("-lm", opts.layer_mapping)) if on]  # fmt: skip
+    if ignored:
+        console.warning(f"{', '.join(ignored)} not applied: runs of different layouts are matched by name only")
     npu_head, bench_head = plan.npu_dumps[0].header, plan.bench_dumps[0].header
     api.check_tasks(npu_head, bench_head)
     api.check_frameworks(cfg.options.framework, npu_head, bench_head, console)

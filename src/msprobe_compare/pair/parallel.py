@@ -35,9 +35,11 @@ REDUCE_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distrib
                "Distributed.broadcast.", "Distributed.reduce.", "Distributed.send.", "Distributed.recv.",
                "Distributed.isend.", "Distributed.irecv.", "Distributed.batch_isend_irecv.",
                "Distributed._all_gather_base", "Distributed._reduce_scatter_base",
-               "Communication.")  # fmt: skip
+               "Communication.", "Primitive.all_reduce.", "Primitive.all_gather.", "Primitive.reduce_scatter.",
+               "Primitive.broadcast.", "Primitive.send.", "Primitive.receive.", "Mint.distributed.")  # fmt: skip
 SUM_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distributed._reduce_scatter_base",
-            "Communication.comm.all_reduce", "Distributed.reduce.")  # fmt: skip
+            "Communication.comm.all_reduce", "Distributed.reduce.", "Primitive.all_reduce.",
+            "Primitive.reduce_scatter.")  # fmt: skip
 
 REPLICATED, SPLIT, PARTIAL, NPU_ONLY, UNPAIRED, MISMATCH, SIZE_ARG, LOCAL = (
     "replicated", "split", "partial_sum", "npu_only", "unpaired", "not_combined", "size_argument",

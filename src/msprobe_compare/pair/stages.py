@@ -18,7 +18,7 @@ from msprobe_compare.judge.rootcause import phase_of
 from msprobe_compare.pair.parallel import Shards
 
 _API = re.compile(r"^((?:Functional|Tensor|Torch|Distributed|NPU|Aten|Jit|Mint|MintFunctional|Primitive|"
-                  r"Communication|Ops)\.[^.]+)\.(\d+)\.(forward|backward)$")  # fmt: skip
+                  r"Communication|Ops)\.[^.]+(?:\.[A-Z][^.]*)?)\.(\d+)\.(forward|backward)$")  # fmt: skip
 _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
 
 
