@@ -20,8 +20,8 @@ from msprobe_compare.load.rows import StatKind, flatten
 from msprobe_compare.pair import parallel as P
 
 CASES = DATA / "parallel"
-SAME = CASES / "tp_mlp_same_stat"
-BUG = CASES / "tp_block_fc1scale1p1_rank1_stat"
+SAME = CASES / "shared" / "tp_mlp_same_stat"
+BUG = CASES / "shared" / "tp_block_fc1scale1p1_rank1_stat"
 
 
 # -- layouts ------------------------------------------------------------------------------------------------------
@@ -234,10 +234,10 @@ def _compare(tmp_path, npu, bench, **options):
                                    formats="csv", **options)  # fmt: skip
 
 
-@pytest.mark.parametrize("npu, bench", [("n2", "b1"), ("n2", "b4"), ("p2", "b1")])
+@pytest.mark.parametrize("npu, bench", [("n2", "b1"), ("n2", "b4"), ("p2", "b1"), ("d2t2same", "b1")])
 def test_own_same_computation_gives_no_origin(tmp_path, npu, bench):
     result = _compare(tmp_path, npu, bench)
-    assert result.ok and list(result.ranks) == ["dp0"]
+    assert result.ok and list(result.ranks) == (["dp0", "dp1"] if npu.startswith("d2") else ["dp0"])
     assert result.first_origin is None and result.errors == 0
 
 

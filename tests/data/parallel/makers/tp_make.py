@@ -50,6 +50,7 @@ p.add_argument("--bug", type=int, default=-1)
 p.add_argument("--task", default="statistics", choices=["statistics", "tensor"])
 p.add_argument("--summary_mode", default="statistics", choices=["statistics", "md5"])
 p.add_argument("--level", default="mix")
+p.add_argument("--same_data", action="store_true", help="every DP replica gets replica 0's data")
 args = p.parse_args()
 
 WORLD = args.tp * args.pp * args.dp
@@ -252,7 +253,7 @@ if args.bug == RANK:
     BUG["on"] = True
     BUG["target"] = None  # set below: the fc1 of the last block, counted on this rank
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-data_gen = torch.Generator().manual_seed(100 + DP_RANK)
+data_gen = torch.Generator().manual_seed(100 + (0 if args.same_data else DP_RANK))
 ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=data_gen)
 labels = torch.randint(0, CLASSES, (BATCH,), generator=data_gen)
 if BUG["on"]:
