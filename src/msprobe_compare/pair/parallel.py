@@ -21,14 +21,13 @@ positions (see `merge_stages`).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from msprobe_compare.load.parallel_layout import parse_shape, plain_class_name
-from msprobe_compare.load.rows import _ABSENT, RG_MISSING, RawCells, RowTable, State, StatKind
+from msprobe_compare.load.rows import _ABSENT, RawCells, RowTable, State, StatKind
 
 STAT_TOLERANCE = 1e-4  # relative: replicated ranks agree within this (TP changes summation orders)
 REDUCE_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distributed.all_gather",
@@ -605,5 +604,3 @@ def rule_text(rule: str, dim: int | None, disagree: str | None, md5: bool) -> st
         text = f"replicated, but the ranks DISAGREE ({disagree}): a replicated tensor must be equal on every rank"
     return text
 
-
-_NUM = re.compile(r"\d+")
