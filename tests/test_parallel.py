@@ -253,6 +253,19 @@ def test_own_bug_names_the_rank(tmp_path, npu, bench, origin):
     assert result.first_origin.startswith(f"dp0: {origin}")
 
 
+def test_a_bias_added_after_the_all_reduce(tmp_path):
+    """Megatron's row-parallel layer adds its bias after the all-reduce: one more Tensor.__add__ per layer (calls are
+    paired by their module and their place in it, so later adds keep their partners) and an F.linear without the
+    bias (its output is another quantity than the bench F.linear's: not compared)."""
+    result = _compare(tmp_path, "n2rbbug", "b1rb")
+    assert result.first_origin.startswith("dp0: rank1:Functional.linear.10.forward: inputs agree, outputs differ")
+    cols = result.ranks["dp0"].columns
+    k = cols["NPU Name"].index("Functional.linear.3.forward.output.0")  # o_proj's F.linear, without the bias
+    assert cols["Layout Rule"][k].startswith("not compared: the other side's call takes a tensor input")
+    residual = cols["NPU Name"].index("Tensor.__add__.1.forward.output.0")  # after o_proj's own bias add
+    assert cols["Bench Name"][residual] == "Tensor.__add__.0.forward.output.0"
+
+
 def test_data_parallel_replicas_compare_with_their_bench_replicas(tmp_path):
     result = _compare(tmp_path, "d2t2bug", "bd2")
     assert list(result.ranks) == ["dp0", "dp1"] and result.ok

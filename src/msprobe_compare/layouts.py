@@ -157,7 +157,10 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
     npu_sh = _shards(_group(plan.npu_dumps, plan.npu, dp))
     bench_dp = dp if plan.bench.dp == plan.npu.dp else 0
     bench_sh = _shards(_group(plan.bench_dumps, plan.bench, bench_dp))
-    match, decisions = P.pair_logical(npu_sh, bench_sh)
+    quiet = Console(quiet=True)
+    npu_keys = P.call_keys(npu_sh.entries, _parents(plan.npu_dumps, plan.npu, dp, npu_sh, quiet))
+    bench_keys = P.call_keys(bench_sh.entries, _parents(plan.bench_dumps, plan.bench, bench_dp, bench_sh, quiet))
+    match, decisions = P.pair_logical(npu_sh, bench_sh, npu_keys, bench_keys)
     bench_dec: list[P.Decision | None] = [None] * len(bench_sh)
     for i, j in enumerate(match.tolist()):
         if j >= 0 and bench_dec[j] is None:
@@ -177,10 +180,11 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
 
     npu_c = P.combine(npu_sh, match, decisions, is_npu=True, other_rows=bench_stats, other_differs=bench_differs)
     P.scale_size_args(npu_c, bench_c, match, plan.npu.tp, plan.bench.tp)
+    P.unmatch_other_signatures(npu_c, bench_c, match)
     mode = mode_of(npu_c.table, bt)
     m = match.copy()
     for i, dec in enumerate(decisions):
-        if dec is None or dec.shape is None or npu_c.rule[i] == P.LOCAL:
+        if dec is None or dec.shape is None or npu_c.rule[i] in (P.LOCAL, P.ARGS):
             m[i] = -1
         elif mode is Mode.MD5 and (npu_c.rule[i] in (P.SPLIT, P.PARTIAL) or bench_c.rule[int(m[i])] in
                                    (P.SPLIT, P.PARTIAL)):  # fmt: skip
@@ -310,13 +314,14 @@ def _rank_origin_class() -> type:
 RankOrigin = _rank_origin_class()
 
 
-def _parents(plan: LayoutPlan, dp: int, shards: P.Shards, console: Console) -> dict[str, str | None] | None:
+def _parents(dumps: list[RankDump], layout: ParallelLayout, dp: int, shards: P.Shards,
+             console: Console) -> dict[str, str | None] | None:  # fmt: skip
     """The module tree (construct.json) of the first rank of each pipeline stage, in global names."""
     from msprobe_compare import api  # noqa: PLC0415
 
     out: dict[str, str | None] = {}
     found = False
-    stages = _group(plan.npu_dumps, plan.npu, dp)
+    stages = _group(dumps, layout, dp)
     for k, stage in enumerate(stages):
         tree = api._module_tree(stage[0].rank.path / "construct.json", console)
         if tree is None:
@@ -440,7 +445,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 rank_console.warning(f"{len(bad)} replicated row(s) differ between the ranks of a group (a replicated "
                                      f"tensor must be equal on every rank): {', '.join(bad[:5])}"
                                      + (" ..." if len(bad) > 5 else ""))  # fmt: skip
-            parents = _parents(plan, dp, npu_c.shards, rank_console)
+            parents = _parents(plan.npu_dumps, plan.npu, dp, npu_c.shards, rank_console)
             opts = cfg.options
             tensors = None
             if mode is Mode.ALL:

@@ -21,6 +21,7 @@ positions (see `merge_stages`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ SUM_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distribute
 REPLICATED, SPLIT, PARTIAL, NPU_ONLY, UNPAIRED, MISMATCH, SIZE_ARG, LOCAL = (
     "replicated", "split", "partial_sum", "npu_only", "unpaired", "not_combined", "size_argument",
     "rank_local")  # fmt: skip
+ARGS = "other_arguments"  # the other side's call takes a tensor input this one does not
 SINGLE = "single"  # one rank holds the row (no tensor parallelism on this side, or a pipeline stage's own rank)
 
 
@@ -332,18 +334,62 @@ class Decision:
     shape: str | None  # the logical shape text; None: the shapes do not add up
 
 
-def pair_logical(npu: Shards, bench: Shards) -> tuple[np.ndarray, list[Decision | None]]:
-    """For each npu logical row, the bench logical row with the same plain name and the decision how both sides'
-    shards add up (-1 / None when unpaired)."""
+_API_CALL = re.compile(r"^((?:Functional|Tensor|Torch|NPU|Aten|Jit|Mint|MintFunctional|Primitive|Ops)\.[^.]+"
+                       r"(?:\.[A-Z][^.]*)?)\.(\d+)\.(forward|backward)$")  # fmt: skip
+
+
+def call_keys(entries: list[str], parents: dict[str, str | None] | None) -> dict[str, str]:
+    """API calls keyed by their module and their place among that module's calls of the same API
+    (`Module.x.o_proj.Linear.forward.0|Tensor.__add__|0|forward`), from construct.json's parents. A call the layout
+    adds inside a module (Megatron's bias add after the all-reduce) then shifts no counter outside that module.
+    Calls without a recorded parent keep their names."""
+    if not parents:
+        return {}
+    keys: dict[str, str] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for e in entries:
+        m = _API_CALL.match(e)
+        if not m or m.group(3) != "forward" or e not in parents or is_layout_call(e):
+            continue
+        parent = parents[e]
+        scope = plain_class_name(parent) if parent else ""
+        k = seen.get((scope, m.group(1)), 0)
+        seen[(scope, m.group(1))] = k + 1
+        keys[e] = f"{scope}|{m.group(1)}|{k}|forward"
+    for e in entries:
+        m = _API_CALL.match(e)
+        if m and m.group(3) == "backward":
+            fwd = keys.get(f"{m.group(1)}.{m.group(2)}.forward")
+            if fwd is not None:
+                keys[e] = fwd[: -len("forward")] + "backward"
+    return keys
+
+
+def _row_key(side: Shards, i: int, keys: dict[str, str]) -> str:
+    name = side.names[i]
+    entry = side.entries[side.entry_index[i]]
+    key = keys.get(entry)
+    if key is not None and name.startswith(entry):
+        return key + name[len(entry):]
+    return plain_class_name(name)
+
+
+def pair_logical(npu: Shards, bench: Shards, npu_keys: dict[str, str] | None = None,
+                 bench_keys: dict[str, str] | None = None) -> tuple[np.ndarray, list[Decision | None]]:  # fmt: skip
+    """For each npu logical row, the bench logical row with the same plain name (or the same call key, see
+    `call_keys`, when both sides have them) and the decision how both sides' shards add up (-1 / None when
+    unpaired)."""
+    if not (npu_keys and bench_keys):
+        npu_keys = bench_keys = {}
     index: dict[str, int] = {}
-    for j, name in enumerate(bench.names):
-        index.setdefault(plain_class_name(name), j)
+    for j in range(len(bench)):
+        index.setdefault(_row_key(bench, j, bench_keys), j)
     match = np.full(len(npu), -1, dtype=np.int64)
     decisions: list[Decision | None] = [None] * len(npu)
-    for i, name in enumerate(npu.names):
+    for i in range(len(npu)):
         if is_layout_call(npu.entries[npu.entry_index[i]]):
             continue  # communication calls belong to a layout: their counters and operands differ between layouts
-        j = index.get(plain_class_name(name), -1)
+        j = index.get(_row_key(npu, i, npu_keys), -1)
         if j < 0:
             continue
         match[i] = j
@@ -516,6 +562,22 @@ def _local_calls(side: Shards, decisions: list[Decision | None], is_npu: bool) -
     return out
 
 
+def unmatch_other_signatures(npu: Combined, bench: Combined, match: np.ndarray) -> None:
+    """Calls whose bench counterpart takes a tensor input that this call does not (Megatron's row-parallel F.linear
+    without its bias, which is added after the all-reduce): their outputs are other quantities, rule ARGS."""
+    b = bench.table
+    paired = np.zeros(len(b), dtype=bool)
+    paired[match[match >= 0]] = True
+    extra = {int(b.entry_index[j]) for j in np.flatnonzero(~paired).tolist()
+             if b.state[j] == State.INPUT and b.dtype[j] != "None" and not b.dtype[j].startswith("<class")}  # fmt: skip
+    if not extra:
+        return
+    t = npu.table
+    for i in np.flatnonzero(match >= 0).tolist():
+        if int(b.entry_index[int(match[i])]) in extra and t.state[i] in (State.OUTPUT, State.PARAMETERS_GRAD):
+            npu.rule[i] = ARGS
+
+
 def _added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
     """Entries the layout adds: no row has a counterpart, and the call communicates (all-reduce, ...) or is an
     identity on every rank (each output row equals an input row: view_as and the like of the copy-to-region
@@ -583,6 +645,8 @@ RULE_TEXT = {
                               "sum of the ranks' means); listed, not compared",
     NPU_ONLY + "/rank0": "npu-only: a communication call the layout adds; the ranks differ, rank 0's row shown",
     UNPAIRED + "/rank0": "no counterpart; the ranks differ, rank 0's row shown (not combined)",
+    ARGS: "not compared: the other side's call takes a tensor input this one does not (a bias the layout adds after "
+          "the all-reduce), so the outputs are different quantities",
     SINGLE: "one rank holds it (no tensor parallelism here): taken as it is",
     UNPAIRED: "no counterpart on the other side (the ranks agree)",
     LOCAL: "rank-local: the ranks hold different values by design (a vocab-parallel lookup's shifted, masked ids, "

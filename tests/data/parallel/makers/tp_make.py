@@ -51,6 +51,9 @@ p.add_argument("--task", default="statistics", choices=["statistics", "tensor"])
 p.add_argument("--summary_mode", default="statistics", choices=["statistics", "md5"])
 p.add_argument("--level", default="mix")
 p.add_argument("--same_data", action="store_true", help="every DP replica gets replica 0's data")
+p.add_argument("--row_bias", action="store_true",
+               help="row-parallel layers have a bias, added after the all-reduce as Megatron does (an extra "
+                    "Tensor.__add__ per layer on the sharded side; the plain Linear adds it inside F.linear)")
 args = p.parse_args()
 
 WORLD = args.tp * args.pp * args.dp
@@ -144,9 +147,11 @@ class RowParallelLinear(nn.Module):
     def __init__(self, w, b):
         super().__init__()
         self.weight = nn.Parameter(shard(w, 1))
+        self.bias = nn.Parameter(b.clone()) if args.row_bias else None
 
     def forward(self, x):
-        return _Reduce.apply(F.linear(x, self.weight))
+        out = _Reduce.apply(F.linear(x, self.weight))
+        return out + self.bias if self.bias is not None else out
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -166,7 +171,7 @@ class VocabParallelEmbedding(nn.Module):
 
 def linear(w, b, kind):
     if T == 1:  # row-parallel layers have no bias here (Megatron adds it after the all-reduce, an extra call)
-        m = nn.Linear(w.shape[1], w.shape[0], bias=b is not None and kind == "column")
+        m = nn.Linear(w.shape[1], w.shape[0], bias=b is not None and (kind == "column" or args.row_bias))
         with torch.no_grad():
             m.weight.copy_(w)
             if m.bias is not None:
@@ -181,7 +186,7 @@ class Attention(nn.Module):
         self.q_proj = linear(full(DM, DM), None, "column")  # no bias: the k bias's gradient is 0 in exact
         self.k_proj = linear(full(DM, DM), None, "column")  # arithmetic, rounding noise in both runs
         self.v_proj = linear(full(DM, DM), None, "column")
-        self.o_proj = linear(full(DM, DM), torch.zeros(DM), "row")
+        self.o_proj = linear(full(DM, DM), 0.1 * torch.randn(DM, generator=GEN), "row")
         self.nh, self.hd = NH // T, DM // NH
 
     def forward(self, x):
@@ -199,7 +204,7 @@ class MLP(nn.Module):
         super().__init__()
         self.fc1 = linear(full(FF, DM), torch.zeros(FF), "column")
         self.act = nn.GELU()
-        self.fc2 = linear(full(DM, FF), torch.zeros(DM), "row")
+        self.fc2 = linear(full(DM, FF), 0.1 * torch.randn(DM, generator=GEN), "row")
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
