@@ -64,6 +64,7 @@ class Shards:
     tp: int = 0  # ranks per stage when the tables hold several pipeline stages (0: all tables are one group)
     renames: dict[int, dict[str, str]] = field(default_factory=dict)  # per table: local entry name -> global one
     dirs: list[Any] = field(default_factory=list)  # per table: its rank folder (real data: dump_tensor_data there)
+    agrees: Any = None  # bool (n,), computed once by agree_mask: the ranks' rows of each logical row agree
 
     def __len__(self) -> int:
         return len(self.names)
@@ -217,6 +218,50 @@ def _agree(t: list[RowTable], rows: list[int]) -> bool:
     return True
 
 
+_NUMBER, _INT, _RAW = int(StatKind.NUMBER), int(StatKind.INT), int(StatKind.RAW)
+
+
+def agree_mask(side: Shards) -> np.ndarray:
+    """`_agree` of every logical row over the ranks that have it, vectorised (rows with raw values or md5 checked
+    one by one)."""
+    if side.agrees is not None:
+        return side.agrees
+    n, k = side.rows.shape
+    out = np.ones(n, dtype=bool)
+    if n == 0:
+        side.agrees = out
+        return out
+    present = side.rows >= 0
+    first = np.argmax(present, axis=1)
+    base = np.zeros((n, 4))
+    base_kind = np.zeros((n, 4), dtype=np.int8)
+    for r in range(k):
+        sel = present[:, r] & (first == r)
+        if sel.any():
+            idx = side.rows[sel, r]
+            base[sel], base_kind[sel] = side.tables[r].stats[idx], side.tables[r].stat_kind[idx]
+    slow = np.zeros(n, dtype=bool)
+    for r in range(k):
+        sel = present[:, r] & (first != r)
+        if not sel.any():
+            continue
+        t, idx = side.tables[r], side.rows[sel, r]
+        a, ka, b, kb = base[sel], base_kind[sel], t.stats[idx], t.stat_kind[idx]
+        with np.errstate(all="ignore"):
+            scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), np.abs(a[:, 3:4]) * 1e-3)
+            rel = np.where(a == b, 0.0, np.abs(a - b) / np.where(scale > 0, scale, 1.0))
+        ok = np.all(ka == kb, axis=1) & ~np.any((ka == _NUMBER) & (rel > STAT_TOLERANCE), axis=1)
+        ok &= ~np.any((ka == _INT) & (a != b), axis=1)
+        out[sel] &= ok
+        md5 = np.fromiter((t.md5[j] is not None for j in idx.tolist()), dtype=bool, count=len(idx))
+        slow[np.flatnonzero(sel)[np.any(kb == _RAW, axis=1) | md5]] = True
+    for i in np.flatnonzero(slow & out).tolist():
+        cols = np.flatnonzero(present[i]).tolist()
+        out[i] = _agree([side.tables[r] for r in cols], [int(side.rows[i, r]) for r in cols])
+    side.agrees = out
+    return out
+
+
 @dataclass
 class Combined:
     """One side's logical rows as a RowTable, with the rule of each row."""
@@ -288,7 +333,14 @@ def combine_split(tables: list[RowTable], rows: list[int], shapes: list[tuple[in
     counts = np.array([_numel(s) for s in shapes], dtype=np.float64)
     out = np.zeros(4)
     kind = np.full(4, StatKind.NUMBER, dtype=np.int8)
-    numeric = np.isin(kinds, (StatKind.NUMBER, StatKind.INT))
+    numeric = (kinds == _NUMBER) | (kinds == _INT)
+    if numeric.all():  # the common case: four numbers on every rank
+        v = vals
+        total = counts.sum()
+        out[:] = (v[:, 0].max(), v[:, 1].min(), float(np.dot(v[:, 2], counts) / total) if total else
+                  float(v[:, 2].mean()), math.sqrt(float(np.dot(v[:, 3], v[:, 3]))))  # fmt: skip
+        kind[:2] = np.where(np.all(kinds[:, :2] == _INT, axis=0), _INT, _NUMBER)
+        return out, kind
     for c in range(4):
         if np.any(kinds[:, c] == StatKind.NAN):
             kind[c] = StatKind.NAN
@@ -407,7 +459,7 @@ def pair_logical(npu: Shards, bench: Shards, npu_keys: dict[str, str] | None = N
 def _rule_for_whole(side: Shards, i: int, rows: list[int], tables: list[RowTable], split_input: bool) -> str:
     if len(rows) == 1:
         return SINGLE
-    if _agree(tables, rows):
+    if agree_mask(side)[i]:
         return REPLICATED
     if side.partial_hint[i] or split_input:
         return PARTIAL
@@ -432,6 +484,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
             if _state(side, i) in (State.INPUT, State.PARAMETERS):
                 split_in[side.entry_index[i]] = True
     shown: list[int] = []
+    agrees = agree_mask(side)
     added = _added_calls(side, decisions) if is_npu else set()
     local = _local_calls(side, decisions, is_npu)
     for i in range(len(side)):
@@ -451,7 +504,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
             out.copy_row(t0, r0, name, entry)
             if dec is not None:  # a counterpart, but the shapes do not add up
                 rule = MISMATCH
-            elif len(rows) == 1 or _agree(tables, rows):
+            elif len(rows) == 1 or agrees[i]:
                 rule = NPU_ONLY if layout_call else UNPAIRED
             elif side.partial_hint[i]:
                 out.stats[-1], out.kinds[-1] = combine_partial(tables, rows)
@@ -471,7 +524,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                 rule = SPLIT
             else:
                 rule = _rule_for_whole(side, i, rows, tables, bool(split_in[entry]) and _state(side, i) == State.OUTPUT)
-                if rule != SPLIT and not side.partial_hint[i] and not _agree(tables, rows) and (
+                if rule != SPLIT and not side.partial_hint[i] and not agrees[i] and (
                         entry in local or (other_differs is not None and other_differs(i))):
                     rule = LOCAL  # rank-dependent by design (on both sides, when both are sharded)
                 if rule == LOCAL:
@@ -483,7 +536,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                     out.md5[-1] = None
                 else:
                     pick = 0
-                    if len(rows) > 1 and not _inplace_input(side, i) and not _agree(tables, rows):
+                    if len(rows) > 1 and not agrees[i] and not _inplace_input(side, i):
                         pick = _farthest(tables, rows, other_rows, i)
                         differ = [side.ranks[present[p]] for p in range(len(rows)) if p != 0 and
                                   not _agree([tables[0], tables[p]], [rows[0], rows[p]])]  # fmt: skip
@@ -550,7 +603,7 @@ def _local_calls(side: Shards, decisions: list[Decision | None], is_npu: bool) -
         present = [r for r in range(len(side.tables)) if side.rows[i, r] >= 0]
         tables = [side.tables[r] for r in present]
         rows = [int(side.rows[i, r]) for r in present]
-        if len(rows) > 1 and _is_index(tables[0].dtype[rows[0]]) and not _agree(tables, rows):
+        if len(rows) > 1 and _is_index(tables[0].dtype[rows[0]]) and not agree_mask(side)[i]:
             out.add(e)
     position = {name: k for k, name in enumerate(side.entries)}
     for e in list(out):
@@ -587,11 +640,13 @@ def _added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
         if dec is not None:
             paired[side.entry_index[i]] = True
     out: set[int] = set()
+    order = np.argsort(side.entry_index, kind="stable")
+    bounds = np.searchsorted(side.entry_index[order], np.arange(len(side.entries) + 1))
     for e in np.flatnonzero(~paired).tolist():
         if is_layout_call(side.entries[e]):
             out.add(e)
             continue
-        rows = np.flatnonzero(side.entry_index == e)
+        rows = order[bounds[e]:bounds[e + 1]]
         identity = True
         for r, t in enumerate(side.tables):
             if not np.any(side.rows[rows, r] >= 0):
