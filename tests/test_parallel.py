@@ -374,3 +374,26 @@ def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
     fc1 = rows["Cell.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0"]
     assert fc1["Bench Name"] == "Cell.blocks.0.mlp.fc1.Dense.forward.0.output.0"
     assert fc1["Layout Rule"].startswith("split along dim 2")
+
+
+def test_equal_layouts_keep_the_rank_by_rank_compare(run_cli):
+    """Equal layouts (given or not) never reach the layout code: ranks are paired by number, files per rank."""
+    case = DATA / "pytorch" / "dist_same_stat"
+    run = run_cli(case, "pytorch", "--format", "csv", "--npu-layout", "dp=2", "--bench-layout", "dp=2")
+    assert run.code == 0, run.out
+    assert "rank pairing: npu rank0 <-> bench rank0, npu rank1 <-> bench rank1" in run.out
+    assert "layout:" not in run.out and len(run.files("compare_result_rank*_*.csv")) == 2
+
+
+def test_html_report_carries_the_layout_columns(run_cli):
+    import base64
+    import re
+    import zlib
+
+    run = run_cli(SAME, "pytorch", "--format", "html")
+    page = run.one("compare_report_dp0_*.html").read_text()
+    assert "msprobe compare report dp0" in page
+    m = re.search(r'id="payload" data-encoding="(\w+)">([^<]*)</script>', page)
+    data = base64.b64decode(m.group(2))
+    data = zlib.decompress(data) if m.group(1) == "zlib" else data
+    assert b"Layout Rule" in data and b"NPU Ranks" in data and b"split along dim 2" in data
