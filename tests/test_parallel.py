@@ -363,7 +363,8 @@ def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
     case = tmp_path / "ms"
     shutil.copytree(BUG, case)
     for path in case.glob("*/step0/*/*.json"):
-        text = path.read_text().replace('"Module.', '"Cell.').replace('"framework": "pytorch"', '"framework": "mindspore"')
+        text = path.read_text().replace('"Module.', '"Cell.')
+        text = text.replace('"framework": "pytorch"', '"framework": "mindspore"')
         if "/bench/" in str(path):
             text = text.replace(".Linear.", ".Dense.")
         path.write_text(text)
