@@ -456,10 +456,17 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
     roots = [Path()] if steps is None else steps
     jobs_list: list[tuple[CompareConfig, str, str, bool]] = []
     unpaired: list[str] = []
+    layout_results: list[RankOutcome] = []
     for rel in roots:
-        pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
         prefix = "" if steps is None else f"{rel.as_posix()}/"
         out_dir = cfg.options.output_dir / rel
+        plan = _layout_plan(cfg, rel)
+        if plan is not None:  # the runs were split differently across cards: ranks combined (layouts.py)
+            from msprobe_compare.layouts import compare_layouts  # noqa: PLC0415
+
+            layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
+            continue
+        pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
         console.info(("process folders paired in sorted order: " if pairing.by_order else "rank pairing: ")
                      + ", ".join(f"npu {prefix}{n.name} <-> bench {prefix}{b.name}"
                                  for n, b in pairing.pairs))  # fmt: skip
@@ -481,4 +488,11 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_compare_rank, *zip(*jobs_list)))
-    return RunSummary(results, unpaired)
+    return RunSummary(layout_results + results, unpaired)
+
+
+def _layout_plan(cfg: CompareConfig, rel: Path) -> Any:
+    """layouts.LayoutPlan when the two step folders hold runs of different parallel layouts, else None."""
+    from msprobe_compare.layouts import plan_layouts  # noqa: PLC0415
+
+    return plan_layouts(cfg.npu_path / rel, cfg.bench_path / rel, cfg.options.npu_layout, cfg.options.bench_layout)

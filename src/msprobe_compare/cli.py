@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
                           "(needs msprobe-compare[ray])")  # fmt: skip
+    cmp.add_argument("--npu-layout", dest="npu_layout", default=None, metavar="LAYOUT",
+                     help="parallel layout of the npu run when it differs from the bench run's, e.g. tp=2,pp=2,dp=2 "
+                          "(optional order=tp-dp-pp, fastest first; Megatron's order by default); detected when "
+                          "absent")  # fmt: skip
+    cmp.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
+                     help="parallel layout of the bench run (as --npu-layout)")
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
     merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
@@ -283,6 +289,8 @@ def _options(args: argparse.Namespace) -> Options:
         jobs=args.jobs,
         formats=args.format,
         ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
+        npu_layout=args.npu_layout,
+        bench_layout=args.bench_layout,
     )
 
 

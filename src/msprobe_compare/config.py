@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
 from msprobe_compare.load.layout import resolve_input
+from msprobe_compare.load.parallel_layout import parse_layout
 
 FRAMEWORKS = ("pytorch", "mindspore")
 
@@ -33,6 +34,8 @@ class Options:
     parallel_read: bool = True  # read the bench dump.json in a forked child (off inside parallel ranks)
     ray: str | bool | None = None  # None: local pools; True: RAY_ADDRESS or a local Ray; str: that cluster
     quiet: bool = False  # no console lines (the Python API's default), in rank workers too
+    npu_layout: Any = None  # parallel layout of the npu run ("tp=2,pp=2,dp=2" or a dict; None: detected)
+    bench_layout: Any = None
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""
@@ -56,6 +59,9 @@ class Options:
             raise OptionError(f"option 'jobs' must be a whole number >= 1 (or None: all cores), got "
                               f"{_shown(self.jobs)}")  # fmt: skip
         self._set("formats", _formats_option(self.formats))
+        for name in ("npu_layout", "bench_layout"):
+            if getattr(self, name) is not None:
+                self._set(name, parse_layout(getattr(self, name), f"option '{name}'"))
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
             self._set("ray", None)
         elif not (self.ray is None or self.ray is True or isinstance(self.ray, str)):
@@ -136,6 +142,12 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
     print_log = doc.get("is_print_compare_log", True)  # decision D11: absent means on
     if not isinstance(print_log, bool):
         raise InputError("'is_print_compare_log' must be true or false", input_path)
+    for key, name in (("npu_parallel", "npu_layout"), ("bench_parallel", "bench_layout")):
+        if doc.get(key) is not None and getattr(options, name) is None:  # the command line wins
+            try:
+                options = replace(options, **{name: parse_layout(doc[key], f"'{key}'")})
+            except OptionError as exc:
+                raise InputError(exc.problem, input_path) from None
     return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,
                        input_path=input_path)  # fmt: skip
 

@@ -37,6 +37,7 @@ class CompareOutcome:
     advisor: AdvisorResult | None = None
     fuzzy: np.ndarray | None = None  # bool: matched with a different name (fuzzy matching)
     rootcause: Any = None  # judge.rootcause.RootCause
+    layout: Any = None  # layouts.LayoutView: runs split differently across cards (ranks and rule per row)
 
     def __len__(self) -> int:
         return len(self.npu)

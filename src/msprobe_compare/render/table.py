@@ -35,6 +35,7 @@ REAL = COMMON + [
 MD5 = COMMON + ["NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"]
 STACK = "NPU_Stack_Info"
 DATA_NAME = "Data_name"
+LAYOUT = ["NPU Ranks", "Layout Rule"]  # the npu ranks combined into the row and the rule that combined them
 NA = "N/A"
 MAX_CELL_CHARS = 32767  # Excel's limit for one cell
 
@@ -45,6 +46,8 @@ def header(outcome: CompareOutcome) -> list[str]:
         cols.append(STACK)
     if outcome.mode is Mode.ALL:
         cols.append(DATA_NAME)
+    if outcome.layout is not None:  # runs split differently across cards (layouts.py)
+        cols += LAYOUT
     return cols
 
 
@@ -369,6 +372,8 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
         cols.append(_stack_cells(outcome))
     if outcome.mode is Mode.ALL:
         cols.append(Column([outcome.tensors.data_name_cell(i) for i in range(n)]))
+    if outcome.layout is not None:
+        cols += [_coded(outcome.layout.ranks), _coded(outcome.layout.rules)]
     return cols
 
 

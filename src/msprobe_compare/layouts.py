@@ -1,0 +1,475 @@
+"""Compare step folders whose runs were split differently across cards (tensor, pipeline, data parallel).
+
+The ranks of each side are combined into logical calls (pair/parallel.py): one combined NPU RowTable and one
+combined bench RowTable per data-parallel replica, which then go through the usual pipeline (match -> judge ->
+render). The table gains two columns: the NPU ranks combined into each row and the layout rule that combined it. The
+root cause runs on the combined view; an origin is qualified by rank (`rank1:Functional.linear.10.forward`) when the
+ranks' own statistics show that only one rank of the group diverges.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msprobe_compare.errors import CompareError, InputError
+from msprobe_compare.load.dumpjson import read_stack_json
+from msprobe_compare.load.layout import RankDir, find_ranks
+from msprobe_compare.load.parallel_layout import (
+    ParallelLayout,
+    check_layout,
+    detect_layouts,
+    has_parallel_classes,
+    parse_layout,
+    plain_class_name,
+)
+from msprobe_compare.load.rows import RowTable, State, StatKind, flatten
+from msprobe_compare.load.stream import DumpHeader, open_dump
+from msprobe_compare.log import Console
+from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.pair import parallel as P
+from msprobe_compare.pair.exact import apply_dtype_gate
+
+
+@dataclass
+class RankDump:
+    rank: RankDir
+    header: DumpHeader
+    table: RowTable
+
+
+def _order(rank: RankDir) -> int:
+    return -1 if rank.number is None else rank.number
+
+
+def read_rank(rank: RankDir) -> RankDump:
+    path = rank.path / "dump.json"
+    if not path.is_file():
+        raise InputError("the rank folder has no dump.json", rank.path)
+    header, entries = open_dump(path)
+    stack = rank.path / "stack.json"
+    stacks = read_stack_json(stack) if stack.is_file() and not stack.is_symlink() else {}
+    return RankDump(rank, header, flatten(path, entries, stacks))
+
+
+def _stages(dumps: list[RankDump]) -> int:
+    """Pipeline stages seen: the number of distinct lists of module calls (TP and DP ranks of a stage run the same
+    modules; stages run different ones)."""
+    return len({tuple(e for e in d.table.entries if e.startswith(("Module.", "Cell."))) for d in dumps}) or 1
+
+
+def _shapes(table: RowTable) -> dict[str, str]:
+    return {plain_class_name(n): s for n, s in zip(table.names, table.shape)}
+
+
+@dataclass(frozen=True)
+class LayoutPlan:
+    npu: ParallelLayout
+    bench: ParallelLayout
+    npu_dumps: list[RankDump]
+    bench_dumps: list[RankDump]
+
+
+def plan_layouts(npu_step: Path, bench_step: Path, npu_given: Any, bench_given: Any) -> LayoutPlan | None:
+    """The two layouts (given or detected) and the ranks' dumps, or None when the ranks are to be paired by number
+    (no layout given and the dumps show no difference, or both layouts equal)."""
+    npu_ranks = sorted(find_ranks(npu_step).values(), key=_order)
+    bench_ranks = sorted(find_ranks(bench_step).values(), key=_order)
+    if npu_given is None and bench_given is None and len(npu_ranks) == len(bench_ranks):
+        return None
+    npu_layout = parse_layout(npu_given, "npu layout") if npu_given is not None else None
+    bench_layout = parse_layout(bench_given, "bench layout") if bench_given is not None else None
+    if npu_layout is not None and bench_layout is not None and _same(npu_layout, bench_layout):
+        return None
+    try:
+        npu_dumps = [read_rank(r) for r in npu_ranks]
+        bench_dumps = [read_rank(r) for r in bench_ranks]
+    except CompareError:
+        if npu_given is None and bench_given is None:
+            return None  # not readable: the usual rank-by-rank compare reports it per rank
+        raise
+    if npu_layout is None or bench_layout is None:
+        found = detect_layouts(len(npu_dumps), len(bench_dumps), _shapes(npu_dumps[0].table),
+                               _shapes(bench_dumps[0].table), _stages(npu_dumps), _stages(bench_dumps),
+                               has_parallel_classes(npu_dumps[0].table.entries),
+                               has_parallel_classes(bench_dumps[0].table.entries))  # fmt: skip
+        if found is None:
+            if npu_layout is None and bench_layout is None:
+                return None
+            given = npu_layout or bench_layout
+            assert given is not None
+            other_n = len(bench_dumps) if npu_layout is not None else len(npu_dumps)
+            other = ParallelLayout(dp=other_n, source="assumed (data parallel only): nothing in the dumps says more")
+            found = (given, other) if npu_layout is not None else (other, given)
+        npu_layout = npu_layout or found[0]
+        bench_layout = bench_layout or found[1]
+    check_layout(npu_layout, len(npu_dumps), "npu")
+    check_layout(bench_layout, len(bench_dumps), "bench")
+    if _same(npu_layout, bench_layout) and npu_given is None and bench_given is None:
+        return None
+    if bench_layout.dp not in (1, npu_layout.dp):
+        raise InputError(f"the bench layout has dp={bench_layout.dp} but the npu layout dp={npu_layout.dp}; a DP "
+                         "replica is compared with the bench replica of the same index or with a single bench replica",
+                         bench_step)  # fmt: skip
+    return LayoutPlan(npu_layout, bench_layout, npu_dumps, bench_dumps)
+
+
+def _same(a: ParallelLayout, b: ParallelLayout) -> bool:
+    return (a.tp, a.pp, a.dp, a.order) == (b.tp, b.pp, b.dp, b.order)
+
+
+# -- one data-parallel replica ------------------------------------------------------------------------------------
+
+
+@dataclass
+class LayoutView:
+    """What the table shows per NPU row: the ranks combined into it and the rule (`render.table` adds the columns)."""
+
+    ranks: list[str]
+    rules: list[str]  # texts
+    codes: list[str]  # P.REPLICATED, P.SPLIT, ...
+    npu_only: np.ndarray  # bool: rows of calls the layout adds (listed, not flagged)
+    combined: Any = None  # P.Combined of the npu side
+
+
+def _group(dumps: list[RankDump], layout: ParallelLayout, dp: int) -> list[list[RankDump]]:
+    """The dumps of one DP replica: per pipeline stage, in TP order."""
+    return [[dumps[pos] for pos in stage] for stage in layout.groups()[dp]]
+
+
+def _shards(stages: list[list[RankDump]]) -> P.Shards:
+    if len(stages) > 1:
+        from msprobe_compare.pair.stages import merge_stages  # noqa: PLC0415
+
+        out = merge_stages([P.align([d.table for d in st], [d.rank.name for d in st]) for st in stages])
+    else:
+        out = P.align([d.table for d in stages[0]], [d.rank.name for d in stages[0]])
+    out.dirs = [d.rank.path for st in stages for d in st]
+    return out
+
+
+def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined, P.Combined, np.ndarray, Mode]:
+    """(npu, bench) combined sides of DP replica `dp`, the match array and the dump mode."""
+    npu_sh = _shards(_group(plan.npu_dumps, plan.npu, dp))
+    bench_dp = dp if plan.bench.dp == plan.npu.dp else 0
+    bench_sh = _shards(_group(plan.bench_dumps, plan.bench, bench_dp))
+    quiet = Console(quiet=True)
+    npu_keys = P.call_keys(npu_sh.entries, _parents(plan.npu_dumps, plan.npu, dp, npu_sh, quiet))
+    bench_keys = P.call_keys(bench_sh.entries, _parents(plan.bench_dumps, plan.bench, bench_dp, bench_sh, quiet))
+    match, decisions = P.pair_logical(npu_sh, bench_sh, npu_keys, bench_keys)
+    bench_dec: list[P.Decision | None] = [None] * len(bench_sh)
+    for i, j in enumerate(match.tolist()):
+        if j >= 0 and bench_dec[j] is None:
+            bench_dec[j] = decisions[i]
+    bench_c = P.combine(bench_sh, match, bench_dec, is_npu=False)
+    bt = bench_c.table
+
+    def bench_stats(i: int) -> np.ndarray | None:
+        j = int(match[i])
+        if j < 0 or not np.all(bt.stat_kind[j] == StatKind.NUMBER):
+            return None
+        return bt.stats[j]
+
+    def bench_differs(i: int) -> bool:  # the bench's ranks differ too: a rank-dependent row
+        j = int(match[i])
+        return j >= 0 and (bench_c.disagree[j] is not None or bench_c.rule[j] == P.LOCAL)
+
+    npu_c = P.combine(npu_sh, match, decisions, is_npu=True, other_rows=bench_stats, other_differs=bench_differs)
+    P.scale_size_args(npu_c, bench_c, match, plan.npu.tp, plan.bench.tp)
+    P.unmatch_other_signatures(npu_c, bench_c, match)
+    mode = mode_of(npu_c.table, bt)
+    m = match.copy()
+    for i, dec in enumerate(decisions):
+        if dec is None or dec.shape is None or npu_c.rule[i] in (P.LOCAL, P.ARGS):
+            m[i] = -1
+        elif mode is Mode.MD5 and (npu_c.rule[i] in (P.SPLIT, P.PARTIAL) or bench_c.rule[int(m[i])] in
+                                   (P.SPLIT, P.PARTIAL)):  # fmt: skip
+            m[i] = -1
+    cross = plan.npu_dumps[0].header.framework == "mindspore" and plan.bench_dumps[0].header.framework == "pytorch"
+    m = apply_dtype_gate(npu_c.table, bt, m, cross)
+    return npu_c, bench_c, m, mode
+
+
+def layout_view(npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, mode: Mode) -> LayoutView:
+    md5 = mode is Mode.MD5
+    rules = []
+    for i, code in enumerate(npu_c.rule):
+        text = P.rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
+        j = int(match[i])
+        if j >= 0 and bench_c.rule[j] not in (P.REPLICATED, P.UNPAIRED, P.SINGLE):
+            text += f"; bench: {P.rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
+        rules.append(text)
+    npu_only = np.array([c.startswith(P.NPU_ONLY) for c in npu_c.rule], dtype=bool)
+    return LayoutView(list(npu_c.ranks), rules, list(npu_c.rule), npu_only, npu_c)
+
+
+# -- rank attribution of origins ----------------------------------------------------------------------------------
+
+
+def _suspects(c: P.Combined, bench: RowTable, match: np.ndarray, rows: list[int]) -> tuple[set[int], set[int]]:
+    """(ranks whose own rows cannot be right, ranks whose rows meet the bench's) over the given logical rows."""
+    sh = c.shards
+    bad: set[int] = set()
+    met: set[int] = set()
+    for i in rows:
+        j = int(match[i])
+        if j < 0 or not np.all(bench.stat_kind[j] == StatKind.NUMBER):
+            continue
+        b = bench.stats[j]
+        scale = max(abs(b[0]), abs(b[1]), 1e-30)
+        tol = P.STAT_TOLERANCE * scale
+        code = c.rule[i]
+        for r in range(len(sh.tables)):
+            k = int(sh.rows[i, r])
+            if k < 0:
+                continue
+            t = sh.tables[r]
+            if not np.all(t.stat_kind[k] == StatKind.NUMBER):
+                continue
+            s = t.stats[k]
+            if code == P.SPLIT:
+                if s[0] > b[0] + tol or s[1] < b[1] - tol or s[3] > b[3] * (1 + P.STAT_TOLERANCE) + tol:
+                    bad.add(r)
+                elif abs(s[0] - b[0]) <= tol or abs(s[1] - b[1]) <= tol:
+                    met.add(r)
+            elif code == P.REPLICATED and c.disagree[i] is not None:
+                with np.errstate(all="ignore"):
+                    rel = np.abs(s - b) / np.maximum(np.abs(b), np.abs(b[3]) * 1e-3 + 1e-30)
+                (bad if np.nanmax(rel) > P.STAT_TOLERANCE else met).add(r)
+    return bad, met
+
+
+def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
+    """The root cause with origins qualified by rank where only one rank of the group diverges."""
+    rc = outcome.rootcause
+    c = view.combined
+    if rc is None or not rc.origins or c is None or len(c.shards.tables) < 2:
+        return rc
+    from msprobe_compare.judge.rootcause import OriginKind  # noqa: PLC0415
+
+    npu = outcome.npu
+    position = {name: e for e, name in enumerate(npu.entries)}
+    ei = npu.entry_index
+    origins = []
+    for o in rc.origins:
+        e = position.get(o.entry)
+        if e is None:
+            origins.append(o)
+            continue
+        inputs = o.kind is OriginKind.BOUNDARY
+        want = (State.INPUT, State.PARAMETERS) if inputs else (State.OUTPUT, State.PARAMETERS_GRAD)
+        rows = [int(i) for i in np.flatnonzero(ei == e) if int(npu.state[i]) in want]
+        all_ranks = {r for i in rows for r in range(len(c.shards.tables)) if c.shards.rows[i, r] >= 0}
+        if len(all_ranks) == 1:  # one rank holds the call (a pipeline stage without tensor parallelism)
+            r = next(iter(all_ranks))
+            local = {v: k for k, v in c.shards.renames.get(r, {}).items()}.get(o.entry, o.entry)
+            label = c.shards.ranks[r]
+            note = f" (on {label}" + (f", whose dump calls it {local}" if local != o.entry else "") + ")"
+            origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
+                                      note=note))  # fmt: skip
+            continue
+        bad, met = _suspects(c, outcome.bench, outcome.match, rows)
+        rank = None
+        if len(bad) == 1:
+            rank = next(iter(bad))
+        elif not bad and met and len(all_ranks - met) == 1:
+            rank = next(iter(all_ranks - met))
+        if rank is None:
+            origins.append(o)
+            continue
+        label = c.shards.ranks[rank]
+        later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
+        rest = sorted(all_ranks - {rank})
+        others = ", ".join(c.shards.ranks[r] for r in rest)
+        seen = (f"; {others} first {'sees' if len(rest) == 1 else 'see'} it at {later}"
+                if later and o.kind is OriginKind.COMPUTATION else "")  # fmt: skip
+        origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
+                                  note=f" (only {label} diverges{seen})"))  # fmt: skip
+    return replace(rc, origins=origins)
+
+
+def _rank_origin_class() -> type:
+    from msprobe_compare.judge.rootcause import Origin  # noqa: PLC0415
+
+    @dataclass(frozen=True)
+    class RankOrigin(Origin):
+        """An origin seen on one rank of a TP group: `rank1:Functional.linear.10.forward`."""
+
+        rank: str = ""
+        note: str = ""
+
+        @property
+        def description(self) -> str:
+            plain = Origin(f"{self.rank}:{self.entry}", self.kind, self.phase, self.after, self.evidence,
+                           self.differing_args)  # fmt: skip
+            return plain.description + self.note
+
+    return RankOrigin
+
+
+RankOrigin = _rank_origin_class()
+
+
+def _parents(dumps: list[RankDump], layout: ParallelLayout, dp: int, shards: P.Shards,
+             console: Console) -> dict[str, str | None] | None:  # fmt: skip
+    """The module tree (construct.json) of the first rank of each pipeline stage, in global names."""
+    from msprobe_compare import api  # noqa: PLC0415
+
+    out: dict[str, str | None] = {}
+    found = False
+    stages = _group(dumps, layout, dp)
+    for k, stage in enumerate(stages):
+        tree = api._module_tree(stage[0].rank.path / "construct.json", console)
+        if tree is None:
+            continue
+        found = True
+        rename = shards.renames.get(k * len(stage), {})
+        for child, parent in tree.items():
+            out[rename.get(child, child)] = rename.get(parent, parent) if parent is not None else None
+    return out if found else None
+
+
+def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, out_dir: Path,
+             console: Console) -> Any:  # fmt: skip
+    """Real-data metrics of the combined rows: the combined tensors are written into a hidden folder of the output
+    folder (removed afterwards), then measured as usual."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from msprobe_compare import api  # noqa: PLC0415
+    from msprobe_compare.load.parallel_tensors import stage_tensors  # noqa: PLC0415
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".combined_tensors_", dir=out_dir))
+    try:
+        bench_root = stage_tensors(bench_c, work / "bench")
+        bench_dir = bench_root / "dump_tensor_data"
+
+        def reference(i: int) -> Path | None:
+            j = int(match[i])
+            name = bench_c.table.data_name[j] if j >= 0 else "-1"
+            return bench_dir / name if name not in ("-1", "N/A") and (bench_dir / name).is_file() else None
+
+        npu_root = stage_tensors(npu_c, work / "npu", reference)
+        local = replace(cfg, npu_path=npu_root / "dump.json", bench_path=bench_root / "dump.json")
+        return api.measure_tensors(local, npu_c.table, bench_c.table, match, console)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _md5_not_compared(outcome: CompareOutcome) -> CompareOutcome:
+    """md5: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be combined; rank-local
+    rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
+    from msprobe_compare.judge.verdict import Result  # noqa: PLC0415
+
+    npu = outcome.npu
+    rows = (outcome.match < 0) & ~npu.dtype_mask("None".__eq__)
+    v = outcome.verdict
+    return replace(outcome, verdict=replace(v, result=np.where(rows, Result.NA, v.result).astype(v.result.dtype)))
+
+
+def _unflag(outcome: CompareOutcome, rows: np.ndarray) -> CompareOutcome:
+    """Rows of calls the layout adds are listed, not flagged: no colour, no requires_grad note."""
+    if not rows.any():
+        return outcome
+    from msprobe_compare.judge.verdict import Msg  # noqa: PLC0415
+
+    v = outcome.verdict
+    messages = np.where(rows, v.messages & ~np.int8(Msg.REQUIRES_GRAD), v.messages).astype(np.int8)
+    v = replace(v, requires_grad_consistent=v.requires_grad_consistent | rows, messages=messages)
+    marks = outcome.marks
+    if marks is not None:
+        marks = replace(marks, reasons=np.where(rows, 0, marks.reasons).astype(marks.reasons.dtype),
+                        colour=np.where(rows, 0, marks.colour).astype(marks.colour.dtype))  # fmt: skip
+    return replace(outcome, verdict=v, marks=marks)
+
+
+# -- the whole compare --------------------------------------------------------------------------------------------
+
+
+def describe(plan: LayoutPlan) -> list[str]:
+    lines = []
+    for side, layout in (("npu", plan.npu), ("bench", plan.bench)):
+        lines.append(f"{side} layout: {layout.text()} ({layout.source})")
+    return lines
+
+
+def rule_counts(view: LayoutView) -> str:
+    counts = Counter(code.split("/")[0] for code in view.codes)
+    return ", ".join(f"{n} {code}" for code, n in counts.most_common())
+
+
+def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path, prefix: str = "",
+                    with_table: bool = False) -> list[Any]:  # fmt: skip
+    """Compare every DP replica of the npu side with its bench replica; one result set per replica (suffix `_dp{d}`).
+    Returns api.RankOutcome per replica."""
+    from msprobe_compare import api  # noqa: PLC0415 (api imports this module lazily)
+    from msprobe_compare.render import report  # noqa: PLC0415
+    from msprobe_compare.render.files import prepare_output_dir  # noqa: PLC0415
+
+    for line in describe(plan):
+        console.info(line)
+    opts = cfg.options
+    ignored = [flag for flag, on in (("-f", opts.fuzzy_match), ("-dm", opts.data_mapping), ("-cm", opts.cell_mapping),
+                                     ("-am", opts.api_mapping), ("-lm", opts.layer_mapping)) if on]  # fmt: skip
+    if ignored:
+        console.warning(f"{', '.join(ignored)} not applied: runs of different layouts are matched by name only")
+    npu_head, bench_head = plan.npu_dumps[0].header, plan.bench_dumps[0].header
+    api.check_tasks(npu_head, bench_head)
+    api.check_frameworks(cfg.options.framework, npu_head, bench_head, console)
+
+    def mode_of(npu: RowTable, bench: RowTable) -> Mode:
+        return api.detect_mode(npu_head, bench_head, npu.has_md5, bench.has_md5)
+
+    results = []
+    for dp in range(plan.npu.dp):
+        label = f"{prefix}dp{dp}"
+        rank_console = Console(prefix=f"[{label}] ", quiet=cfg.options.quiet)
+        try:
+            npu_c, bench_c, match, mode = combine_replica(plan, dp, mode_of)
+            view = layout_view(npu_c, bench_c, match, mode)
+            bench_ranks = "+".join(bench_c.shards.ranks)
+            rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
+                              f"{len(npu_c.rule)} logical rows: {rule_counts(view)}")  # fmt: skip
+            only = list(dict.fromkeys(npu_c.table.entries[npu_c.table.entry_index[i]]
+                                      for i in np.flatnonzero(view.npu_only).tolist()))  # fmt: skip
+            if only:
+                shown = ", ".join(only[:8]) + (f", ... ({len(only)} in all)" if len(only) > 8 else "")
+                rank_console.info(f"npu-only calls added by the layout (listed, not compared): {shown}")
+            bad = [npu_c.table.names[i] for i, d in enumerate(npu_c.disagree) if d is not None]
+            if bad:
+                rank_console.warning(f"{len(bad)} replicated row(s) differ between the ranks of a group (a replicated "
+                                     f"tensor must be equal on every rank): {', '.join(bad[:5])}"
+                                     + (" ..." if len(bad) > 5 else ""))  # fmt: skip
+            parents = _parents(plan.npu_dumps, plan.npu, dp, npu_c.shards, rank_console)
+            opts = cfg.options
+            tensors = None
+            if mode is Mode.ALL:
+                tensors = _measure(cfg, npu_c, bench_c, match, out_dir, rank_console)
+                for i, code in enumerate(npu_c.rule):
+                    if code == P.PARTIAL and match[i] >= 0:
+                        view.rules[i] += "; real data: the ranks' tensors added, then measured"
+                for i in npu_c.interleaved:
+                    view.rules[i] += ("; real data: the shards interleave in blocks (a fused dim such as batch x "
+                                      "heads), the block size closest to the bench tensor was taken")  # fmt: skip
+            outcome = api.judge(mode, npu_c.table, bench_c.table, match, show_stack=bool(npu_c.table.stacks),
+                                highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, tensors=tensors,
+                                parents=parents)  # fmt: skip
+            outcome = replace(_unflag(outcome, view.npu_only), layout=view)
+            if mode is Mode.MD5:
+                outcome = _md5_not_compared(outcome)
+            outcome = replace(outcome, rootcause=attribute_origins(outcome, view))
+            target = prepare_output_dir(out_dir)
+            written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
+                                       formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
+            results.append(api.RankOutcome(label, written, None, api.summarize(outcome, with_table)))
+            if written.xlsx is not None:
+                rank_console.banner()
+        except CompareError as exc:
+            rank_console.error(exc.message)
+            results.append(api.RankOutcome(label, None, exc.message))
+    return results
