@@ -138,3 +138,13 @@ def test_step_folders_sum_the_counts(run_cli):
     assert run.code == 0, run.out
     assert re.search(r"All ranks: Rows: [\d,]+ NPU rows, [\d,]+ matched; 0 error, 0 warning\.", run.out)
     assert "Root cause: no origin; every compared call agrees within tolerance." in run.out
+
+
+def test_calls_a_parallel_layout_adds_are_not_unmatched(run_cli):
+    """TP=2 against one process: the all-reduce rows have no counterpart by design; --fail-on unmatched passes."""
+    run = run_cli(DATA / "parallel/shared/tp_mlp_same_stat", "pytorch", "--fail-on", "unmatched")
+    assert run.code == 0, run.out
+    assert re.search(r"All ranks: Rows: 150 NPU rows, 140 matched, 10 of calls the parallel layout adds", run.out)
+    assert "calls the parallel layout adds have no counterpart, as expected" in run.out
+    assert "could not be compared" not in run.out
+    assert "--fail-on unmatched: passed" in run.out and "0 unmatched of 150" in run.out

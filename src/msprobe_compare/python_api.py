@@ -71,6 +71,7 @@ class CompareResult:
     errors: int = 0  # rows at error level: red rows, md5 `Different`, real-data `Accuracy No` (as --fail-on error)
     warnings: int = 0  # matched yellow rows and summary `Warning` rows that are not errors
     excluded: int = 0  # error/warning rows not counted: in-place inputs the dumper recorded after the write
+    layout_only: int = 0  # rows of calls a parallel layout adds (all-reduce, ...): no counterpart expected
     nothing_compared: bool = False  # no row had a bench counterpart: no verdict is possible (not agreement)
     first_origin: str | None = None  # where accuracy first breaks (`Root cause: ...`), None when nowhere
     columns: Mapping[str, list[Any]] = field(default_factory=dict, repr=False)  # column name -> cells (numbers numeric)
@@ -80,8 +81,8 @@ class CompareResult:
 
     @property
     def unmatched(self) -> int:
-        """Rows without a bench counterpart."""
-        return self.rows - self.matched
+        """Rows without a bench counterpart (rows of calls a parallel layout adds not counted)."""
+        return self.rows - self.matched - self.layout_only
 
     @property
     def ok(self) -> bool:
@@ -227,6 +228,7 @@ def _pair_result(out_dir: Path, pair: PairResult, formats: tuple[str, ...]) -> C
         errors=written.errors,
         warnings=written.warnings,
         excluded=written.counts.excluded,
+        layout_only=written.counts.layout_only,
         nothing_compared=written.nothing_compared,
         first_origin=written.first_origin[1] if written.first_origin else None,
         columns=summary.columns or {},
@@ -248,7 +250,7 @@ def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, dif
         output_dir=out_dir,
         diff_analyze=_diff_analyze(out_dir, origins, console) if diff_analyze else None,
         **{k: sum(getattr(r, k) for r in ranks.values()) for k in ("rows", "matched", "red", "yellow", "errors",
-                                                                   "warnings", "excluded")},  # fmt: skip
+                                                                   "warnings", "excluded", "layout_only")},  # fmt: skip
         nothing_compared=bool(ranks) and all(r.nothing_compared for r in ranks.values()),
         first_origin=f"{earliest[1]}: {earliest[0][1]}" if earliest else None,
         ranks=ranks,

@@ -30,10 +30,11 @@ class LevelCounts:
     warnings: int = 0  # matched yellow rows and summary `Warning` rows that are not errors
     excluded: int = 0  # error/warning rows not counted: in-place inputs recorded after the write
     excluded_names: tuple[str, ...] = ()  # the first few of them
+    layout_only: int = 0  # rows of calls a parallel layout adds (all-reduce, ...): no counterpart expected
 
     @property
     def unmatched(self) -> int:
-        return self.rows - self.matched
+        return self.rows - self.matched - self.layout_only
 
     @property
     def nothing_compared(self) -> bool:
@@ -46,7 +47,8 @@ class LevelCounts:
     def __add__(self, other: LevelCounts) -> LevelCounts:
         return LevelCounts(self.rows + other.rows, self.matched + other.matched, self.errors + other.errors,
                            self.warnings + other.warnings, self.excluded + other.excluded,
-                           (self.excluded_names + other.excluded_names)[:NAMES_SHOWN])  # fmt: skip
+                           (self.excluded_names + other.excluded_names)[:NAMES_SHOWN],
+                           self.layout_only + other.layout_only)  # fmt: skip
 
 
 
@@ -58,12 +60,14 @@ class RowLevels:
     warning: np.ndarray  # not error
     unmatched: np.ndarray
     excluded: np.ndarray  # would be error or warning, but is an in-place recording artifact
+    layout_only: np.ndarray  # rows of calls a parallel layout adds: no counterpart expected, not unmatched
 
     def counts(self, names: list[str]) -> LevelCounts:
         n = len(self.error)
         shown = tuple(names[i] for i in np.flatnonzero(self.excluded)[:NAMES_SHOWN].tolist())
-        return LevelCounts(n, n - int(self.unmatched.sum()), int(self.error.sum()), int(self.warning.sum()),
-                           int(self.excluded.sum()), shown)  # fmt: skip
+        layout_only = int(self.layout_only.sum())
+        return LevelCounts(n, n - int(self.unmatched.sum()) - layout_only, int(self.error.sum()),
+                           int(self.warning.sum()), int(self.excluded.sum()), shown, layout_only)  # fmt: skip
 
 
 def row_levels(o: CompareOutcome) -> RowLevels:
@@ -86,10 +90,11 @@ def row_levels(o: CompareOutcome) -> RowLevels:
         error |= o.tensors.accuracy == Accuracy.NO
     flagged = error | warning
     excluded = inplace_artifacts(o, flagged) if flagged.any() else np.zeros(n, dtype=bool)
-    unmatched = o.match < 0
+    layout_only = np.asarray(o.layout.npu_only, dtype=bool) if o.layout is not None else np.zeros(n, dtype=bool)
+    unmatched = (o.match < 0) & ~layout_only
     error &= ~excluded
-    warning &= ~error & ~excluded & ~unmatched  # e.g. the requires_grad mark of a row without counterpart
-    return RowLevels(error, warning, unmatched, excluded)
+    warning &= ~error & ~excluded & (o.match >= 0)  # e.g. the requires_grad mark of a row without counterpart
+    return RowLevels(error, warning, unmatched, excluded, layout_only)
 
 
 def level_counts(o: CompareOutcome) -> LevelCounts:

@@ -48,6 +48,10 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
     if rc.first is not None:
         return Headline("origin", f"{rc.first.description} ({rc.first.kind.value}; "
                                   f"{len(rc.origins)} origin(s) in all)")  # fmt: skip
+    if uncompared and counts.unmatched == 0 and counts.layout_only:
+        return Headline("none", f"no origin; every compared call agrees within tolerance (the "
+                                f"{_plural(uncompared, 'call')} the parallel layout adds have no counterpart, as "
+                                "expected).")  # fmt: skip
     if uncompared:
         return Headline("partial", f"no origin among the {_plural(rc.compared_calls, 'compared call')}; "
                                    f"{_plural(uncompared, 'call')} could not be compared (no bench counterpart)")
@@ -59,6 +63,8 @@ def count_line(counts: LevelCounts) -> str:
     text = f"Rows: {_plural(counts.rows, 'NPU row')}, {counts.matched:,} matched"
     if counts.unmatched:
         text += f", {counts.unmatched:,} without a bench counterpart"
+    if counts.layout_only:
+        text += f", {counts.layout_only:,} of calls the parallel layout adds (no counterpart expected)"
     text += f"; {counts.errors:,} error, {counts.warnings:,} warning"
     if counts.excluded:
         text += f"; {excluded_text(counts)}"
