@@ -198,7 +198,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
     """construct.json of the NPU dump, for naming the innermost origin; optional."""
-    if not path.is_file() or path.is_symlink():
+    if not os.path.lexists(path):
         return None
     try:
         return read_construct_json(path)

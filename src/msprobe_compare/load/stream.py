@@ -33,7 +33,8 @@ from typing import Any, BinaryIO, Generator, Iterator
 import orjson
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.load.dumpjson import check_dump_header, file_error, loads, read_json
+from msprobe_compare.load.rows import MAX_DEPTH
+from msprobe_compare.load.dumpjson import JSONDepthError, check_dump_header, file_error, loads, read_json
 
 BLOCK = 16 << 20  # bytes read at a time
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
@@ -481,6 +482,8 @@ class _Scanner:
         """A captured JSON text; errors are reported at their file offset (`at` = offset of text[0])."""
         try:
             return loads(text)
+        except JSONDepthError:
+            raise
         except json.JSONDecodeError as exc:
             head = text.decode("utf-8", "replace")[: exc.pos]
             raise _invalid(self.path, exc.msg, at + len(head.encode())) from None
@@ -539,7 +542,10 @@ def _scan_document(path: Path) -> _Layout:
                 else:
                     s.peek()
                     at = s.offset()
-                    value = s.parse(s.capture("value"), at)
+                    try:
+                        value = s.parse(s.capture("value"), at)
+                    except JSONDepthError as exc:
+                        raise InputError(f"top-level key '{key}' is {exc}", path) from None
                     if key == "data":
                         layout.data_type, layout.data_start = type(value), -1
                     else:
@@ -582,7 +588,11 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             s.value()
             text = s.buf[s.mark : s.pos]
             s.mark = -1
-            doc = s.parse(b"{" + text + b"}", at - 1)
+            try:
+                doc = s.parse(b"{" + text + b"}", at - 1)
+            except JSONDepthError:  # deeper than any entry may be (rows.MAX_DEPTH): the walk's own message
+                name = s.parse(_STRING.match(text).group(0), at)  # type: ignore[union-attr]
+                raise InputError(f"entry '{name}' is nested deeper than {MAX_DEPTH} levels", path) from None
             yield next(iter(doc.items()))
             if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
                 break

@@ -1,0 +1,238 @@
+"""Hostile and broken inputs (issue 15): each case is one [ERROR] line naming the file (or a warning when the file is
+optional), no traceback, no result file or a complete result set, bounded peak memory and time.
+
+Runs go through a subprocess wrapper that reports the peak RSS of the compare process alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+CASE = DATA / "pytorch" / "mlp_bug_stat"
+RSS_MB = 400  # peak RSS of any run here (the small fixture compare itself stays near 100 MB)
+SECONDS = 60
+RESULT_KINDS = ("compare_result_", "compare_report_", "advisor_")
+
+# runs the command as a child and reports that child's own peak RSS (kB on Linux)
+WRAPPER = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+           "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+           "sys.exit(r.returncode)")  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+    rss_mb: float
+    seconds: float
+    out_dir: Path
+
+    @property
+    def errors(self) -> list[str]:
+        return [line for line in (self.out + self.err).splitlines() if "[ERROR]" in line]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [line for line in (self.out + self.err).splitlines() if "[WARNING]" in line]
+
+    def results(self) -> list[str]:
+        return sorted(p.name for p in self.out_dir.iterdir()) if self.out_dir.exists() else []
+
+
+def compare(case: Path, *flags: str, native: bool = True, framework: str = "pytorch", out: Path | None = None,
+            input_name: str = "compare.json", timeout: float = SECONDS) -> Outcome:  # fmt: skip
+    out = out or case.parent / "out"
+    env = dict(os.environ, PYTHONPATH=str(SRC), MSPROBE_NATIVE="1" if native else "0")
+    env.pop("MSPROBE_DEBUG", None)
+    cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "msprobe_compare", "-f", framework, "compare",
+           "-i", input_name, "-o", str(out), *flags]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=case, env=env, capture_output=True, text=True, timeout=timeout)
+    seconds = time.monotonic() - start
+    rss = [line for line in proc.stderr.splitlines() if line.startswith("MAXRSS ")]
+    return Outcome(proc.returncode, proc.stdout, proc.stderr, int(rss[-1].split()[1]) / 1024, seconds, out)
+
+
+def assert_refused(run: Outcome, *fragments: str) -> None:
+    """Exit 1, one [ERROR] line holding every fragment, no traceback, no result file, bounded RSS and time."""
+    assert run.code == 1, run.out + run.err
+    assert len(run.errors) == 1, run.out + run.err
+    for fragment in fragments:
+        assert fragment in run.errors[0], run.errors[0]
+    assert "Traceback" not in run.out + run.err and "internal error" not in run.out + run.err
+    assert run.results() == [], run.results()
+    assert run.rss_mb < RSS_MB and run.seconds < SECONDS, (run.rss_mb, run.seconds)
+
+
+def assert_complete(run: Outcome) -> None:
+    """Exit 0, no traceback, the whole default result set (xlsx, html, advisor) under one stamp, bounded."""
+    assert run.code == 0, run.out + run.err
+    assert "Traceback" not in run.out + run.err and not run.errors, run.out + run.err
+    names = run.results()
+    assert len(names) == 3 and all(any(n.startswith(k) for n in names) for k in RESULT_KINDS), names
+    assert len({n.rsplit("_", 1)[1].split(".")[0] for n in names}) == 1, names
+    assert run.rss_mb < RSS_MB and run.seconds < SECONDS, (run.rss_mb, run.seconds)
+
+
+@pytest.fixture
+def case(tmp_path) -> Path:
+    dst = tmp_path / "case"
+    shutil.copytree(CASE, dst, ignore=shutil.ignore_patterns("expected"))
+    write_config(dst)
+    return dst
+
+
+def write_config(case: Path, **extra) -> None:
+    doc = {"npu_path": str(case / "npu/step0/rank/dump.json"), "bench_path": str(case / "bench/step0/rank/dump.json"),
+           "stack_path": str(case / "npu/step0/rank/stack.json"), "is_print_compare_log": True, **extra}  # fmt: skip
+    (case / "compare.json").write_text(json.dumps(doc))
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+NATIVE = pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+
+
+# -- 1. nesting depth -----------------------------------------------------------------------------------------------
+@NATIVE
+@pytest.mark.parametrize("depth", [600, 5000])
+def test_deep_compare_json(case, native, depth):
+    text = (case / "compare.json").read_text()
+    (case / "compare.json").write_text(text[:-1] + f', "x": {nested(depth)}}}')
+    assert_refused(compare(case, native=native), "compare.json", "nested deeper than 512 levels")
+
+
+@NATIVE
+def test_deep_stack_json(case, native):
+    (case / "npu/step0/rank/stack.json").write_text(f'{{"x": {nested(3000)}}}')
+    assert_refused(compare(case, "-s", native=native), "stack.json", "nested deeper than 512 levels")
+
+
+@NATIVE
+@pytest.mark.parametrize("text", [f'{{"x": {nested(3000)}}}', '{"x": ', "[1, 2]"], ids=["deep", "broken", "array"])
+def test_bad_construct_json_is_a_warning(case, native, text):
+    (case / "npu/step0/rank/construct.json").write_text(text)
+    run = compare(case, native=native)
+    assert_complete(run)
+    assert any("construct.json" in w for w in run.warnings), run.out
+
+
+@NATIVE
+@pytest.mark.parametrize("depth", [450, 600, 5000])
+@pytest.mark.parametrize("nan", [False, True], ids=["plain", "nan"])
+@pytest.mark.parametrize("indent", [1, None], ids=["indent", "compact"])
+def test_deep_dump_entry(case, native, depth, nan, indent):
+    path = case / "npu/step0/rank/dump.json"
+    doc = json.loads(path.read_text())
+    text = json.dumps(doc, indent=indent)
+    deep = '"Deep.0.forward": {' + ('"x": NaN, ' if nan else "") + f'"input_args": {nested(depth)}}}, '
+    path.write_text(text.replace('"data": {', '"data": {' + deep, 1))
+    assert_refused(compare(case, native=native), "npu/step0/rank/dump.json",
+                   "entry 'Deep.0.forward' is nested deeper than 400 levels")  # fmt: skip
+
+
+@NATIVE
+def test_deep_dump_header_key(case, native):
+    path = case / "bench/step0/rank/dump.json"
+    path.write_text(path.read_text().rstrip()[:-1] + f', "extra": {nested(2000)}}}')
+    assert_refused(compare(case, native=native), "bench/step0/rank/dump.json", "'extra' is nested deeper than 512")
+
+
+# -- 2. special files and links -------------------------------------------------------------------------------------
+def _fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def _socket(path: Path) -> socket.socket:
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    return sock
+
+
+@pytest.mark.parametrize("which", ["compare.json", "npu/step0/rank/dump.json", "npu/step0/rank/stack.json",
+                                   "dm.yaml"])  # fmt: skip
+def test_fifo_inputs_are_refused(case, which):
+    flags = ("-s",)
+    if which == "dm.yaml":
+        flags += ("-dm", str(case / "dm.yaml"))
+    _fifo(case / which)
+    assert_refused(compare(case, *flags, timeout=30), which, "FIFO")
+
+
+def test_socket_and_device_inputs_are_refused(case):
+    sock = _socket(case / "npu/step0/rank/stack.json")
+    try:
+        assert_refused(compare(case, "-s"), "stack.json", "socket")
+    finally:
+        sock.close()
+    write_config(case, npu_path="/dev/zero")
+    assert_refused(compare(case), "/dev/zero", "not a regular file")
+
+
+def test_fifo_construct_json_is_a_warning(case):
+    _fifo(case / "npu/step0/rank/construct.json")
+    run = compare(case, timeout=30)
+    assert_complete(run)
+    assert any("construct.json" in w and "FIFO" in w for w in run.warnings), run.out
+
+
+@pytest.mark.parametrize("which", ["compare.json", "npu/step0/rank/dump.json", "npu/step0/rank/stack.json",
+                                   "npu/step0/rank/construct.json", "dm.yaml"])  # fmt: skip
+def test_one_symlink_rule(case, which):
+    real = case / (which + ".real")
+    target = case / which
+    if which == "dm.yaml":
+        target.write_text("{}\n")
+    target.rename(real)
+    target.symlink_to(real)
+    flags = ("-s", "-dm", str(case / "dm.yaml")) if which == "dm.yaml" else ("-s",)
+    run = compare(case, *flags)
+    if which.endswith("construct.json"):  # optional: ignored with a warning
+        assert_complete(run)
+        assert any("construct.json" in w and "symbolic link" in w for w in run.warnings), run.out
+    else:
+        assert_refused(run, which, "symbolic link")
+
+
+def test_symlinked_folders_on_the_way_are_accepted(case, tmp_path):
+    link = tmp_path / "linked"
+    link.symlink_to(case)
+    write_config(case)
+    doc = json.loads((case / "compare.json").read_text())
+    doc = {k: v.replace(str(case), str(link)) if isinstance(v, str) else v for k, v in doc.items()}
+    (case / "compare.json").write_text(json.dumps(doc))
+    assert_complete(compare(link))
+
+
+# -- 3. lone surrogates -------------------------------------------------------------------------------------------
+@NATIVE
+def test_lone_surrogate_names_pair_and_are_written(case, native):
+    for side in ("npu", "bench"):
+        path = case / f"{side}/step0/rank/dump.json"
+        text = path.read_text()
+        path.write_text(text.replace('"Functional.linear.0.forward"', '"Functional.linear\\ud800.0.forward"', 1))
+    run = compare(case, "--format", "xlsx,html,csv,jsonl", native=native)
+    assert run.code == 0, run.out + run.err
+    assert "Traceback" not in run.out + run.err
+    csv = next(run.out_dir.glob("compare_result_*.csv")).read_text(encoding="utf-8")
+    rows = [line for line in csv.splitlines() if "Functional.linear\ufffd.0.forward.input.0" in line]
+    assert len(rows) == 1 and rows[0].count("Functional.linear\ufffd.0.forward.input.0") == 2, rows  # paired
+    jsonl = next(run.out_dir.glob("compare_result_*.jsonl")).read_text(encoding="utf-8")
+    assert "Functional.linear\ufffd.0.forward" in jsonl
