@@ -5,16 +5,21 @@ Runs go through a subprocess wrapper that reports the peak RSS of the compare pr
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
 import socket
 import subprocess
+import struct
 import sys
 import time
+import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import DATA
@@ -236,3 +241,133 @@ def test_lone_surrogate_names_pair_and_are_written(case, native):
     assert len(rows) == 1 and rows[0].count("Functional.linear\ufffd.0.forward.input.0") == 2, rows  # paired
     jsonl = next(run.out_dir.glob("compare_result_*.jsonl")).read_text(encoding="utf-8")
     assert "Functional.linear\ufffd.0.forward" in jsonl
+
+
+# -- 4. tensor files ------------------------------------------------------------------------------------------------
+TENSOR_CASE = DATA / "pytorch" / "mlp_bug_tensor"
+
+
+@pytest.fixture
+def tensor_case(tmp_path) -> Path:
+    dst = tmp_path / "tcase"
+    shutil.copytree(TENSOR_CASE, dst, ignore=shutil.ignore_patterns("expected"))
+    write_config(dst)
+    return dst
+
+
+def _p_str(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def _p_int(value: int) -> bytes:
+    """LONG4: any size, as pickle writes big ints (no digit limit applies to reading it)."""
+    raw = value.to_bytes((value.bit_length() + 8) // 8 or 1, "little", signed=True)
+    return b"\x8b" + struct.pack("<I", len(raw)) + raw
+
+
+def _pickle(numel: int, shape: tuple[int, ...], stride: tuple[int, ...], offset: int = 0) -> bytes:
+    glob = b"ctorch._utils\n_rebuild_tensor_v2\n"
+    record = b"(" + _p_str("storage") + b"ctorch\nFloatStorage\n" + _p_str("0") + _p_str("cpu") + _p_int(numel) + b"t"
+    hooks = b"ccollections\nOrderedDict\n)R"
+    args = (b"(" + record + b"Q" + _p_int(offset) + b"(" + b"".join(map(_p_int, shape)) + b"t" + b"("
+            + b"".join(map(_p_int, stride)) + b"t" + b"\x89" + hooks + b"t")  # fmt: skip
+    return b"\x80\x02" + glob + args + b"R."
+
+
+def _write_pt(path: Path, pkl: bytes, storage: bytes, *, deflate: bool = False, twice: str | None = None) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", pkl)
+        archive.writestr("archive/byteorder", b"little")
+        archive.writestr("archive/data/0", storage)
+        if twice is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # zipfile warns about the duplicate name
+                archive.writestr(twice, storage[::-1] if twice.endswith("data/0") else pkl)
+        archive.writestr("archive/version", b"3\n")
+
+
+def _rows(run: Outcome) -> dict[str, dict[str, str]]:
+    path = next(run.out_dir.glob("compare_result_*.csv"))
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row["NPU Name"]: row for row in csv.DictReader(f)}
+
+
+_BASELINE: dict[str, dict[str, dict[str, str]]] = {}
+
+
+def _baseline(tmp: Path) -> dict[str, dict[str, str]]:
+    """The rows of the untouched tensor case (computed once per session)."""
+    if "rows" not in _BASELINE:
+        case = tmp / "baseline"
+        shutil.copytree(TENSOR_CASE, case, ignore=shutil.ignore_patterns("expected"))
+        write_config(case)
+        _BASELINE["rows"] = _rows(compare(case, "--format", "csv", "-c"))
+    return _BASELINE["rows"]
+
+
+def _assert_row_errors(run: Outcome, broken: dict[str, str], tmp: Path) -> None:
+    """A complete result set; each broken row names its problem in Err_message; every other row is as without the
+    broken files."""
+    assert run.code == 0, run.out + run.err
+    assert "Traceback" not in run.out + run.err and "internal error" not in run.out + run.err
+    assert not run.errors, run.errors
+    assert run.rss_mb < RSS_MB and run.seconds < SECONDS, (run.rss_mb, run.seconds)
+    rows, before = _rows(run), _baseline(tmp)
+    assert rows.keys() == before.keys()
+    for row_name, fragment in broken.items():
+        assert fragment in rows[row_name]["Err_message"], rows[row_name]["Err_message"]
+    for name in rows.keys() - broken.keys():
+        assert rows[name] == before[name], name
+
+
+def _tensor_file(case: Path, side: str, row: str) -> Path:
+    return case / f"{side}/step0/rank/dump_tensor_data/{row}.pt"
+
+
+ROW_A, ROW_B, ROW_C = ("Functional.linear.0.forward.input.0", "Functional.linear.0.forward.output.0",
+                       "Functional.relu.0.forward.input.0")  # fmt: skip
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_hostile_tensor_files_are_row_errors(tensor_case, pool, monkeypatch, tmp_path):
+    monkeypatch.setenv("MSPROBE_COMPARE_POOL", pool)
+    values = np.arange(1024, dtype=np.float32).tobytes()
+    # a shape of a 5,000-digit integer
+    _write_pt(_tensor_file(tensor_case, "bench", ROW_A), _pickle(1024, (10**5000,), (1,)), values)
+    # a zero-stride 10^6 x 10^6 view over 1,024 stored elements
+    _write_pt(_tensor_file(tensor_case, "npu", ROW_B), _pickle(1024, (10**6, 10**6), (0, 0)), values)
+    # the storage member twice (torch would read the first, zipfile the last)
+    _write_pt(_tensor_file(tensor_case, "bench", ROW_C), _pickle(1024, (1024,), (1,)), values,
+              twice="archive/data/0")  # fmt: skip
+    run = compare(tensor_case, "--format", "csv", "-c")
+    _assert_row_errors(run, {ROW_A: "int64", ROW_B: "times over", ROW_C: "ambiguous archive"}, tmp_path)
+
+
+def test_deflated_bomb_is_refused_without_inflating(tensor_case, tmp_path):
+    declared = 300 << 20  # 300 MB of zeros: about 300 KB deflated
+    zeros = bytes(declared)
+    _write_pt(_tensor_file(tensor_case, "npu", ROW_A), _pickle(declared // 4, (declared // 4,), (1,)), zeros,
+              deflate=True)  # fmt: skip
+    _write_pt(_tensor_file(tensor_case, "bench", ROW_A), _pickle(declared // 4, (declared // 4,), (1,)), zeros,
+              deflate=True)  # fmt: skip
+    del zeros
+    assert _tensor_file(tensor_case, "npu", ROW_A).stat().st_size < 2 << 20
+    run = compare(tensor_case, "--format", "csv", "-c")
+    _assert_row_errors(run, {ROW_A: "compressed member"}, tmp_path)
+    assert run.rss_mb < 250, run.rss_mb  # nothing was inflated
+
+
+def test_local_header_disagreeing_with_central_directory(tensor_case):
+    path = _tensor_file(tensor_case, "npu", ROW_C)
+    values = np.arange(1024, dtype=np.float32).tobytes()
+    _write_pt(path, _pickle(1024, (1024,), (1,)), values)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"PK\x03\x04" + raw[raw.find(b"PK\x03\x04", 1) + 4 : raw.find(b"PK\x03\x04", 1) + 8], 1)
+    name_at = raw.find(b"archive/byteorder", at)  # the local name of the second member
+    raw[name_at : name_at + 17] = b"archive/byteordeR"
+    path.write_bytes(bytes(raw) + bytes(2 << 20))  # padding past READ_WHOLE_MAX: the zipfile path too
+    run = compare(tensor_case, "--format", "csv", "-c")
+    rows = _rows(run)
+    assert run.code == 0 and "Traceback" not in run.out + run.err
+    assert "ambiguous archive" in rows[ROW_C]["Err_message"], rows[ROW_C]
