@@ -369,3 +369,35 @@ def test_local_header_disagreeing_with_central_directory(tensor_case, tmp_path):
     path.write_bytes(bytes(raw))
     run = compare(tensor_case, "--format", "csv", "-c")
     _assert_row_errors(run, {ROW_C: "ambiguous archive"}, tmp_path)
+
+
+# -- 5. mapping YAMLs -----------------------------------------------------------------------------------------------
+def _alias_bomb(levels: int = 10, width: int = 9) -> str:
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    for k in range(1, levels):
+        lines.append(f"l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (_alias_bomb(), "must map a text to a text"),  # 90 aliases: within the cap, refused by its shape, never expanded
+    ("a: &a [b]\n" + "".join(f"k{i}: *a\n" for i in range(200)), "more than 100 YAML aliases"),
+    ("a: " + "9" * 5000 + "\n", "not valid YAML"),
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    ("- a\n- b\n", "must be a YAML mapping"),
+    ("a: : b\n", "not valid YAML"),
+    ("a: \xff\n", ""),
+], ids=["bomb", "aliases", "digits", "deep", "list", "syntax", "utf8"])  # fmt: skip
+def test_bad_data_mapping_is_refused_fast(case, text, fragment):
+    (case / "dm.yaml").write_bytes(text.encode("utf-8") if text != "a: \xff\n" else b"a: \xff\n")
+    assert_refused(compare(case, "-dm", str(case / "dm.yaml"), timeout=30), "dm.yaml", fragment)
+
+
+def test_alias_bomb_in_api_and_cell_mappings(case):
+    (case / "bomb.yaml").write_text("- {ms_api: Functional.add, pt_api: Functional.add, ms_args: *l9}\n"
+                                    .replace("*l9", "[[1]]"))  # fmt: skip
+    run = compare(case, "-am", str(case / "bomb.yaml"), framework="mindspore", timeout=30)
+    assert_refused(run, "bomb.yaml", "must be a list of indices")
+    (case / "bomb.yaml").write_text(_alias_bomb())
+    assert_refused(compare(case, "-cm", str(case / "bomb.yaml"), framework="mindspore", timeout=30), "bomb.yaml",
+                   "must map a text to a text")  # fmt: skip
