@@ -401,3 +401,35 @@ def test_alias_bomb_in_api_and_cell_mappings(case):
     (case / "bomb.yaml").write_text(_alias_bomb())
     assert_refused(compare(case, "-cm", str(case / "bomb.yaml"), framework="mindspore", timeout=30), "bomb.yaml",
                    "must map a text to a text")  # fmt: skip
+
+
+# -- 6. repeated structural keys ------------------------------------------------------------------------------------
+@NATIVE
+@pytest.mark.parametrize("key", ["task", "level", "framework", "dump_data_dir", "data"])
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("indent", [1, None], ids=["indent", "compact"])
+def test_repeated_structural_key(case, native, key, where, indent):
+    path = case / "npu/step0/rank/dump.json"
+    doc = json.loads(path.read_text())
+    value = doc.get(key, "x") if key != "data" else {}
+    text = json.dumps(doc, indent=indent)
+    extra = json.dumps({key: value if key != "task" else "tensor"}, indent=indent)[1:-1].strip()
+    if where == "before":
+        text = "{" + extra + ", " + text.lstrip()[1:]
+    else:
+        text = text.rstrip()[:-1] + ", " + extra + "}"
+    path.write_text(text)
+    assert_refused(compare(case, native=native), "npu/step0/rank/dump.json", f"'{key}' appears more than once")
+
+
+@NATIVE
+def test_repeated_leaf_key_last_wins_on_every_path(case, native, tmp_path):
+    """Inside an entry, JSON's rule: the last of a repeated key counts, on the native and the Python walk alike."""
+    path = case / "npu/step0/rank/dump.json"
+    text = path.read_text()
+    first = text.index('"Max": ')
+    end = text.index(",", first)
+    path.write_text(text[:end] + ', "Max": 12345.5' + text[end:])
+    run = compare(case, "--format", "csv", "-c", native=native)
+    assert run.code == 0, run.out + run.err
+    assert "12345.5" in next(run.out_dir.glob("*.csv")).read_text()

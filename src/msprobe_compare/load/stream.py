@@ -46,6 +46,8 @@ JSON_WS = b" \t\r\n"
 Entry = tuple[str, Any]
 Batch = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
 BATCH = 1 << 20  # bytes of entries parsed by one orjson call on the fast path
+# top-level keys that decide how the dump is read: one of them given twice is refused (a JSON parse keeps the last)
+STRUCTURAL = ("task", "level", "framework", "dump_data_dir", "data")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
         return None
     n = len(m.group(1))
     prefix = head[: m.start()].removeprefix(BOM).strip(JSON_WS)
+    if _may_repeat(prefix):
+        return None  # the general path names the repeated key
     if prefix == b"{":
         before: Any = {}
     elif prefix.startswith(b"{") and prefix.endswith(b","):
@@ -163,7 +167,7 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
             f.seek(start + 2)
             rest = f.read()
         trailing = _trailing_keys(rest)
-        if trailing is None:
+        if trailing is None or not before.keys().isdisjoint(trailing):
             return None
         return _Layout({**before, **trailing}, dict, start, start + 2, n, empty=True)
     opening = b"{\r\n" if head.startswith(b"{\r", start) else b"{\n"
@@ -173,6 +177,8 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
     if found is None:
         return None
     end, trailing = found
+    if not before.keys().isdisjoint(trailing):
+        return None
     return _Layout({**before, **trailing}, dict, start, end, n, first=start + len(opening) - 1)
 
 
@@ -226,12 +232,17 @@ def _trailing_keys(rest: bytes) -> dict[str, Any] | None:
     rest = rest.strip(JSON_WS)
     if rest == b"}":
         return {}
-    if not rest.startswith(b","):
+    if not rest.startswith(b",") or _may_repeat(rest):
         return None
     keys = _loads_or_none(b"{" + rest[1:])
     if not isinstance(keys, dict) or "data" in keys:
         return None
     return keys
+
+
+def _may_repeat(text: bytes) -> bool:
+    """Whether a structural key's quoted name occurs twice in header text (then the general path decides)."""
+    return any(text.count(b'"%s"' % key.encode()) > 1 for key in STRUCTURAL)
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
@@ -526,6 +537,7 @@ def _scan_document(path: Path) -> _Layout:
         s.pos += 1
         keys: dict[str, Any] = {}
         layout = _Layout(keys, None)
+        seen: set[str] = set()
         if s.peek() == 0x7D:
             s.pos += 1
         else:
@@ -534,6 +546,10 @@ def _scan_document(path: Path) -> _Layout:
                     s.fail("Expecting property name enclosed in double quotes")
                 at = s.offset()
                 key = s.parse(s.capture("string"), at)
+                if key in seen and key in STRUCTURAL:
+                    raise InputError(f"top-level key '{key}' appears more than once; which one counts is ambiguous",
+                                     path)  # fmt: skip
+                seen.add(key)
                 s.expect(b":", "Expecting ':' delimiter")
                 if key == "data" and s.peek() == 0x7B:
                     layout.data_type, layout.data_start = dict, s.offset()
