@@ -433,3 +433,20 @@ def test_repeated_leaf_key_last_wins_on_every_path(case, native, tmp_path):
     run = compare(case, "--format", "csv", "-c", native=native)
     assert run.code == 0, run.out + run.err
     assert "12345.5" in next(run.out_dir.glob("*.csv")).read_text()
+
+
+# -- 8. cell limits -------------------------------------------------------------------------------------------------
+def test_long_emoji_name_fits_an_excel_cell(case):
+    long = "\U0001F600" * 20000
+    for side in ("npu", "bench"):
+        path = case / f"{side}/step0/rank/dump.json"
+        path.write_text(path.read_text().replace('"Functional.linear.0.forward"', f'"Functional.{long}.0.forward"', 1))
+    run = compare(case)
+    assert_complete(run)
+    with zipfile.ZipFile(next(run.out_dir.glob("*.xlsx"))) as book:
+        sheet = book.read("xl/worksheets/sheet1.xml").decode("utf-8")
+    texts = [t for t in sheet.split("<t xml:space=\"preserve\">")[1:] if "\U0001F600" in t]
+    assert texts
+    for t in texts:
+        cell = t.split("</t>")[0]
+        assert len(cell.encode("utf-16-le")) // 2 <= 32767 and cell.endswith("...[cut]")
