@@ -6,6 +6,7 @@ Runs go through a subprocess wrapper that reports the peak RSS of the compare pr
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import shutil
@@ -450,3 +451,37 @@ def test_long_emoji_name_fits_an_excel_cell(case):
     for t in texts:
         cell = t.split("</t>")[0]
         assert len(cell.encode("utf-16-le")) // 2 <= 32767 and cell.endswith("...[cut]")
+
+
+# -- 7. all or nothing ----------------------------------------------------------------------------------------------
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("where", ["html", "advisor", "publish"])
+def test_a_failing_write_publishes_nothing(run_cli, case, tmp_path, monkeypatch, where):
+    from msprobe_compare.render import files, report
+
+    if where == "html":
+        monkeypatch.setattr(report, "write_html", _no_space)  # the disk is full after the xlsx
+    elif where == "advisor":
+        monkeypatch.setattr(report.story, "advisor_note", _no_space)
+    else:  # publishing fails at the second file: the first, already published, is removed again
+        real, calls = files._publish, []
+
+        def publish(tmp, final):
+            calls.append(final)
+            if len(calls) == 2:
+                _no_space()
+            real(tmp, final)
+
+        monkeypatch.setattr(files, "_publish", publish)
+    out = tmp_path / "out"
+    run = run_cli(case, "pytorch", out_dir=out)
+    assert run.code == 1
+    errors = [line for line in run.out.splitlines() if "[ERROR]" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0], run.out
+    assert "Traceback" not in run.out + run.err
+    assert list(out.iterdir()) == []  # no result file, no hidden part, no owner record
+    monkeypatch.undo()
+    assert_complete(compare(case, out=out))  # the next run into the folder is whole
