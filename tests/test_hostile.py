@@ -485,3 +485,26 @@ def test_a_failing_write_publishes_nothing(run_cli, case, tmp_path, monkeypatch,
     assert list(out.iterdir()) == []  # no result file, no hidden part, no owner record
     monkeypatch.undo()
     assert_complete(compare(case, out=out))  # the next run into the folder is whole
+
+
+def test_output_path_that_is_a_fifo_is_refused(case):
+    _fifo(case / "outfifo")
+    run = compare(case, out=case / "outfifo", timeout=30)
+    assert run.code == 1 and len(run.errors) == 1 and "outfifo" in run.errors[0], run.out
+    assert "Traceback" not in run.out + run.err
+
+
+def test_npy_declaring_more_than_it_stores_is_a_row_error(tensor_case, tmp_path):
+    """An .npy header declaring 10^12 float32 elements over 4 KB of data: a row error, nothing allocated."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }"
+    header += " " * (63 - (len(header) + 10) % 64) + "\n"
+    raw = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(4096)
+    target = _tensor_file(tensor_case, "bench", ROW_A)
+    target.with_suffix(".npy").write_bytes(raw)
+    target.unlink()
+    for side in ("npu", "bench"):  # the bench row now names the .npy file
+        path = tensor_case / f"{side}/step0/rank/dump.json"
+        if side == "bench":
+            path.write_text(path.read_text().replace(f'"{ROW_A}.pt"', f'"{ROW_A}.npy"'))
+    run = compare(tensor_case, "--format", "csv", "-c")
+    _assert_row_errors(run, {ROW_A: "npy data is 4096 bytes"}, tmp_path)
