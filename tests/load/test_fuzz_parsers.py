@@ -138,3 +138,39 @@ def test_native_and_python_paths_agree(raw):
         native = _read(path, True)  # anything but a CompareError fails the test here
         python = _read(path, False)
     assert native == python
+
+
+def _depth_by_hand(text: bytes) -> int:
+    depth = deepest = 0
+    inside = escaped = False
+    for c in text:
+        if inside:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:
+                escaped = True
+            elif c == 0x22:
+                inside = False
+        elif c == 0x22:
+            inside = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+JSON_VALUES = st.recursive(st.one_of(st.none(), st.integers(), st.text(alphabet='ab[]{}"\\\\é', max_size=6)),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(alphabet='k[]{}"\\\\', max_size=4), inner,
+                                                                   max_size=3)), max_leaves=20)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, st.booleans())
+def test_json_depth_skips_brackets_in_strings(value, ascii_only):
+    from msprobe_compare.load.dumpjson import json_depth
+
+    text = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8")
+    assert json_depth(text) == _depth_by_hand(text)
