@@ -107,20 +107,21 @@ def loads(text: bytes) -> Any:
         raise JSONDepthError() from None
 
 
-def open_regular(path: Path, what: str = "file") -> int:
+def open_regular(path: Path, what: str = "", expected: str = "a JSON file") -> int:
     """A read-only descriptor of `path`, which must be a regular file reached without a symlink at its last
     component (folders on the way may be links). A FIFO, socket or device is refused before anything could
-    block on it (opened non-blocking, then checked with fstat)."""
+    block on it (opened non-blocking, then checked with fstat). `what` starts the messages ("stack_path")."""
+    lead = f"{what} " if what else ""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise InputError(f"{what} does not exist", path) from None
+        raise InputError(f"{what or 'file'} does not exist", path) from None
     except OSError as exc:
-        raise InputError(f"{what} cannot be read ({exc.strerror or exc})", path) from None
+        raise InputError(f"{lead}cannot be read ({exc.strerror or exc})", path) from None
     if stat.S_ISLNK(st.st_mode):
-        raise InputError(f"{what} is a symbolic link; links are refused for safety", path)
+        raise InputError(f"{lead}is a symbolic link; links are refused for safety", path)
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{what} is a directory, expected a regular file", path)
+        raise InputError(f"{lead}is a directory, expected {expected}", path)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -129,7 +130,7 @@ def open_regular(path: Path, what: str = "file") -> int:
     kind = _kind(os.fstat(fd).st_mode)
     if kind is not None:
         os.close(fd)
-        raise InputError(f"{what} is a {kind}, expected a regular file", path)
+        raise InputError(f"{lead}is a {kind}, expected {expected}", path)
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
     return fd
@@ -146,9 +147,9 @@ def _kind(mode: int) -> str | None:
     return "special file"
 
 
-def read_bytes(path: Path, what: str = "file") -> bytes:
+def read_bytes(path: Path, what: str = "", expected: str = "a JSON file") -> bytes:
     """The content of a regular input file (see open_regular)."""
-    fd = open_regular(path, what)
+    fd = open_regular(path, what, expected)
     try:
         with os.fdopen(fd, "rb") as f:
             return f.read()

@@ -34,7 +34,8 @@ import orjson
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
-from msprobe_compare.load.dumpjson import JSONDepthError, check_dump_header, file_error, loads, read_json
+from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
+                                           read_json)
 
 BLOCK = 16 << 20  # bytes read at a time
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
@@ -134,8 +135,9 @@ class Entries:
 
 # -- header ---------------------------------------------------------------------------------------------------------
 def _read_head(path: Path) -> tuple[int, bytes]:
+    fd = open_regular(path)  # a regular file, never a FIFO or device (which could block) nor a symlink
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             return os.fstat(f.fileno()).st_size, f.read(HEAD)
     except OSError as exc:
         raise file_error(exc, path) from None

@@ -42,7 +42,7 @@ def load_yaml(path: Path, what: str) -> Any:
     must be a regular file (no link, FIFO or device) of at most MAX_YAML_BYTES, with at most MAX_YAML_ALIASES
     aliases. The result is unchecked: callers check its shape before using (or printing) any of it."""
     check_input_file(path, f"{what} file")
-    raw = read_bytes(path, f"{what} file")
+    raw = read_bytes(path, f"{what} file", "a YAML file")
     if len(raw) > MAX_YAML_BYTES:
         raise InputError(f"{what} file is larger than {MAX_YAML_BYTES >> 20} MiB; refused", path)
     try:
