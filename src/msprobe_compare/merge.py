@@ -14,6 +14,7 @@ from typing import Any
 
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.load.dumpjson import check_input_file
 from msprobe_compare.log import Console
 from msprobe_compare.pair.mapping_file import load_yaml
 from msprobe_compare.render import table
@@ -68,6 +69,7 @@ def _mode(header: list[str], path: Path) -> str:
 def read_rank_table(path: Path, rank: str) -> RankTable:
     import openpyxl  # only merge_result reads workbooks
 
+    check_input_file(path, "compare result")  # a regular file, not a link or a FIFO (which would block)
     try:
         wb = openpyxl.load_workbook(path, read_only=True)
     except Exception as exc:  # openpyxl raises many types for broken files
