@@ -50,6 +50,7 @@ _held: dict[str, _Held] = {}  # absolute final path -> its reservation, for the 
 _held_lock = threading.Lock()
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname() or "host")[:64]
 OWNER_SUFFIX = ".owner"
+SCRATCH_SUFFIX = ".scratch"  # other temporaries of a run: `.NAME.HOST.PID-N.scratch` (see scratch_path)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,12 @@ def owner_path(final: Path, serial: int = 0) -> Path:
 
 
 _serials = itertools.count(1)
+
+
+def scratch_path(beside: Path) -> Path:
+    """A temporary file beside `beside` for this process, named like an owner twin so that the next run removes it
+    if this process dies before it does."""
+    return beside.with_name(f".{beside.name.lstrip('.')}.{_HOST}.{os.getpid()}-{next(_serials)}{SCRATCH_SUFFIX}")
 
 
 def _taken(path: Path) -> bool:
@@ -156,7 +163,7 @@ def remove_stale_parts(out_dir: Path) -> list[str]:
     of other hosts, or without an owner record are left alone."""
     removed = []
     try:
-        names = [n for n in os.listdir(out_dir) if n.startswith(".") and n.endswith(OWNER_SUFFIX)]
+        names = [n for n in os.listdir(out_dir) if n.startswith(".") and n.endswith((OWNER_SUFFIX, SCRATCH_SUFFIX))]
     except OSError:
         return removed
     for name in names:
@@ -165,6 +172,10 @@ def remove_stale_parts(out_dir: Path) -> list[str]:
         if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
             continue
         owner = out_dir / name
+        if name.endswith(SCRATCH_SUFFIX):
+            _unlink(owner)
+            removed.append(name)
+            continue
         part = out_dir / f"{stem}.part"
         _remove_stale(owner, part)
         removed.append(part.name)
