@@ -303,7 +303,7 @@ def _baseline(tmp: Path) -> dict[str, dict[str, str]]:
         case = tmp / "baseline"
         shutil.copytree(TENSOR_CASE, case, ignore=shutil.ignore_patterns("expected"))
         write_config(case)
-        _BASELINE["rows"] = _rows(compare(case, "--format", "csv", "-c"))
+        _BASELINE["rows"] = _rows(compare(case, "--format", "csv", "-c", out=tmp / "baseline_out"))
     return _BASELINE["rows"]
 
 
