@@ -133,7 +133,8 @@ def _comparable(table: Any) -> dict[str, Any]:
 
 
 @pytest.mark.filterwarnings("ignore")
-@settings(max_examples=int(os.environ.get("MSPROBE_FUZZ_EXAMPLES", "300")), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("MSPROBE_FUZZ_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=list(HealthCheck))  # fmt: skip
 @given(dump_texts())
 def test_native_and_python_paths_agree(raw):
     with tempfile.TemporaryDirectory() as folder:

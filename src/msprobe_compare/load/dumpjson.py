@@ -45,7 +45,9 @@ class JSONDepthError(ValueError):
         super().__init__(f"nested deeper than {MAX_JSON_DEPTH} levels")
 
 
-_ESCAPES = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# an escaped backslash (kept), a surrogate pair (kept), a lone surrogate (replaced)
+_ESCAPES = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                      rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def json_depth(text: bytes) -> int:
@@ -141,7 +143,8 @@ def _kind(mode: int) -> str | None:
     if stat.S_ISREG(mode):
         return None
     for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symbolic link")):  # fmt: skip
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISLNK, "symbolic link")):  # fmt: skip
         if test(mode):
             return name
     return "special file"

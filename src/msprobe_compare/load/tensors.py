@@ -547,8 +547,8 @@ def _read_archive(
     if count > INT64_MAX:
         raise TensorFileError("unsupported", name, f"shape {brief(record.shape)} has more than 2**63 elements")
     if count > max(VIEW_REPEAT * needed, VIEW_FREE):
-        raise TensorFileError("unsupported", name, f"view of shape {brief(record.shape)} shows {count} elements "
-                                                   f"of {needed} stored (more than {VIEW_REPEAT} times over)")  # fmt: skip
+        raise TensorFileError("unsupported", name, f"view of shape {brief(record.shape)} shows {count} elements of "
+                                                   f"{needed} stored (more than {VIEW_REPEAT} times over)")  # fmt: skip
     if needed == 0:
         return TensorData(_empty(record.shape, dtype), record.dtype_name)
     flat = items(member, dtype, record.offset, needed)
