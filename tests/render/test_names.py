@@ -218,6 +218,8 @@ def test_parts_of_live_runs_and_unknown_owners_are_left_alone(tmp_path):
     try:
         assert ready.wait(60)
         (tmp_path / ".compare_result_20000101000000.xlsx.part").write_text("no owner record")
+        for odd in (".owner", ".x.owner", ".a.b.owner", ".a.b.x-1.owner", ".a.elsewhere.99999999.scratch"):
+            (tmp_path / odd).write_text("a user's file")  # never ours, or of a pid that cannot be dead here
         other_host = tmp_path / ".advisor_20000101000000.txt.elsewhere.1.owner"
         other_host.write_text("")
         os.link(other_host, tmp_path / ".advisor_20000101000000.txt.part")

@@ -167,7 +167,10 @@ def remove_stale_parts(out_dir: Path) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        stem, host, owner_id, _ = name.rsplit(".", 3)
+        fields = name.rsplit(".", 3)
+        if len(fields) != 4:
+            continue  # not one of ours
+        stem, host, owner_id, _ = fields
         pid_text = owner_id.partition("-")[0]
         if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
             continue
