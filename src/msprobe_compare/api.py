@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from msprobe_compare import distribute
 from msprobe_compare.config import CompareConfig, Options
@@ -41,7 +40,7 @@ from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mappi
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
 from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
-from msprobe_compare.pair.mapping_file import mapping_yaml
+from msprobe_compare.pair.mapping_file import load_yaml, mapping_yaml, text_mapping
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import report, table
@@ -111,14 +110,7 @@ def _stack_decision(cfg: CompareConfig, console: Console) -> Path | None:
 
 
 def read_data_mapping(path: Path) -> dict[str, str]:
-    check_input_file(path, "data mapping file")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"data mapping is not valid YAML ({exc})", path) from None
-    if not isinstance(doc, dict):
-        raise InputError("data mapping must be a YAML mapping of NPU row names to bench row names", path)
-    return {str(k): str(v) for k, v in doc.items()}
+    return text_mapping(load_yaml(path, "data mapping"), path, "data mapping", "NPU row names to bench row names")
 
 
 def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str] | None:
@@ -224,7 +216,7 @@ def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> Non
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
     """construct.json of the NPU dump, for naming the innermost origin; optional."""
-    if not path.is_file() or path.is_symlink():
+    if not os.path.lexists(path):
         return None
     try:
         return read_construct_json(path)

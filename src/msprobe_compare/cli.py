@@ -84,12 +84,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
                           "(needs msprobe-compare[ray])")  # fmt: skip
-    cmp.add_argument("--npu-layout", dest="npu_layout", default=None, metavar="LAYOUT",
-                     help="parallel layout of the npu run when it differs from the bench run's, e.g. tp=2,pp=2,dp=2 "
-                          "(optional order=tp-dp-pp, fastest first; Megatron's order by default); detected when "
-                          "absent")  # fmt: skip
-    cmp.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
-                     help="parallel layout of the bench run (as --npu-layout)")
+    _add_layout_args(cmp)
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
     merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
@@ -110,6 +105,15 @@ def _spelling_26(argv: list[str]) -> int | None:
     if any(a in TARGET_FLAGS or a.startswith(("--target_path=", "--golden_path=")) for a in rest):
         return at
     return None
+
+
+def _add_layout_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--npu-layout", dest="npu_layout", default=None, metavar="LAYOUT",
+                   help="parallel layout of the npu run when it differs from the bench run's, e.g. tp=2,pp=2,dp=2 "
+                        "(optional order=tp-dp-pp, fastest first; Megatron's order by default); detected when "
+                        "absent")  # fmt: skip
+    p.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
+                   help="parallel layout of the bench run (as --npu-layout)")
 
 
 def _parser_26() -> argparse.ArgumentParser:
@@ -141,6 +145,7 @@ def _parser_26() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", type=_fail_levels, default=None, metavar="LEVELS", help="as --fail-on")
     p.add_argument("-j", "--jobs", type=_jobs, default=None, help="worker count, at least 1")
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS", help="as --ray")
+    _add_layout_args(p)
     return p
 
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import check_input_file
 from msprobe_compare.log import Console
+from msprobe_compare.pair.mapping_file import load_yaml
 from msprobe_compare.render import table
 from msprobe_compare.render.files import new_output
 from msprobe_compare.render.xlsx import write_workbook
@@ -44,13 +44,11 @@ class RankTable:
 
 
 def read_merge_config(path: Path) -> MergeConfig:
-    check_input_file(path, "merge config")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"is not valid YAML ({exc})", path) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("api"), list) or not doc["api"]:
-        raise InputError("needs a non-empty 'api' list (e.g. api: [Functional.linear])", path)
+    doc = load_yaml(path, "merge config")
+    if (not isinstance(doc, dict) or not isinstance(doc.get("api"), list) or not doc["api"]
+            or not all(isinstance(a, (str, int, float)) and not (isinstance(a, int) and a.bit_length() >= 64)
+                       for a in doc["api"])):  # fmt: skip
+        raise InputError("needs a non-empty 'api' list of API names (e.g. api: [Functional.linear])", path)
     indices = doc.get("compare_index")
     if indices is not None and (not isinstance(indices, list) or not all(isinstance(x, str) for x in indices)):
         raise InputError("'compare_index' must be a list of column names", path)
@@ -71,6 +69,7 @@ def _mode(header: list[str], path: Path) -> str:
 def read_rank_table(path: Path, rank: str) -> RankTable:
     import openpyxl  # only merge_result reads workbooks
 
+    check_input_file(path, "compare result")  # a regular file, not a link or a FIFO (which would block)
     try:
         wb = openpyxl.load_workbook(path, read_only=True)
     except Exception as exc:  # openpyxl raises many types for broken files

@@ -65,3 +65,25 @@ def test_foreign_xlsx_and_bad_index(rank_results, tmp_path, capfd):
     shutil.copy(next(rank_results.glob("*.xlsx")), rank_results / "notes.xlsx")
     code, out = _merge(capfd, rank_results, tmp_path / "merged", cfg)
     assert code == 1 and "'notes.xlsx' is not named" in out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_special_rank_results_and_configs_are_refused(rank_results, tmp_path, capfd, kind):
+    """A rank result or the config as a FIFO (which would block) or a symlink: one error line, nothing merged."""
+    import os
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("api:\n  - Functional.linear\n")
+    [victim] = sorted(rank_results.glob("compare_result_rank1_*.xlsx"))
+    victim.unlink()
+    if kind == "fifo":
+        os.mkfifo(victim)
+    else:
+        victim.symlink_to(tmp_path / "elsewhere.xlsx")
+    code, out = _merge(capfd, rank_results, tmp_path / "merged", cfg)
+    errors = [line for line in out.splitlines() if "[ERROR]" in line]
+    assert code == 1 and len(errors) == 1 and victim.name in errors[0], out
+    assert not (tmp_path / "merged").exists() or not any((tmp_path / "merged").iterdir())
+    (tmp_path / "alias.yaml").symlink_to(cfg)
+    code, out = _merge(capfd, rank_results, tmp_path / "merged", tmp_path / "alias.yaml")
+    assert code == 1 and "symbolic link" in out

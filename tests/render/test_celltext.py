@@ -61,12 +61,26 @@ def ref_jsonl(header: list[str], rows: list[list[Any]], colours: list[Colour]) -
 _BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+def ref_cut(text: str) -> str:
+    """Excel's cell limit, 32,767 UTF-16 code units, counted code point by code point; the cut is marked."""
+    units = [2 if ord(ch) > 0xFFFF else 1 for ch in text]
+    if sum(units) <= 32767:
+        return text
+    kept, budget = [], 32767 - len("...[cut]")
+    for ch, n in zip(text, units):
+        if budget < n:
+            break
+        kept.append(ch)
+        budget -= n
+    return "".join(kept) + "...[cut]"
+
+
 def ref_cell_xml(value: Any, style: str = "") -> str:
     kind = type(value)
     if kind is str:
         if not value:
             return f"<c{style}/>"
-        value = _BAD.sub("\ufffd", value[:32767].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+        value = _BAD.sub("\ufffd", ref_cut(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
         return f'<c{style} t="inlineStr"><is><t xml:space="preserve">{value}</t></is></c>'
     if kind is float:
         return f"<c{style}><v>{value!r}</v></c>" if math.isfinite(value) else ref_cell_xml(repr(value), style)
@@ -331,3 +345,17 @@ def test_big_ints_and_non_finite_floats_are_written_as_their_values() -> None:
     assert CsvFormat().column(col, 0, n)[:4] == ["100000000000000000", "-5", "0", "1152921504606846976"]
     assert JsonFormat("k").column(col, 0, n) == ['"k":' + json_value(v) for v in cells]
     assert XmlFormat().column(col, 0, n) == [cell_xml(v) for v in cells]
+
+
+@pytest.mark.parametrize("text", ["\U0001F600" * 20000, "a" + "\U0001F600" * 20000, "x" * 40000, "x" * 32767,
+                                  "\U0001F600" * 16383 + "a", "é" * 32768])  # fmt: skip
+def test_cells_are_cut_at_excel_limit_in_utf16_units(text):
+    cut = celltext.cut_cell(text)
+    units = len(cut.encode("utf-16-le")) // 2  # strict: a surrogate pair cut in two would not encode
+    assert units <= 32767
+    assert cut == ref_cut(text)
+    if cut != text:
+        assert cut.endswith(celltext.CUT_MARK) and text.startswith(cut[: -len(celltext.CUT_MARK)])
+        assert units >= 32767 - len(celltext.CUT_MARK) - 1
+    assert celltext.cell_xml(text) == ref_cell_xml(text)
+    assert celltext.XmlFormat().cells([text, "b"], np.arange(2)) == [ref_cell_xml(text), ref_cell_xml("b")]

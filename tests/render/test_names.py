@@ -65,8 +65,12 @@ def test_taken_names_move_the_stamp_on(tmp_path):
 
 def test_claim_reserves_until_released(tmp_path):
     with claim_names(tmp_path, SET, now=NOW) as first:
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".owner")) == sorted(
             f".{p.format(ts=stamp(0))}.part" for p in SET)  # fmt: skip
+        for p in SET:  # each part has its owner twin (the same file), naming this host and process
+            part = tmp_path / f".{p.format(ts=stamp(0))}.part"
+            owners = list(tmp_path.glob(f".{p.format(ts=stamp(0))}.*.{os.getpid()}-*.owner"))
+            assert len(owners) == 1 and os.path.samefile(part, owners[0])
         with claim_names(tmp_path, ["advisor_{ts}.txt"], now=NOW) as other:
             assert (first.ts, other.ts) == (stamp(0), stamp(1))
     assert list(tmp_path.iterdir()) == []  # nothing written: every reservation is gone
@@ -82,10 +86,10 @@ def test_claim_released_on_exception(tmp_path):
             with atomic_output(claim.path(SET[1])) as tmp:
                 tmp.write_text("partial")
                 raise RuntimeError("boom")
-    # the finished file stays published, the partial one never appears, no reservation is left
-    assert [p.name for p in tmp_path.iterdir()] == [SET[0].format(ts=stamp(0))]
+    # all or nothing: the finished file is not published either, and no reservation is left
+    assert list(tmp_path.iterdir()) == []
     with claim_names(tmp_path, SET, now=NOW) as claim:
-        assert claim.ts == stamp(1)
+        assert claim.ts == stamp(0)
 
 
 def test_no_partial_file_under_the_final_name(tmp_path):
@@ -185,14 +189,47 @@ def test_a_killed_run_leaves_only_hidden_parts(tmp_path):
     proc.join(timeout=60)
     assert proc.exitcode == -signal.SIGKILL
     names = {p.format(ts=stamp(0)) for p in SET}
-    left = {p.name: p.read_text() for p in tmp_path.iterdir()}
-    # the finished file is published; the half-written one and the unused name only as hidden parts
-    assert left == {SET[0].format(ts=stamp(0)): "complete", f".{SET[1].format(ts=stamp(0))}.part": "half of it",
-                    f".{SET[2].format(ts=stamp(0))}.part": ""}  # fmt: skip
-    assert not any(os.path.lexists(tmp_path / n) for n in names - {SET[0].format(ts=stamp(0))})
-    with claim_names(tmp_path, SET, now=NOW) as claim:  # the next run moves on and leaves those alone
-        assert claim.ts == stamp(1)
-    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == left
+    left = {p.name: p.read_text() for p in tmp_path.iterdir() if not p.name.endswith(".owner")}
+    # nothing is published before the whole set is complete: the finished file too is only a hidden part
+    assert left == {f".{SET[0].format(ts=stamp(0))}.part": "complete", f".{SET[1].format(ts=stamp(0))}.part":
+                    "half of it", f".{SET[2].format(ts=stamp(0))}.part": ""}  # fmt: skip
+    assert not any(os.path.lexists(tmp_path / n) for n in names)
+    owners = list(tmp_path.glob(f".*.{proc.pid}-*.owner"))
+    assert len(owners) == 3
+    scratch = tmp_path / f".compare_result_x.csv.part.{owners[0].name.split('.')[-3]}.{proc.pid}-7.scratch"
+    scratch.write_text("half of a table")  # a forked writer's temporary (render/flat.py), same dead process
+    with claim_names(tmp_path, SET, now=NOW) as claim:  # the next run removes the dead run's parts
+        assert claim.ts == stamp(0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _live_writer(folder: str, ready, stop) -> None:
+    with claim_names(Path(folder), SET, now=NOW):
+        ready.set()
+        stop.wait(60)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_parts_of_live_runs_and_unknown_owners_are_left_alone(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    ready, stop = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_live_writer, args=(str(tmp_path), ready, stop))
+    proc.start()
+    try:
+        assert ready.wait(60)
+        (tmp_path / ".compare_result_20000101000000.xlsx.part").write_text("no owner record")
+        for odd in (".owner", ".x.owner", ".a.b.owner", ".a.b.x-1.owner", ".a.elsewhere.99999999.scratch"):
+            (tmp_path / odd).write_text("a user's file")  # never ours, or of a pid that cannot be dead here
+        other_host = tmp_path / ".advisor_20000101000000.txt.elsewhere.1.owner"
+        other_host.write_text("")
+        os.link(other_host, tmp_path / ".advisor_20000101000000.txt.part")
+        before = snapshot(tmp_path)
+        with claim_names(tmp_path, SET, now=NOW) as claim:
+            assert claim.ts == stamp(1)  # the live run keeps its stamp
+        assert snapshot(tmp_path) == before
+    finally:
+        stop.set()
+        proc.join(timeout=60)
 
 
 def test_eight_runs_into_one_folder(tmp_path):

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from msprobe_compare.errors import InputError
+
+MAX_JSON_DEPTH = 512  # nesting of any JSON input, on every parser path (orjson, the stdlib parser)
 
 
 @dataclass(frozen=True)
@@ -32,25 +38,135 @@ def file_error(exc: OSError, path: Path) -> InputError:
     return InputError(f"cannot be read ({exc.strerror or exc})", path)
 
 
+class JSONDepthError(ValueError):
+    """JSON text nested deeper than MAX_JSON_DEPTH levels."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested deeper than {MAX_JSON_DEPTH} levels")
+
+
+# an escaped backslash (kept), a surrogate pair (kept), a lone surrogate (replaced)
+_ESCAPES = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                      rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def json_depth(text: bytes) -> int:
+    """The deepest nesting of objects and arrays in JSON text (brackets inside strings skipped), vectorised: the
+    quotes that open or close strings are the ones after an even run of backslashes; a bracket is inside a
+    string when an odd number of them precede it."""
+    a = np.frombuffer(text, dtype=np.uint8)
+    quotes = np.flatnonzero(a == 0x22)
+    slashes = np.flatnonzero(a == 0x5C)
+    if len(slashes) and len(quotes):
+        # length of the run of backslashes just before each quote: runs are consecutive positions
+        run_start = np.r_[True, np.diff(slashes) != 1]
+        starts = np.maximum.accumulate(np.where(run_start, np.arange(len(slashes)), 0))
+        k = np.searchsorted(slashes, quotes) - 1  # the last backslash before each quote
+        before = (k >= 0) & (slashes[np.maximum(k, 0)] == quotes - 1)
+        run = np.where(before, k - starts[np.maximum(k, 0)] + 1, 0)
+        quotes = quotes[run % 2 == 0]
+    opens = np.flatnonzero((a == 0x5B) | (a == 0x7B))
+    closes = np.flatnonzero((a == 0x5D) | (a == 0x7D))
+    opens = opens[np.searchsorted(quotes, opens) % 2 == 0]
+    closes = closes[np.searchsorted(quotes, closes) % 2 == 0]
+    if not len(opens):
+        return 0
+    # depth after each open bracket: opens so far minus closes before it
+    depth = np.arange(1, len(opens) + 1) - np.searchsorted(closes, opens)
+    return int(depth.max())
+
+
+def check_depth(text: bytes) -> None:
+    """JSONDepthError when `text` nests deeper than MAX_JSON_DEPTH (free unless it has that many brackets)."""
+    if text.count(b"[") + text.count(b"{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise JSONDepthError()
+
+
+def _lone_surrogate(m: re.Match[bytes]) -> bytes:
+    return m.group(0) if m.group(1) or m.group(2) else b"\\ufffd"
+
+
 def loads(text: bytes) -> Any:
     """orjson, or the stdlib parser for the NaN/Infinity tokens the dumper writes (which orjson rejects).
 
-    Raises ValueError (json.JSONDecodeError) for text that is not JSON.
-    """
+    Text nested deeper than MAX_JSON_DEPTH raises JSONDepthError on both paths. A lone surrogate escape
+    (`\\ud800`, valid JSON but no character) is read as U+FFFD, as orjson refuses it and no output could hold
+    it: both dumps get the same text, so their names still pair. Raises ValueError (json.JSONDecodeError)
+    for text that is not JSON."""
     try:
-        return orjson.loads(text)
+        doc = orjson.loads(text)
     except orjson.JSONDecodeError:
+        pass
+    else:
+        check_depth(text)
+        return doc
+    check_depth(text)
+    if b"\\u" in text:
+        text = _ESCAPES.sub(_lone_surrogate, text)
+    try:
         return json.loads(text)
+    except RecursionError:  # within the depth bound but deep in a deep call stack
+        raise JSONDepthError() from None
+
+
+def open_regular(path: Path, what: str = "", expected: str = "a JSON file") -> int:
+    """A read-only descriptor of `path`, which must be a regular file reached without a symlink at its last
+    component (folders on the way may be links). A FIFO, socket or device is refused before anything could
+    block on it (opened non-blocking, then checked with fstat). `what` starts the messages ("stack_path")."""
+    lead = f"{what} " if what else ""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what or 'file'} does not exist", path) from None
+    except OSError as exc:
+        raise InputError(f"{lead}cannot be read ({exc.strerror or exc})", path) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(f"{lead}is a symbolic link; links are refused for safety", path)
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{lead}is a directory, expected {expected}", path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise file_error(exc, path) from None
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise InputError(f"{lead}is a {kind}, expected {expected}", path)
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return fd
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISLNK, "symbolic link")):  # fmt: skip
+        if test(mode):
+            return name
+    return "special file"
+
+
+def read_bytes(path: Path, what: str = "", expected: str = "a JSON file") -> bytes:
+    """The content of a regular input file (see open_regular)."""
+    fd = open_regular(path, what, expected)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise file_error(exc, path) from None
 
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file; NaN/Infinity (written by the dumper) are accepted. Errors name the file."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise file_error(exc, path) from None
+    raw = read_bytes(path)
     try:
         return loads(raw)
+    except JSONDepthError as exc:
+        raise InputError(f"is {exc}; refused", path) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"is not valid JSON ({exc})", path) from None
 
@@ -146,10 +262,16 @@ def body_has_md5(body: dict[str, Any]) -> bool:
 
 
 def check_input_file(path: Path, what: str) -> None:
-    """An input file must be a regular file, not a symlink (decision D9 keeps symlinks refused)."""
-    if path.is_symlink():
+    """An input file must be a regular file, not a symlink (decision D9 keeps symlinks refused), nor a FIFO,
+    socket or device; checked with lstat, before anything opens it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{what} does not exist", path) from None
+    except OSError as exc:
+        raise InputError(f"{what} cannot be read ({exc.strerror or exc})", path) from None
+    if stat.S_ISLNK(mode):
         raise InputError(f"{what} is a symbolic link; links are refused for safety", path)
-    if not path.exists():
-        raise InputError(f"{what} does not exist", path)
-    if not path.is_file():
-        raise InputError(f"{what} is not a regular file", path)
+    kind = _kind(mode)
+    if kind is not None:
+        raise InputError(f"{what} is not a regular file (a {kind})", path)

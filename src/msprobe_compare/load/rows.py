@@ -314,7 +314,9 @@ class _Builder:
 
     def _scalar(self, name: str, state: int, leaf: dict[str, Any], md5: str | None, data_name: str) -> None:
         """A non-tensor leaf (spec §3.1 step 3)."""
-        kind = leaf["type"]
+        kind = leaf.get("type")
+        if not isinstance(kind, str):  # e.g. a leaf with class_type but neither tensor nor type
+            raise InputError(f"argument '{name}' has no 'type' text", self.path)
         value = leaf.get("value")
         stat: Any = None
         if kind == "torch.Size":

@@ -33,7 +33,9 @@ from typing import Any, BinaryIO, Generator, Iterator
 import orjson
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.load.dumpjson import check_dump_header, file_error, loads, read_json
+from msprobe_compare.load.rows import MAX_DEPTH
+from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
+                                           read_json)
 
 BLOCK = 16 << 20  # bytes read at a time
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
@@ -45,6 +47,8 @@ JSON_WS = b" \t\r\n"
 Entry = tuple[str, Any]
 Batch = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
 BATCH = 1 << 20  # bytes of entries parsed by one orjson call on the fast path
+# top-level keys that decide how the dump is read: one of them given twice is refused (a JSON parse keeps the last)
+STRUCTURAL = ("task", "level", "framework", "dump_data_dir", "data")
 
 
 @dataclass(frozen=True)
@@ -131,8 +135,9 @@ class Entries:
 
 # -- header ---------------------------------------------------------------------------------------------------------
 def _read_head(path: Path) -> tuple[int, bytes]:
+    fd = open_regular(path)  # a regular file, never a FIFO or device (which could block) nor a symlink
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             return os.fstat(f.fileno()).st_size, f.read(HEAD)
     except OSError as exc:
         raise file_error(exc, path) from None
@@ -148,6 +153,8 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
         return None
     n = len(m.group(1))
     prefix = head[: m.start()].removeprefix(BOM).strip(JSON_WS)
+    if _may_repeat(prefix):
+        return None  # the general path names the repeated key
     if prefix == b"{":
         before: Any = {}
     elif prefix.startswith(b"{") and prefix.endswith(b","):
@@ -162,7 +169,7 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
             f.seek(start + 2)
             rest = f.read()
         trailing = _trailing_keys(rest)
-        if trailing is None:
+        if trailing is None or not before.keys().isdisjoint(trailing):
             return None
         return _Layout({**before, **trailing}, dict, start, start + 2, n, empty=True)
     opening = b"{\r\n" if head.startswith(b"{\r", start) else b"{\n"
@@ -172,6 +179,8 @@ def _fast_layout(path: Path, size: int, head: bytes) -> _Layout | None:
     if found is None:
         return None
     end, trailing = found
+    if not before.keys().isdisjoint(trailing):
+        return None
     return _Layout({**before, **trailing}, dict, start, end, n, first=start + len(opening) - 1)
 
 
@@ -225,12 +234,17 @@ def _trailing_keys(rest: bytes) -> dict[str, Any] | None:
     rest = rest.strip(JSON_WS)
     if rest == b"}":
         return {}
-    if not rest.startswith(b","):
+    if not rest.startswith(b",") or _may_repeat(rest):
         return None
     keys = _loads_or_none(b"{" + rest[1:])
     if not isinstance(keys, dict) or "data" in keys:
         return None
     return keys
+
+
+def _may_repeat(text: bytes) -> bool:
+    """Whether a structural key's quoted name occurs twice in header text (then the general path decides)."""
+    return any(text.count(b'"%s"' % key.encode()) > 1 for key in STRUCTURAL)
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
@@ -481,6 +495,8 @@ class _Scanner:
         """A captured JSON text; errors are reported at their file offset (`at` = offset of text[0])."""
         try:
             return loads(text)
+        except JSONDepthError:
+            raise
         except json.JSONDecodeError as exc:
             head = text.decode("utf-8", "replace")[: exc.pos]
             raise _invalid(self.path, exc.msg, at + len(head.encode())) from None
@@ -523,6 +539,7 @@ def _scan_document(path: Path) -> _Layout:
         s.pos += 1
         keys: dict[str, Any] = {}
         layout = _Layout(keys, None)
+        seen: set[str] = set()
         if s.peek() == 0x7D:
             s.pos += 1
         else:
@@ -531,6 +548,10 @@ def _scan_document(path: Path) -> _Layout:
                     s.fail("Expecting property name enclosed in double quotes")
                 at = s.offset()
                 key = s.parse(s.capture("string"), at)
+                if key in seen and key in STRUCTURAL:
+                    raise InputError(f"top-level key '{key}' appears more than once; which one counts is ambiguous",
+                                     path)  # fmt: skip
+                seen.add(key)
                 s.expect(b":", "Expecting ':' delimiter")
                 if key == "data" and s.peek() == 0x7B:
                     layout.data_type, layout.data_start = dict, s.offset()
@@ -539,7 +560,10 @@ def _scan_document(path: Path) -> _Layout:
                 else:
                     s.peek()
                     at = s.offset()
-                    value = s.parse(s.capture("value"), at)
+                    try:
+                        value = s.parse(s.capture("value"), at)
+                    except JSONDepthError as exc:
+                        raise InputError(f"top-level key '{key}' is {exc}", path) from None
                     if key == "data":
                         layout.data_type, layout.data_start = type(value), -1
                     else:
@@ -582,7 +606,11 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             s.value()
             text = s.buf[s.mark : s.pos]
             s.mark = -1
-            doc = s.parse(b"{" + text + b"}", at - 1)
+            try:
+                doc = s.parse(b"{" + text + b"}", at - 1)
+            except JSONDepthError:  # deeper than any entry may be (rows.MAX_DEPTH): the walk's own message
+                name = s.parse(_STRING.match(text).group(0), at)  # type: ignore[union-attr]
+                raise InputError(f"entry '{name}' is nested deeper than {MAX_DEPTH} levels", path) from None
             yield next(iter(doc.items()))
             if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
                 break

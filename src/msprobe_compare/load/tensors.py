@@ -73,6 +73,12 @@ _NUMPY_DTYPES: dict[str, np.dtype] = {
     name: np.dtype("<u2" if name == BF16 else name).newbyteorder("<") for name in _SUPPORTED_TORCH_DTYPES
 }
 _MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is a few hundred bytes
+INT64_MAX = (1 << 63) - 1  # every size, offset, stride and count from a file is bounded by this before use
+MAX_DIMS = 64  # torch's own limit on dimensions
+# A view may show its stored items repeated (zero strides, overlapping windows) up to this many times over, or
+# VIEW_FREE items whatever the storage; beyond that the work would be out of proportion to the stored data.
+VIEW_REPEAT = 4
+VIEW_FREE = 1 << 20
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _ZIP_LOCAL_MAGIC = b"PK\x03\x04"
 _ZIP_CENTRAL = struct.Struct("<4s6H3L5H2L")  # central directory file header, 46 bytes
@@ -208,6 +214,8 @@ def read_npy(path: Path | str, name: str) -> TensorData:
         except (ValueError, EOFError, OSError, SyntaxError) as exc:
             raise TensorFileError("corrupt", name, f"bad npy header: {exc}") from None
         _check_npy_dtype(dtype, name)
+        if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or not all(_bounded(d) for d in shape):
+            raise TensorFileError("corrupt", name, f"npy shape {brief(shape)} is not at most {MAX_DIMS} int64 sizes")
         offset = src.tell()
         if whole is not None:
             file_size = len(whole)
@@ -215,7 +223,7 @@ def read_npy(path: Path | str, name: str) -> TensorData:
         nbytes = count * dtype.itemsize
         if offset + nbytes > file_size:
             raise TensorFileError(
-                "corrupt", name, f"npy data is {file_size - offset} bytes, shape {shape} needs {nbytes}"
+                "corrupt", name, f"npy data is {file_size - offset} bytes, shape {brief(shape)} needs more"
             )
         order: Literal["C", "F"] = "F" if fortran else "C"
         if count == 0:
@@ -306,9 +314,30 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _bounded(value: Any) -> bool:
+    """A non-negative int that fits int64 (anything else from a file is refused before arithmetic or text)."""
+    return _is_int(value) and 0 <= value <= INT64_MAX
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """A short text of an untrusted value: ints beyond int64 by their size only (their digits could be too many to
+    print), containers and strings cut at `limit` characters."""
+    if _is_int(value) and not -INT64_MAX <= value <= INT64_MAX:
+        return f"<int of {value.bit_length()} bits>"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(brief(v, limit) for v in value[:8]) + (", ..." if len(value) > 8 else "")
+        text = f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    elif isinstance(value, (str, bytes, int, float, type(None))):
+        text = repr(value)
+    else:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list)) or not all(_is_int(v) and v >= 0 for v in value):
-        raise _PickleRefused("corrupt", f"tensor {what} {value!r} is not a tuple of non-negative ints")
+    if not isinstance(value, (tuple, list)) or len(value) > MAX_DIMS or not all(_bounded(v) for v in value):
+        raise _PickleRefused("corrupt", f"tensor {what} {brief(value)} is not a tuple of at most {MAX_DIMS} "
+                                        "non-negative int64 values")  # fmt: skip
     return tuple(value)
 
 
@@ -319,8 +348,8 @@ def _tensor_record(storage: Any, offset: Any, size: Any, stride: Any, dtype_name
         dtype_name = storage.storage_type.dtype_name
         if dtype_name is None:
             raise _PickleRefused("unsupported", "tensor on an untyped storage without a dtype")
-    if not _is_int(offset) or offset < 0:
-        raise _PickleRefused("corrupt", f"storage offset {offset!r} is not a non-negative int")
+    if not _bounded(offset):
+        raise _PickleRefused("corrupt", f"storage offset {brief(offset)} is not a non-negative int64")
     shape = _int_tuple(size, "size")
     strides = _int_tuple(stride, "stride")
     if len(shape) != len(strides):
@@ -402,14 +431,14 @@ class _SafeUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> _StorageRef:
         if not isinstance(pid, tuple) or len(pid) != 5:
-            raise _PickleRefused("corrupt", f"unexpected persistent id {pid!r:.80}")
+            raise _PickleRefused("corrupt", f"unexpected persistent id {brief(pid)}")
         typename, storage_type, key, _location, numel = pid
         if isinstance(typename, bytes):
             typename = typename.decode("ascii", "replace")
         if typename != "storage" or not isinstance(storage_type, _StorageType):
-            raise _PickleRefused("corrupt", f"unexpected persistent id {pid!r:.80}")
-        if not isinstance(key, str) or not _is_int(numel) or numel < 0:
-            raise _PickleRefused("corrupt", f"bad storage record {pid!r:.80}")
+            raise _PickleRefused("corrupt", f"unexpected persistent id {brief(pid)}")
+        if not isinstance(key, str) or not _bounded(numel):
+            raise _PickleRefused("corrupt", f"bad storage record {brief(pid)}")
         return _StorageRef(storage_type, key, numel)
 
 
@@ -437,7 +466,7 @@ def read_pt(path: Path | str, name: str) -> TensorData:
         try:
             with zipfile.ZipFile(fp) as archive:
                 return _read_archive(
-                    {info.filename: info for info in archive.infolist()},
+                    _unique_members(archive.infolist(), name),
                     functools.partial(_read_member, archive, name=name),
                     functools.partial(_storage_items, archive, fp, name=name),
                     name,
@@ -446,6 +475,29 @@ def read_pt(path: Path | str, name: str) -> TensorData:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, struct.error, OSError) as exc:
             raise TensorFileError("corrupt", name, f"bad zip archive: {exc}") from None
+
+
+def _unique_members(infos: list[Any], name: str) -> dict[str, Any]:
+    """Members by name; a name held twice is refused: readers disagree on which copy counts (torch takes the
+    first, zipfile the last)."""
+    members: dict[str, Any] = {}
+    for info in infos:
+        if info.filename in members:
+            raise TensorFileError("corrupt", name, f"ambiguous archive: member {brief(info.filename)} appears twice")
+        members[info.filename] = info
+    return members
+
+
+def _check_member(entry: Any, name: str) -> None:
+    """Only what torch.save writes: members stored uncompressed, not encrypted."""
+    if entry.flag_bits & 0x1:
+        raise TensorFileError("unsupported", name, f"encrypted member {brief(entry.filename)}")
+    if entry.compress_type != zipfile.ZIP_STORED:
+        raise TensorFileError("unsupported", name, f"compressed member {brief(entry.filename)} (method "
+                                                   f"{entry.compress_type}; torch.save never compresses)")  # fmt: skip
+    if entry.compress_size != entry.file_size:
+        raise TensorFileError("corrupt", name, f"ambiguous archive: stored member {brief(entry.filename)} has "
+                                               "two different sizes")  # fmt: skip
 
 
 def _read_archive(
@@ -461,6 +513,8 @@ def _read_archive(
         problem = "no data.pkl" if not pickles else "several data.pkl"
         raise TensorFileError("corrupt", name, f"{problem} in the archive")
     prefix = pickles[0][: -len("data.pkl")]
+    for entry in members.values():
+        _check_member(entry, name)
 
     byteorder = members.get(prefix + "byteorder")
     if byteorder is not None:
@@ -486,16 +540,22 @@ def _read_archive(
         raise TensorFileError(
             "corrupt",
             name,
-            f"storage of {available} items is too short for shape {record.shape}, "
-            f"stride {record.strides}, offset {record.offset}",
+            f"storage of {available} items is too short for shape {brief(record.shape)}, "
+            f"stride {brief(record.strides)}, offset {record.offset}",
         )
+    count = math.prod(record.shape)
+    if count > INT64_MAX:
+        raise TensorFileError("unsupported", name, f"shape {brief(record.shape)} has more than 2**63 elements")
+    if count > max(VIEW_REPEAT * needed, VIEW_FREE):
+        raise TensorFileError("unsupported", name, f"view of shape {brief(record.shape)} shows {count} elements of "
+                                                   f"{needed} stored (more than {VIEW_REPEAT} times over)")  # fmt: skip
     if needed == 0:
         return TensorData(_empty(record.shape, dtype), record.dtype_name)
     flat = items(member, dtype, record.offset, needed)
     try:
         return TensorData(_view(flat, record), record.dtype_name)
     except ValueError as exc:  # e.g. a zero-stride view too big for numpy
-        raise TensorFileError("unsupported", name, f"cannot view shape {record.shape}: {exc}") from None
+        raise TensorFileError("unsupported", name, f"cannot view shape {brief(record.shape)}: {exc}") from None
 
 
 class _Unusual(Exception):
@@ -568,6 +628,9 @@ class _InMemoryZip:
                 raise _Unusual from None
             if "\x00" in filename or (os.sep != "/" and os.sep in filename):
                 raise _Unusual
+            if filename in members:
+                raise TensorFileError("corrupt", self.name, f"ambiguous archive: member {brief(filename)} appears "
+                                                            "twice")  # fmt: skip
             members[filename] = _Entry(filename, file_size, compress_size, method, flags, offset, crc)
             pos = start + name_length
         if pos != cd_end:
@@ -587,6 +650,8 @@ class _InMemoryZip:
         if header[0] != _ZIP_LOCAL_MAGIC:
             raise _Unusual
         name_length, extra_length = header[-2:]
+        if header[4] != entry.compress_type:
+            raise _Unusual
         name_start = offset + _ZIP_LOCAL_HEADER.size
         start = name_start + name_length + extra_length
         stop = start + entry.file_size
@@ -670,7 +735,13 @@ def _member_data_offset(fp: BinaryIO, info: zipfile.ZipInfo, name: str) -> int:
     header = fp.read(_ZIP_LOCAL_HEADER.size)
     if len(header) != _ZIP_LOCAL_HEADER.size or header[:4] != _ZIP_LOCAL_MAGIC:
         raise TensorFileError("corrupt", name, f"bad local header for {info.filename}")
-    name_length, extra_length = _ZIP_LOCAL_HEADER.unpack(header)[-2:]
+    fields = _ZIP_LOCAL_HEADER.unpack(header)
+    name_length, extra_length = fields[-2:]
+    local_name = fp.read(name_length)
+    if fields[4] != info.compress_type or local_name != info.orig_filename.encode("utf-8" if info.flag_bits & 0x800
+                                                                                   else "cp437"):  # fmt: skip
+        raise TensorFileError("corrupt", name, f"ambiguous archive: the local header of {brief(info.filename)} "
+                                               "disagrees with the central directory")  # fmt: skip
     data_offset = int(info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length)
     file_size = os.fstat(fp.fileno()).st_size
     if data_offset + info.file_size > file_size:

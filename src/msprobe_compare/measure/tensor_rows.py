@@ -118,6 +118,8 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
             loaded.append(load_tensor(directory, name))
         except TensorFileError as exc:
             failed.append((name, exc))
+        except Exception as exc:  # noqa: BLE001 - hostile input: whatever breaks stays this row's problem
+            failed.append((name, TensorFileError("corrupt", name, f"cannot be read ({type(exc).__name__})")))
     if failed:
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])
         why = "".join(f" {exc}." for _, exc in failed if exc.kind != "missing")

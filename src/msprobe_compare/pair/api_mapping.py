@@ -23,7 +23,7 @@ import yaml
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
-from msprobe_compare.pair.mapping_file import load_yaml
+from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans, keys_by_entry
 
 UNMATCHABLE = "N/A"
@@ -76,8 +76,11 @@ def read_api_mapping(path: Path) -> list[dict[str, Any]]:
             if not isinstance(entry.get(key), str):
                 raise InputError(f"api mapping entry {n} needs '{key}' as a text like 'Functional.add'", path)
         for key, value in entry.items():
-            if key not in ("ms_api", "pt_api") and value is not None and not isinstance(value, list):
-                raise InputError(f"api mapping entry {n}: '{key}' must be a list of indices", path)
+            if key in ("ms_api", "pt_api") or value is None:
+                continue
+            if not isinstance(value, list) or not all(type(v) in (int, str) for v in value) or any(
+                    type(v) is int and v.bit_length() >= 64 for v in value):  # fmt: skip
+                raise InputError(f"api mapping entry {n}: {shown(key)} must be a list of indices", path)
     return doc
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable
-from msprobe_compare.pair.mapping_file import load_yaml
+from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import keys_by_entry
 
 UNMATCHABLE = "N/A"
@@ -34,12 +34,12 @@ def read_cell_mapping(path: Path) -> dict[str, str]:
     if not isinstance(doc, dict):
         raise InputError(
             f"cell mapping must be a YAML mapping of 'cell_path.CellClass' to 'module_path.ModuleClass', "
-            f"got a {type(doc).__name__}",
+            f"got {shown(doc)}",
             path,
         )
     for key, value in doc.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise InputError(f"cell mapping entry {key!r}: {value!r} must map a text to a text", path)
+            raise InputError(f"cell mapping entry {shown(key)}: {shown(value)} must map a text to a text", path)
     return dict(doc)
 
 

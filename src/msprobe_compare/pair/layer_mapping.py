@@ -21,7 +21,7 @@ from typing import Any
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import read_construct_json, read_json
 from msprobe_compare.load.rows import RowTable
-from msprobe_compare.pair.mapping_file import load_yaml
+from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans
 
 NO_MATCH = "N/A"
@@ -64,10 +64,12 @@ def read_layer_mapping(path: Path) -> dict[str, dict[str, str]]:
                          f"{{ms_child: pt_child}} mappings, got a {type(doc).__name__}", path)  # fmt: skip
     for type_name, rules in doc.items():
         if not isinstance(type_name, str) or not isinstance(rules, dict):
-            raise InputError(f"layer mapping '{type_name}' must map a class name to a mapping of child names", path)
+            raise InputError(f"layer mapping {shown(type_name)} must map a class name to a mapping of child names",
+                             path)  # fmt: skip
         for key, value in rules.items():
             if not isinstance(key, str) or not isinstance(value, str):
-                raise InputError(f"layer mapping '{type_name}': {key!r}: {value!r} must map a text to a text", path)
+                raise InputError(f"layer mapping {shown(type_name)}: {shown(key)}: {shown(value)} must map a text "
+                                 "to a text", path)  # fmt: skip
     return doc
 
 

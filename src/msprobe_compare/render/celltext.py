@@ -28,7 +28,8 @@ from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
 SAFE_TEXTS = frozenset({"-inf", "-"})
-MAX_CELL_CHARS = 32767  # Excel's limit for one cell
+MAX_CELL_CHARS = 32767  # Excel's limit for one cell, in UTF-16 code units
+CUT_MARK = "...[cut]"  # ends a text cut to fit a cell
 INT_BULK_LIMIT = 1e16  # integers below this are written in bulk (orjson prints them as "D.0")
 
 _CONTROL = "".join(map(chr, range(1, 32)))
@@ -253,14 +254,35 @@ def xml_escape(text: str) -> str:
     return text
 
 
+def utf16_units(text: str) -> int:
+    """The length of `text` in UTF-16 code units (as Excel counts): characters beyond U+FFFF count twice."""
+    if len(text) * 2 <= MAX_CELL_CHARS:
+        return len(text) * 2  # an upper bound is enough below the limit
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def cut_cell(text: str) -> str:
+    """`text` if it fits a cell (MAX_CELL_CHARS UTF-16 code units), else its longest head that fits with CUT_MARK
+    after it; never cut inside a surrogate pair."""
+    if len(text) * 2 <= MAX_CELL_CHARS:
+        return text
+    units = text.encode("utf-16-le", "surrogatepass")
+    if len(units) // 2 <= MAX_CELL_CHARS:
+        return text
+    keep = (MAX_CELL_CHARS - len(CUT_MARK)) * 2
+    if 0xD8 <= units[keep - 1] <= 0xDB:  # the last unit kept is a high surrogate: its pair would be cut
+        keep -= 2
+    return units[:keep].decode("utf-16-le", "surrogatepass") + CUT_MARK
+
+
 def cell_xml(value: Any, style: str = "") -> str:
     """One <c> element without a reference: cells follow each other, so empty ones are written too."""
     kind = type(value)
     if kind is str:
         if not value:
             return f"<c{style}/>"
-        if len(value) > MAX_CELL_CHARS:
-            value = value[:MAX_CELL_CHARS]
+        if len(value) * 2 > MAX_CELL_CHARS:
+            value = cut_cell(value)
         if _XML_SPECIAL.search(value) or "\0" in value:
             value = xml_escape(value)
         return f'<c{style} t="inlineStr"><is><t xml:space="preserve">{value}</t></is></c>'
@@ -524,7 +546,7 @@ class XmlFormat(_Format):
         if (
             "\0\0" in joined or joined[:1] == "\0" or joined[-1:] == "\0" or not joined  # an empty text
             or _has_any(joined, _XML_CHARS, _XML_SPECIAL)
-            or (len(joined) > MAX_CELL_CHARS and max(map(len, values)) > MAX_CELL_CHARS)
+            or (len(joined) * 2 > MAX_CELL_CHARS and max(map(utf16_units, values)) > MAX_CELL_CHARS)
         ):  # fmt: skip
             return None
         return (_XML_TEXT[0] + joined.replace("\0", _XML_TEXT[1] + "\0" + _XML_TEXT[0]) + _XML_TEXT[1]).split("\0")

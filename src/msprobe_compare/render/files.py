@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
+import itertools
 import os
+import re
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +37,20 @@ def prepare_output_dir(path: Path) -> Path:
 
 @dataclass
 class _Held:
-    """One name this process reserved: `part` is the hidden file its content is written to."""
+    """One name this process reserved: `part` is the hidden file its content is written to, `owner` its twin."""
 
     pid: int
     part: Path
-    done: bool = False  # the part was published or removed by atomic_output
+    owner: Path
+    done: bool = False  # the part was published or removed
+    ready: bool = False  # its content is complete; published with the whole set
 
 
 _held: dict[str, _Held] = {}  # absolute final path -> its reservation, for the names claimed in this process
 _held_lock = threading.Lock()
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname() or "host")[:64]
+OWNER_SUFFIX = ".owner"
+SCRATCH_SUFFIX = ".scratch"  # other temporaries of a run: `.NAME.HOST.PID-N.scratch` (see scratch_path)
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,21 @@ def part_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.part")
 
 
+def owner_path(final: Path, serial: int = 0) -> Path:
+    """The part's twin (a hard link to it) whose name records who writes it: `.NAME.HOST.PID-SERIAL.owner`
+    (the serial tells this process's reservations apart)."""
+    return final.with_name(f".{final.name}.{_HOST}.{os.getpid()}-{serial}{OWNER_SUFFIX}")
+
+
+_serials = itertools.count(1)
+
+
+def scratch_path(beside: Path) -> Path:
+    """A temporary file beside `beside` for this process, named like an owner twin so that the next run removes it
+    if this process dies before it does."""
+    return beside.with_name(f".{beside.name.lstrip('.')}.{_HOST}.{os.getpid()}-{next(_serials)}{SCRATCH_SUFFIX}")
+
+
 def _taken(path: Path) -> bool:
     """Anything at all at `path` (a file, a directory, a symlink even if dangling)."""
     try:
@@ -69,28 +93,101 @@ def _taken(path: Path) -> bool:
     return True
 
 
-def _reserve(final: Path) -> Path | None:
-    """Create `final`'s part file exclusively; None when the name or its part is taken (by anything)."""
+def _unlink(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _reserve(final: Path) -> tuple[Path, Path] | None:
+    """Reserve `final`: (part, owner) or None when the name or its part is taken (by anything).
+
+    The owner twin is created first, under a name no other process uses, then linked to the part name: the link
+    fails if the part exists, so exactly one run gets a name (also across hosts sharing the folder)."""
     if _taken(final):
         return None
-    part = part_path(final)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    part, owner = part_path(final), owner_path(final, next(_serials))
     try:
-        os.close(os.open(part, flags, FILE_MODE))
-    except FileExistsError:
-        return None
+        try:
+            os.close(os.open(owner, _CREATE, FILE_MODE))
+        except FileExistsError:  # left by a dead process that had our pid and reached this serial
+            _remove_stale(owner, part)
+            os.close(os.open(owner, _CREATE, FILE_MODE))
+        try:
+            os.link(owner, part)
+        except FileExistsError:
+            _unlink(owner)
+            return None
+        except OSError as exc:  # no hard links here: an exclusive part alone (no owner record)
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                raise
+            _unlink(owner)
+            try:
+                os.close(os.open(part, _CREATE, FILE_MODE))
+            except FileExistsError:
+                return None
     except OSError as exc:
         raise OutputError(f"cannot be written ({exc.strerror or exc})", final) from None
     if _taken(final):  # published by a run whose part we saw gone: it links before it unlinks the part
-        part.unlink()
+        _unlink(part, owner)
         return None
-    return part
+    return part, owner
 
 
-def _release(parts: list[Path]) -> None:
-    for part in parts:
-        with contextlib.suppress(FileNotFoundError):
-            part.unlink()
+def _remove_stale(owner: Path, part: Path) -> None:
+    """Remove an owner twin and, if it is the same file, its part."""
+    try:
+        if os.path.samestat(os.lstat(owner), os.lstat(part)):
+            _unlink(part)
+    except FileNotFoundError:
+        pass
+    _unlink(owner)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+def remove_stale_parts(out_dir: Path) -> list[str]:
+    """Remove the hidden parts of runs on this host whose process is gone (killed while writing); returns the
+    names removed. A part is only removed with its owner twin naming this host and a dead pid: parts of live runs,
+    of other hosts, or without an owner record are left alone."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(out_dir) if n.startswith(".") and n.endswith((OWNER_SUFFIX, SCRATCH_SUFFIX))]
+    except OSError:
+        return removed
+    for name in names:
+        fields = name.rsplit(".", 3)
+        if len(fields) != 4:
+            continue  # not one of ours
+        stem, host, owner_id, _ = fields
+        pid_text = owner_id.partition("-")[0]
+        if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        owner = out_dir / name
+        if name.endswith(SCRATCH_SUFFIX):
+            _unlink(owner)
+            removed.append(name)
+            continue
+        part = out_dir / f"{stem}.part"
+        _remove_stale(owner, part)
+        removed.append(part.name)
+    return removed
+
+
+def _release(held: list[tuple[Path, Path]]) -> None:
+    for part, owner in held:
+        _unlink(part, owner)
 
 
 @contextlib.contextmanager
@@ -99,22 +196,25 @@ def claim_names(out_dir: Path, patterns: list[str], now: _dt.datetime | None = N
 
     A name is taken if anything is at it or at its part file (another run is writing it); then the stamp moves
     on by a second for the whole set, so the names keep their documented form and never replace a file (the
-    reference deletes an existing one). Each reservation is a hidden part file created with O_EXCL, so runs
-    sharing a folder never get the same stamp; `atomic_output` writes into it and publishes it. On leaving the
-    block, parts not published are removed, also on failure. A run killed meanwhile leaves only its hidden
-    part files (never a file under a result name); they keep that stamp taken.
+    reference deletes an existing one). Each reservation is a hidden part file created exclusively, so runs
+    sharing a folder never get the same stamp; `atomic_output` writes into it. The set is published when the
+    block ends without an error, all of it: a file is never published before every file of the set is
+    complete, and when publishing fails midway the files already published are removed again. On an error
+    nothing is published and every part is removed. A run killed meanwhile leaves only hidden parts (never a
+    file under a result name); the next run into the folder removes those of dead processes on this host.
     """
+    remove_stale_parts(out_dir)
     names = list(dict.fromkeys(patterns))
     moment = (now or _dt.datetime.now()).replace(microsecond=0)
     for _ in range(100000):
         ts = moment.strftime("%Y%m%d%H%M%S")
-        got: list[Path] = []
+        got: list[tuple[Path, Path]] = []
         try:
             for pattern in names:
-                part = _reserve(out_dir / pattern.format(ts=ts))
-                if part is None:
+                reserved = _reserve(out_dir / pattern.format(ts=ts))
+                if reserved is None:
                     break
-                got.append(part)
+                got.append(reserved)
         except BaseException:
             _release(got)
             raise
@@ -127,17 +227,41 @@ def claim_names(out_dir: Path, patterns: list[str], now: _dt.datetime | None = N
     claim = NameClaim(out_dir, ts)
     pid = os.getpid()
     keys = [os.path.abspath(claim.path(p)) for p in names]
-    held = [_Held(pid, part) for part in got]
+    held = [_Held(pid, part, owner) for part, owner in got]
     with _held_lock:
         _held.update(zip(keys, held))
     try:
         yield claim
+        if os.getpid() == pid:
+            _publish_set([(Path(k), h) for k, h in zip(keys, held) if h.ready and not h.done])
     finally:
         with _held_lock:
             for key in keys:
                 _held.pop(key, None)
         if os.getpid() == pid:  # never a forked child's business
-            _release([h.part for h in held if not h.done])
+            _release([(h.part, h.owner) for h in held if not h.done])
+            for h in held:
+                h.done = True
+
+
+def _publish_set(items: list[tuple[Path, _Held]]) -> None:
+    """Publish every finished part of a set; if one cannot be, remove those published already (all or none)."""
+    published: list[tuple[Path, _Held]] = []
+    try:
+        for final, held in items:
+            _publish(held.part, final)
+            published.append((final, held))
+    except BaseException as exc:
+        for final, held in published:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.lstat(final), os.lstat(held.part)):  # ours: the part is still linked
+                    final.unlink()
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot be written ({exc.strerror or exc})", final) from None
+        raise
+    for _, held in published:
+        _unlink(held.part, held.owner)
+        held.done = True
 
 
 def _publish(tmp: Path, final: Path) -> None:
@@ -154,35 +278,44 @@ def _publish(tmp: Path, final: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_output(final: Path) -> Iterator[Path]:
-    """Yield the hidden part path of `final`; publish it as `final` only if the block succeeds.
+    """Yield the hidden part path of `final`, whose content the block writes.
 
-    Inside `claim_names` the part is the claim's reservation; otherwise it is reserved here (an error if the
-    name is taken). Publishing never replaces anything; a reader never sees a partial file under `final`.
-    On failure nothing is left behind.
+    Inside `claim_names` the part is the claim's reservation, published with the whole set when the claim ends;
+    otherwise it is reserved here (an error if the name is taken) and published when the block succeeds.
+    Publishing never replaces anything; a reader never sees a partial file under `final`. On failure nothing
+    is left behind.
     """
     with _held_lock:
         held = _held.get(os.path.abspath(final))
-    if held is not None and (held.pid != os.getpid() or held.done):  # a forked child's copy, or written already
+    if held is not None and (held.pid != os.getpid() or held.done or held.ready):  # a forked child's, or done
         held = None
     if held is not None:
-        tmp = held.part
-    else:
-        part = _reserve(final)
-        if part is None:
-            why = "already exists; not overwritten" if _taken(final) else "is being written by another run"
-            raise OutputError(why, final)
-        tmp = part
+        try:
+            yield held.part
+            os.chmod(held.part, FILE_MODE)
+        except OSError as exc:
+            _unlink(held.part, held.owner)
+            held.done = True
+            raise OutputError(f"cannot be written ({exc.strerror or exc})", final) from None
+        except BaseException:
+            _unlink(held.part, held.owner)
+            held.done = True
+            raise
+        held.ready = True
+        return
+    reserved = _reserve(final)
+    if reserved is None:
+        why = "already exists; not overwritten" if _taken(final) else "is being written by another run"
+        raise OutputError(why, final)
+    part, owner = reserved
     try:
-        yield tmp
-        os.chmod(tmp, FILE_MODE)
-        _publish(tmp, final)
+        yield part
+        os.chmod(part, FILE_MODE)
+        _publish(part, final)
     except OSError as exc:
         raise OutputError(f"cannot be written ({exc.strerror or exc})", final) from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        if held is not None:
-            held.done = True
+        _unlink(part, owner)
 
 
 @contextlib.contextmanager

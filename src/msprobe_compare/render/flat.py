@@ -33,6 +33,7 @@ import numpy as np
 
 from msprobe_compare import floattext, native
 from msprobe_compare.render import celltext
+from msprobe_compare.render.files import scratch_path
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap
 from msprobe_compare.render.celltext import (
@@ -166,7 +167,7 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
         if mid is None:
             _blocks(f, block, 0, n)
             return
-        part = path.with_name(f"{path.name}.part{os.getpid()}")
+        part = scratch_path(path)  # removed by the next run into the folder if this one is killed
         pid = os.fork()
         if pid == 0:  # child: the second half into the part file; exit without cleanup handlers
             status = 1
