@@ -29,6 +29,7 @@ class Options:
     formats: tuple[str, ...] = ("xlsx", "html")  # see render.report.FORMATS
     parallel_read: bool = True  # read the bench dump.json in a forked child (off inside parallel ranks)
     ray: str | bool | None = None  # None: local pools; True: RAY_ADDRESS or a local Ray; str: that cluster
+    tolerance: str | None = None  # root cause: `origin=3,suspect=1.5` over judge.noise.Tolerance (issue #13)
 
 
 @dataclass(frozen=True)

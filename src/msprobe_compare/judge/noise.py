@@ -1,0 +1,308 @@
+"""The noise model of one compare: how much two runs may differ from precision alone.
+
+Two runs on different hardware (an NPU and a GPU, bf16 and fp32, fused and unfused kernels) never agree
+exactly: every operator differs a little. The root cause (judge/rootcause.py) therefore asks, for each call,
+whether its difference stands above the noise it received. This module supplies the pieces (docs/rootcause.md
+explains them with the measurements that chose the constants):
+
+- the unit roundoff of each row's dtype and, along execution order, the lowest precision seen so far
+  (anything upstream of a call may have rounded its data);
+- the quantisation step of the recorded statistics: msprobe computes a bf16/fp16 tensor's Max/Min/Mean/Norm in
+  that dtype, so two values can only be told apart to one ulp of the statistic;
+- per-row measures that stay meaningful near zero: the relative change of the Norm and the change of the Mean
+  relative to the RMS (Norm/sqrt(numel)); in tensor mode the relative L2 error ||a-b||/||b||;
+- a robust pairing of calls for the analysis: (enclosing module, API, k-th call of that API inside the module),
+  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from msprobe_compare.errors import UsageError
+from msprobe_compare.load.rows import RowTable, State, StatKind
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The constants of the rule (docs/rootcause.md: each with the measurement that chose it).
+
+    A call is an `origin` when its difference exceeds `origin` times the noise floor, `suspect` when it exceeds
+    `suspect` times the floor but not `origin` times (the data cannot decide), `noise` otherwise. The floor is
+    never below `floor_units` unit roundoffs of the lowest precision upstream nor below `min_floor`.
+    `--tolerance origin=3,suspect=1.5` overrides them.
+    """
+
+    origin: float = 2.0  # statistics: noise-only calls reach 1.6x the running floor on the shared fixtures
+    suspect: float = 1.25  # statistics: between suspect and origin the precision cannot decide
+    tensor_origin: float = 2.0  # tensor mode: relative L2 error over its floor
+    tensor_suspect: float = 1.25
+    floor_units: float = 1.0  # the floor is at least this many unit roundoffs of the lowest precision upstream
+    min_floor: float = 5e-5  # and at least this (fp32 runs on different hardware; the former fixed 1e-4 / 2)
+    extremes: float = 2.0  # Max/Min are single elements, their noise is not averaged: margins x this for them
+
+    @classmethod
+    def parse(cls, text: str | None) -> Tolerance:
+        """`origin=3,suspect=1.5` (any field, comma separated) over the defaults."""
+        if not text:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        values: dict[str, float] = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in names:
+                raise UsageError(f"--tolerance: expected KEY=VALUE with KEY one of {', '.join(sorted(names))}, "
+                                 f"got {part!r}")  # fmt: skip
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise UsageError(f"--tolerance: {key} needs a number, got {value!r}") from None
+            if not values[key] > 0:
+                raise UsageError(f"--tolerance: {key} must be positive, got {value!r}")
+        tol = replace(cls(), **values)
+        if tol.suspect > tol.origin or tol.tensor_suspect > tol.tensor_origin:
+            raise UsageError("--tolerance: suspect must not exceed origin")
+        return tol
+
+
+# unit roundoff (half an ulp of 1) and mantissa bits, by dtype text (PyTorch `torch.bfloat16`, MindSpore `BFloat16`)
+_PRECISIONS = (
+    ("bfloat16", 2.0**-8, 7),
+    ("bf16", 2.0**-8, 7),
+    ("float16", 2.0**-11, 10),
+    ("half", 2.0**-11, 10),
+    ("fp16", 2.0**-11, 10),
+    ("float64", 2.0**-53, 52),
+    ("double", 2.0**-53, 52),
+    ("float32", 2.0**-24, 23),
+    ("float", 2.0**-24, 23),
+)
+LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
+
+
+@functools.lru_cache(maxsize=4096)
+def precision(dtype: str) -> tuple[float, int]:
+    """(unit roundoff, mantissa bits) of a dtype text; (0, 0) for integers, bools and anything else exact."""
+    low = dtype.lower()
+    if "int" in low or "bool" in low or low.startswith("<class"):
+        return 0.0, 0
+    for key, unit, bits in _PRECISIONS:
+        if key in low:
+            return unit, bits
+    return 0.0, 0
+
+
+def _per_row(table: RowTable, k: int) -> np.ndarray:
+    decided = {d: precision(d)[k] for d in set(table.dtype)}
+    return np.fromiter(map(decided.__getitem__, table.dtype), dtype=np.float64, count=len(table.dtype))
+
+
+def units(table: RowTable) -> np.ndarray:
+    return _per_row(table, 0)
+
+
+def ulp(values: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """One ulp of each value in a float format with `bits` mantissa bits (0 bits: exact, ulp 0)."""
+    with np.errstate(all="ignore"):
+        _, exp = np.frexp(np.where(np.isfinite(values), values, 0.0))
+        step = np.ldexp(1.0, (exp - 1 - bits.astype(np.int64)).astype(np.int32))
+    return np.where((bits > 0) & (values != 0), step, 0.0)
+
+
+@functools.lru_cache(maxsize=65536)
+def numel(shape: str) -> float:
+    try:
+        dims = [int(x) for x in shape.strip("[]()").split(",") if x.strip()]
+    except ValueError:
+        return 1.0
+    return float(np.prod(dims)) if dims else 1.0
+
+
+@dataclass(frozen=True)
+class RowMeasures:
+    """Per NPU row, two measures (columns) of the difference, each with the smallest difference the recording can
+    show (NaN: not measured)."""
+
+    diff: np.ndarray  # float64 (n, 3)
+    quant: np.ndarray  # float64 (n, 3)
+    unit: np.ndarray  # unit roundoff of the coarser of the two rows' dtypes
+    nonfinite: np.ndarray  # bool: NaN/Inf on one side only
+    nonfinite_any: np.ndarray  # bool: NaN/Inf on either side
+    names: tuple[str, ...]
+
+
+STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
+TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
+
+
+def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasures:
+    """Statistics mode: |dNorm|/Norm and |dMean|/RMS (RMS = Norm/sqrt(numel)), each with one ulp of the recorded
+    statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution."""
+    n = len(npu)
+    hit = match >= 0
+    cols = np.where(hit, match, 0)
+    bv = bench.stats[cols] if len(bench) else np.zeros((n, 4))
+    bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
+    nv, nk = npu.stats, npu.stat_kind
+    numeric = (StatKind.NUMBER, StatKind.INT)
+    ok = hit & np.isin(nk, numeric).all(axis=1) & np.isin(bk, numeric).all(axis=1)
+    nbits = _per_row(npu, 1)
+    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
+    size = np.fromiter(map(numel, npu.shape), dtype=np.float64, count=n) if n else np.zeros(0)
+    with np.errstate(all="ignore"):
+        norm_n, norm_b = np.abs(nv[:, 3]), np.abs(bv[:, 3])
+        scale = np.maximum(norm_n, norm_b)
+        safe = np.where(scale > 0, scale, 1.0)
+        d_norm = np.where(norm_n == norm_b, 0.0, np.abs(norm_n - norm_b) / safe)
+        rms = scale / np.sqrt(np.maximum(size, 1.0))
+        safe_rms = np.where(rms > 0, rms, 1.0)
+        d_mean = np.where(nv[:, 2] == bv[:, 2], 0.0, np.abs(nv[:, 2] - bv[:, 2]) / safe_rms)
+        q_norm = np.maximum(ulp(norm_n, nbits), ulp(norm_b, bbits)) / safe
+        q_mean = np.maximum(ulp(nv[:, 2], nbits), ulp(bv[:, 2], bbits)) / safe_rms
+        amax = np.maximum(np.abs(nv[:, :2]).max(axis=1), np.abs(bv[:, :2]).max(axis=1))
+        safe_amax = np.where(amax > 0, amax, 1.0)
+        d_ext = np.abs(nv[:, :2] - bv[:, :2]).max(axis=1) / safe_amax
+        q_ext = np.maximum(ulp(amax, nbits), ulp(amax, bbits)) / safe_amax
+    finite_n = _finite(nv, nk)
+    finite_b = _finite(bv, bk)
+    nonfinite = hit & (finite_n != finite_b)
+    nonfinite_any = hit & ~(finite_n & finite_b)
+    ok &= ~nonfinite_any
+    diff = np.where(ok[:, None], np.stack([d_norm, d_mean, d_ext], axis=1), np.nan)
+    diff[nonfinite] = np.inf
+    quant = np.where(ok[:, None], np.stack([q_norm, q_mean, q_ext], axis=1), np.nan)
+    return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    numeric = (kinds == StatKind.NUMBER) | (kinds == StatKind.INT)
+    return ~(kinds == StatKind.NAN).any(axis=1) & np.isfinite(np.where(numeric, values, 0.0)).all(axis=1)
+
+
+def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, table_match: np.ndarray) -> RowMeasures:
+    """Tensor mode: the difference a-b split into its part along b (the norm ratio r = |a|/|b|, from the Euclidean
+    distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
+    across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
+    tensor metrics and fall back to the statistics measures."""
+    from msprobe_compare.measure.tensor_metrics import MetricState
+
+    stat = stat_measures(npu, bench, match)
+    n = len(npu)
+    same = (match >= 0) & (match == table_match)
+    cols = np.where(match >= 0, match, 0)
+    euc, cos, max_abs = tensors.column("euc_dist"), tensors.column("cosine"), tensors.column("max_abs_err")
+    bnorm = np.abs(bench.stats[cols, 3]) if len(bench) else np.zeros(n)
+    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    with np.errstate(all="ignore"):
+        e = euc / np.where(bnorm > 0, bnorm, np.nan)
+        c = np.clip(cos, -1.0, 1.0)
+        r = c + np.sqrt(np.maximum(c * c - 1.0 + e * e, 0.0))
+        radial = np.abs(r - 1.0)
+        across = r * np.sqrt(np.maximum(1.0 - c * c, 0.0))
+        q_radial = ulp(bnorm, bbits) / np.where(bnorm > 0, bnorm, 1.0) + 1e-12  # the Cosine has 12 digits
+    have = same & np.isfinite(radial) & np.isfinite(across) & (tensors.states[:, 0] == MetricState.VALUE)
+    have |= same & (euc == 0)
+    radial = np.where(euc == 0, 0.0, radial)
+    across = np.where(euc == 0, 0.0, across)
+    nv, bv = npu.stats, bench.stats[cols] if len(bench) else np.zeros((n, 4))
+    amax = np.maximum(np.abs(nv[:, :2]).max(axis=1), np.abs(bv[:, :2]).max(axis=1))
+    with np.errstate(all="ignore"):
+        ext = np.where(max_abs == 0, 0.0, max_abs / np.where(amax > 0, amax, np.nan))
+    ext = np.where(np.isfinite(ext), ext, stat.diff[:, 2])
+    diff = np.where(have[:, None], np.stack([radial, across, ext], axis=1), stat.diff)
+    diff[stat.nonfinite] = np.inf
+    # one rounding of each element moves a tensor across by up to one unit roundoff of the coarser dtype, and its
+    # largest element by as much
+    quant = np.where(have[:, None], np.stack([q_radial, stat.unit, stat.unit], axis=1), stat.quant)
+    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES)
+
+
+# -- robust pairing -------------------------------------------------------------------------------------------
+
+_API = re.compile(r"^(.*)\.(\d+)\.(forward|backward)$")
+_MODULE = re.compile(r"^(.*\.(?:forward|backward))\.(\d+)$")
+
+
+def call_key(name: str) -> str:
+    """The call without its counter: `Functional.linear.3.forward` -> `Functional.linear..forward`,
+    `Module.a.Linear.forward.0` -> `Module.a.Linear.forward.`."""
+    m = _API.match(name)
+    if m:
+        return f"{m.group(1)}..{m.group(3)}"
+    m = _MODULE.match(name)
+    if m:
+        return m.group(1) + "."
+    return name
+
+
+def _keys(entries: list[str], parents: dict[str, str | None]) -> tuple[list[tuple[str | None, str, int]], dict]:
+    """(enclosing module, call without counter, k-th such call inside that module) per entry, and the count of
+    each (module, call) group."""
+    count: dict[tuple[str | None, str], int] = {}
+    out = []
+    for name in entries:
+        group = (parents.get(name), call_key(name))
+        k = count.get(group, 0)
+        count[group] = k + 1
+        out.append((group[0], group[1], k))
+    return out, count
+
+
+def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
+                   bench_parents: dict[str, str | None] | None) -> tuple[np.ndarray, int]:  # fmt: skip
+    """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
+
+    Calls of a (module, API) group whose call count differs between the sides cannot be paired one by one
+    (a fused kernel on one side, its parts on the other): they stay unpaired here. Returns the bench row per
+    NPU row (-1: none) and the number of calls paired differently from the table.
+    """
+    if not npu_parents or not bench_parents or not len(npu) or not len(bench):
+        return match, 0
+    nkeys, ncount = _keys(npu.entries, npu_parents)
+    bkeys, bcount = _keys(bench.entries, bench_parents)
+    by_key = {key: b for b, key in enumerate(bkeys)}
+    n_entries = len(npu.entries)
+    paired = np.full(n_entries, -1, dtype=np.int64)
+    for e, key in enumerate(nkeys):
+        group = key[:2]
+        if ncount[group] == bcount.get(group, -1):
+            paired[e] = by_key.get(key, -1)
+    # the table's own pairing per call (its first matched row), to see which calls change
+    ei = npu.entry_index
+    b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
+    table_pair = np.full(n_entries, -1, dtype=np.int64)
+    rows = np.flatnonzero(match >= 0)
+    table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
+    same_name = np.fromiter((paired[e] >= 0 and bench.entries[paired[e]] == npu.entries[e]
+                             for e in range(n_entries)), dtype=bool, count=n_entries)  # fmt: skip
+    keep = same_name & (table_pair == paired)
+    out = np.where(keep[ei], match, -1)
+    changed = np.flatnonzero(~keep & (paired >= 0))
+    if len(changed):
+        nstart = np.searchsorted(ei, np.arange(n_entries + 1)) if _ordered(ei) else None
+        bei = bench.entry_index
+        bstart = np.searchsorted(bei, np.arange(len(bench.entries) + 1)) if _ordered(bei) else None
+        for e in changed.tolist():
+            b = int(paired[e])
+            nrows = range(nstart[e], nstart[e + 1]) if nstart is not None else np.flatnonzero(ei == e).tolist()
+            brows = range(bstart[b], bstart[b + 1]) if bstart is not None else np.flatnonzero(bei == b).tolist()
+            nlen, blen = len(npu.entries[e]), len(bench.entries[b])
+            suffix = {bench.names[j][blen:]: j for j in brows}
+            for i in nrows:
+                out[i] = suffix.get(npu.names[i][nlen:], -1)
+    moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
+    return out, moved
+
+
+def _ordered(ei: np.ndarray) -> bool:
+    return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
+
+
+def input_rows(table: RowTable) -> np.ndarray:
+    return (table.state == State.INPUT) | (table.state == State.PARAMETERS)
