@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
                           "(needs msprobe-compare[ray])")  # fmt: skip
+    # root cause (issue #13): the constants of the noise model, see docs/rootcause.md
+    cmp.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
+                     help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "
+                          "(keys: origin, suspect, tensor_origin, tensor_suspect, floor_units, min_floor, "
+                          "extremes; see docs/rootcause.md)")  # fmt: skip
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
     merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         formats=args.format,
         ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
+        tolerance=args.tolerance,  # root cause (issue #13)
     )
     ray_session = contextlib.ExitStack()
     try:
@@ -194,6 +200,18 @@ def _formats(text: str) -> tuple[str, ...]:
     if not chosen or bad:
         raise argparse.ArgumentTypeError(f"unknown format {bad or text!r}; choose from {', '.join(FORMATS)}")
     return chosen
+
+
+def _tolerance(text: str) -> str:
+    """--tolerance: checked here (a usage error), kept as text in Options."""
+    from msprobe_compare.judge.noise import Tolerance
+    from msprobe_compare.errors import UsageError
+
+    try:
+        Tolerance.parse(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _mapping_arg(value: object) -> Path | bool | None:

@@ -269,10 +269,15 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     by_key = {key: b for b, key in enumerate(bkeys)}
     n_entries = len(npu.entries)
     paired = np.full(n_entries, -1, dtype=np.int64)
+    uneven: dict[tuple[str | None, str], list[int]] = {}
     for e, key in enumerate(nkeys):
         group = key[:2]
         if ncount[group] == bcount.get(group, -1):
             paired[e] = by_key.get(key, -1)
+        elif group in bcount:
+            uneven.setdefault(group, []).append(e)
+    if uneven:
+        _align_uneven(npu, bench, bkeys, uneven, paired)
     # the table's own pairing per call (its first matched row), to see which calls change
     ei = npu.entry_index
     b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
@@ -298,6 +303,45 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
                 out[i] = suffix.get(npu.names[i][nlen:], -1)
     moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
     return out, moved
+
+
+ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)
+
+
+def _align_uneven(npu: RowTable, bench: RowTable, bkeys: list, uneven: dict, paired: np.ndarray) -> None:
+    """Inside a (module, API) group whose call count differs (a fused kernel against its parts): pair the calls
+    whose signatures (input shapes and non-tensor arguments) line up in order; the others stay unpaired."""
+    import difflib
+
+    want = set(uneven)
+    bgroups: dict[tuple[str | None, str], list[int]] = {}
+    for b, key in enumerate(bkeys):
+        if key[:2] in want:
+            bgroups.setdefault(key[:2], []).append(b)
+    nsig, bsig = _signatures(npu, {e for es in uneven.values() for e in es}), \
+        _signatures(bench, {b for bs in bgroups.values() for b in bs})  # fmt: skip
+    for group, es in uneven.items():
+        bs = bgroups.get(group, [])
+        if not bs or len(es) * len(bs) > ALIGN_LIMIT:
+            continue
+        sm = difflib.SequenceMatcher(None, [nsig[e] for e in es], [bsig[b] for b in bs], autojunk=False)
+        for block in sm.get_matching_blocks():
+            for k in range(block.size):
+                paired[es[block.a + k]] = bs[block.b + k]
+
+
+def _signatures(table: RowTable, wanted: set[int]) -> dict[int, tuple]:
+    """Per call of `wanted`: its input rows' (place, shape) and non-tensor argument values (dtype left out: one side
+    may run in another precision)."""
+    out: dict[int, list] = {e: [] for e in wanted}
+    ei = table.entry_index
+    rows = np.flatnonzero(np.isin(ei, np.fromiter(wanted, dtype=np.int64)) & input_rows(table))
+    for i in rows.tolist():
+        e = int(ei[i])
+        name = table.names[i][len(table.entries[e]):]
+        value = table.stat_display(i, 0) if table.dtype[i].startswith("<class") else None
+        out[e].append((name, table.shape[i], value))
+    return {e: tuple(v) for e, v in out.items()}
 
 
 def _ordered(ei: np.ndarray) -> bool:
