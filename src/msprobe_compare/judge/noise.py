@@ -18,6 +18,7 @@ explains them with the measurements that chose the constants):
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -98,8 +99,19 @@ def precision(dtype: str) -> tuple[float, int]:
 
 
 def _per_row(table: RowTable, k: int) -> np.ndarray:
-    decided = {d: precision(d)[k] for d in set(table.dtype)}
-    return np.fromiter(map(decided.__getitem__, table.dtype), dtype=np.float64, count=len(table.dtype))
+    """(unit roundoff, mantissa bits)[k] per row: one pass over the dtype texts per table, kept on the table."""
+    cached = getattr(table, "_precision_rows", None)
+    if cached is None or len(cached[0]) != len(table.dtype):
+        distinct = list(dict.fromkeys(table.dtype))
+        index = {d: i for i, d in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, table.dtype), dtype=np.int32, count=len(table.dtype))
+        values = np.array([precision(d) for d in distinct], dtype=np.float64).reshape(-1, 2)
+        cached = (values[codes, 0], values[codes, 1])
+        try:
+            table._precision_rows = cached  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    return cached[k]
 
 
 def units(table: RowTable) -> np.ndarray:
@@ -225,68 +237,101 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
 
 # -- robust pairing -------------------------------------------------------------------------------------------
 
-_API = re.compile(r"^(.*)\.(\d+)\.(forward|backward)$")
-_MODULE = re.compile(r"^(.*\.(?:forward|backward))\.(\d+)$")
 
 
 def call_key(name: str) -> str:
     """The call without its counter: `Functional.linear.3.forward` -> `Functional.linear..forward`,
     `Module.a.Linear.forward.0` -> `Module.a.Linear.forward.`."""
-    m = _API.match(name)
-    if m:
-        return f"{m.group(1)}..{m.group(3)}"
-    m = _MODULE.match(name)
-    if m:
-        return m.group(1) + "."
+    head, _, last = name.rpartition(".")
+    if last in ("forward", "backward"):
+        stem, _, count = head.rpartition(".")
+        if count.isdigit():
+            return f"{stem}..{last}"
+    elif last.isdigit() and head.endswith((".forward", ".backward")):
+        return head + "."
     return name
 
 
-def _keys(entries: list[str], parents: dict[str, str | None]) -> tuple[list[tuple[str | None, str, int]], dict]:
-    """(enclosing module, call without counter, k-th such call inside that module) per entry, and the count of
-    each (module, call) group."""
-    count: dict[tuple[str | None, str], int] = {}
-    out = []
-    for name in entries:
-        group = (parents.get(name), call_key(name))
-        k = count.get(group, 0)
-        count[group] = k + 1
-        out.append((group[0], group[1], k))
-    return out, count
+_API_COUNTER = re.compile(r"\.\d+\.(?=forward$|backward$)", re.M)  # constant replacements: no per-match Python
+_MODULE_COUNTER = re.compile(r"(?:(?<=\.forward\.)|(?<=\.backward\.))\d+$", re.M)
+
+
+def call_keys(names: list[str]) -> list[str]:
+    """`call_key` of many names at once (two regex passes over the joined text instead of a call per name)."""
+    text = "\n".join(names)
+    if not names or text.count("\n") != len(names) - 1:
+        return [call_key(n) for n in names]
+    return _MODULE_COUNTER.sub("", _API_COUNTER.sub("..", text)).split("\n")
+
+
+class _Groups:
+    """Calls of one side grouped by (enclosing module, call without counter), in execution order."""
+
+    def __init__(self, entries: list[str], parents: dict[str, str | None]) -> None:
+        self.entries = entries
+        self.names = list(zip(map(parents.get, entries), call_keys(entries)))
+        ids = {g: i for i, g in enumerate(dict.fromkeys(self.names))}
+        self.gid = np.fromiter(map(ids.__getitem__, self.names), dtype=np.int64, count=len(entries))
+        self.ids = ids
+        order = np.argsort(self.gid, kind="stable")  # calls of a group together, in execution order
+        self.count = np.bincount(self.gid, minlength=len(ids)) if len(entries) else np.zeros(0, dtype=np.int64)
+        self.start = np.r_[0, np.cumsum(self.count)[:-1]] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.rank = np.empty(len(entries), dtype=np.int64)
+        self.rank[order] = np.arange(len(entries)) - self.start[self.gid[order]]
+        self.order = order
 
 
 def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
                    bench_parents: dict[str, str | None] | None) -> tuple[np.ndarray, int]:  # fmt: skip
     """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
 
-    Calls of a (module, API) group whose call count differs between the sides cannot be paired one by one
-    (a fused kernel on one side, its parts on the other): they stay unpaired here. Returns the bench row per
-    NPU row (-1: none) and the number of calls paired differently from the table.
+    Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
+    under another module pair otherwise than by name; their calls are re-paired. Where a (module, API) group's
+    call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
+    and arguments, and the rest stay unpaired. Returns the bench row per NPU row (-1: none) and the number of
+    calls paired differently from the table.
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
-    nkeys, ncount = _keys(npu.entries, npu_parents)
-    bkeys, bcount = _keys(bench.entries, bench_parents)
-    by_key = {key: b for b, key in enumerate(bkeys)}
     n_entries = len(npu.entries)
+    npos, bpos = dict(zip(npu.entries, range(n_entries))), dict(zip(bench.entries, range(len(bench.entries))))
+    if npos.keys() == bpos.keys() and npu_parents == bench_parents:
+        return match, 0
+    only_n, only_b = npos.keys() - bpos.keys(), bpos.keys() - npos.keys()
+    stems = _shifted(only_n, bpos) | _shifted(only_b, npos)
+    # a call sits under another module where its module call exists on one side only
+    odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
+    if odd_modules:
+        for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
+            stems |= {call_key(k) for k, v in tree.items()
+                      if v in odd_modules and k in npos and k in bpos and other.get(k) != v}  # fmt: skip
+    if not stems:
+        return match, 0
+    nsub, bsub = _calls_of(npu.entries, npos, stems), _calls_of(bench.entries, bpos, stems)
+    ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
+    bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
+    nsub_a, bsub_a = np.asarray(nsub, dtype=np.int64), np.asarray(bsub, dtype=np.int64)
+    in_b = np.fromiter(map(bg.ids.get, ng.names, itertools.repeat(-1)), dtype=np.int64, count=len(nsub))
+    has = in_b >= 0
+    b_count = np.where(has, bg.count[np.maximum(in_b, 0)], -1) if len(bg.count) else np.full(len(nsub), -1)
+    even = has & (b_count == ng.count[ng.gid])
     paired = np.full(n_entries, -1, dtype=np.int64)
-    uneven: dict[tuple[str | None, str], list[int]] = {}
-    for e, key in enumerate(nkeys):
-        group = key[:2]
-        if ncount[group] == bcount.get(group, -1):
-            paired[e] = by_key.get(key, -1)
-        elif group in bcount:
-            uneven.setdefault(group, []).append(e)
+    paired[nsub_a[even]] = bsub_a[bg.order[bg.start[in_b[even]] + ng.rank[even]]]
+    uneven: dict[int, list[int]] = {}
+    for k in np.flatnonzero(has & ~even).tolist():
+        uneven.setdefault(int(in_b[k]), []).append(int(nsub_a[k]))
     if uneven:
-        _align_uneven(npu, bench, bkeys, uneven, paired)
+        _align_uneven(npu, bench, bg, bsub_a, uneven, paired)
     # the table's own pairing per call (its first matched row), to see which calls change
     ei = npu.entry_index
     b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
     table_pair = np.full(n_entries, -1, dtype=np.int64)
     rows = np.flatnonzero(match >= 0)
     table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
-    same_name = np.fromiter((paired[e] >= 0 and bench.entries[paired[e]] == npu.entries[e]
-                             for e in range(n_entries)), dtype=bool, count=n_entries)  # fmt: skip
-    keep = same_name & (table_pair == paired)
+    keep = np.ones(n_entries, dtype=bool)
+    names_b = np.array(bench.entries + [None], dtype=object)
+    keep[nsub_a] = (names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) & \
+        (table_pair[nsub_a] == paired[nsub_a])  # fmt: skip
     out = np.where(keep[ei], match, -1)
     changed = np.flatnonzero(~keep & (paired >= 0))
     if len(changed):
@@ -305,23 +350,75 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     return out, moved
 
 
+def _successor(name: str) -> str | None:
+    """The name of the next call of the same API or module (counter + 1), None when the name has no counter."""
+    head, _, last = name.rpartition(".")
+    if last in ("forward", "backward"):
+        stem, _, count = head.rpartition(".")
+        return f"{stem}.{int(count) + 1}.{last}" if count.isdigit() else None
+    if last.isdigit() and head.endswith((".forward", ".backward")):
+        return f"{head}.{int(last) + 1}"
+    return None
+
+
+def _shifted(odd: set[str], other: dict[str, int]) -> set[str]:
+    """APIs renumbered between the sides: a call on one side only whose successor is missing on the other too
+    (the counters of one side run further). A call missing in the middle of a run that goes on (the other side
+    has its successor) left the later names where they were."""
+    out = set()
+    for name in odd:
+        nxt = _successor(name)
+        if nxt is not None and nxt not in other:
+            out.add(call_key(name))
+    return out
+
+
+PROBE_MISSES = 256  # counters probed past the last call found (dumps number calls without gaps; tolerate a few)
+
+
+def _calls_of(entries: list[str], position: dict[str, int], stems: set[str]) -> list[int]:
+    """Positions of the calls whose call_key is in `stems`, in execution order: their names are probed by
+    counter (`X.0.forward`, `X.1.forward`, ...) instead of scanning every name."""
+    found: list[int] = []
+    for key in stems:
+        if ".." in key:
+            stem, direction = key.split("..", 1)
+            make = f"{stem}.{{}}.{direction}".format
+        elif key.endswith("."):
+            make = (key + "{}").format
+        else:
+            if key in position:
+                found.append(position[key])
+            continue
+        k, last = 0, -1
+        while k - last <= PROBE_MISSES:
+            e = position.get(make(k))
+            if e is not None:
+                found.append(e)
+                last = k
+            k += 1
+    return sorted(found)
+
+
+def _prefix(key: str) -> str:
+    """The leading text every call of a `call_key` starts with."""
+    return key[: key.index("..")] + "." if ".." in key else key
+
+
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)
 
 
-def _align_uneven(npu: RowTable, bench: RowTable, bkeys: list, uneven: dict, paired: np.ndarray) -> None:
+def _align_uneven(npu: RowTable, bench: RowTable, bg: _Groups, bsub: np.ndarray, uneven: dict[int, list[int]],
+                  paired: np.ndarray) -> None:  # fmt: skip
     """Inside a (module, API) group whose call count differs (a fused kernel against its parts): pair the calls
     whose signatures (input shapes and non-tensor arguments) line up in order; the others stay unpaired."""
     import difflib
 
-    want = set(uneven)
-    bgroups: dict[tuple[str | None, str], list[int]] = {}
-    for b, key in enumerate(bkeys):
-        if key[:2] in want:
-            bgroups.setdefault(key[:2], []).append(b)
-    nsig, bsig = _signatures(npu, {e for es in uneven.values() for e in es}), \
-        _signatures(bench, {b for bs in bgroups.values() for b in bs})  # fmt: skip
-    for group, es in uneven.items():
-        bs = bgroups.get(group, [])
+    bgroups = {g: bsub[bg.order[bg.start[g]: bg.start[g] + bg.count[g]]].tolist() for g in uneven}
+    nsig = _signatures(npu, {e for es in uneven.values() for e in es})
+    bsig = _signatures(bench, {b for bs in bgroups.values() for b in bs})
+    for g, es in uneven.items():
+        bs = bgroups[g]
         if not bs or len(es) * len(bs) > ALIGN_LIMIT:
             continue
         sm = difflib.SequenceMatcher(None, [nsig[e] for e in es], [bsig[b] for b in bs], autojunk=False)
