@@ -330,8 +330,10 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
     keep = np.ones(n_entries, dtype=bool)
     names_b = np.array(bench.entries + [None], dtype=object)
-    keep[nsub_a] = (names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) & \
-        (table_pair[nsub_a] == paired[nsub_a])  # fmt: skip
+    # a call whose (module, API) group has no counterpart at all (its module is renamed on one side) keeps the
+    # table's pairing by name
+    keep[nsub_a] = ~has | ((names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) &
+                           (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
     out = np.where(keep[ei], match, -1)
     changed = np.flatnonzero(~keep & (paired >= 0))
     if len(changed):
