@@ -283,7 +283,9 @@ def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) 
 
 
 def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
-            bench_parents: dict[str, str | None] | None = None, tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
+            bench_parents: dict[str, str | None] | None = None,
+            tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
+    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
     tol = tolerance or Tolerance()
     npu, bench = o.npu, o.bench
     entries = npu.entries
@@ -313,7 +315,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     red = _PerEntry(ei, n_entries)
 
     tin, tout = is_in & tensor_row, is_out & tensor_row
-    in_d = red.max(tin, diff)  # (E, 2), -inf: no measured input
+    in_d = red.max(tin, diff)  # (calls, measures), -inf: no measured input
     out_d = red.max(tout, diff)
     quant = np.where(np.isnan(diff), np.nan, m.quant)
     q_in = red.max(tin, quant, 0.0)
@@ -335,7 +337,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     # resolution of its own rows and the unit roundoff of the lowest precision upstream
     fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
     fin_out = np.where(np.isfinite(out_d), out_d, 0.0)
-    seen = np.maximum(fin_in, fin_out)[order]  # (E, 2) in order
+    seen = np.maximum(fin_in, fin_out)[order]  # (calls, measures) in execution order
     cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
     k_cols = diff.shape[1]
     prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
@@ -357,7 +359,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
     base_in = np.stack([prior, np.zeros_like(prior), q_in, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
     base_out = np.stack([prior, fin_in, q_all, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
-    floor_in, floor_out = base_in.max(axis=2), base_out.max(axis=2)  # (E, 2)
+    floor_in, floor_out = base_in.max(axis=2), base_out.max(axis=2)  # (calls, measures)
     # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
     weight = np.ones(k_cols)
     if k_cols == 3:
@@ -447,9 +449,10 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     floors = np.where(np.array([s is CallState.UNKNOWN for s in states], dtype=bool) if n_entries else False,
                       np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))  # fmt: skip
     lowest = max(unit.tolist(), default=0.0)
-    return RootCause(list(entries), states, origins, " / ".join(dict.fromkeys(m.names)), worst(in_d), worst(out_d),
-                     dict(parents or {}), _innermost_suspects(suspects, origins, parents or {}), floors, tol,
-                     np.maximum(r_in, r_out), repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
+    metric = "largest of: " + ", ".join(dict.fromkeys(m.names))
+    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), dict(parents or {}),
+                     _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
+                     repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
 
 def _dtype_step(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
@@ -585,7 +588,8 @@ def suspect_advice(entry: str, mode: Mode) -> str:
             "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot.")
 
 
-def _innermost_suspects(suspects: list[Suspect], origins: list[Origin], parents: dict[str, str | None]) -> list[Suspect]:
+def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],
+                        parents: dict[str, str | None]) -> list[Suspect]:  # fmt: skip
     """A module suspect that contains another suspect gives way to it; suspects that are origins are dropped."""
     names = {s.entry for s in suspects}
     origin_names = {o.entry for o in origins}
