@@ -446,10 +446,13 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
 
     origins = _innermost(candidates, parents or {})
     worst = lambda a: np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))  # noqa: E731
-    floors = np.where(np.array([s is CallState.UNKNOWN for s in states], dtype=bool) if n_entries else False,
-                      np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))  # fmt: skip
+    # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
+    # pass, though the dump lists them beside their module's forward call) and calls without counterpart
+    hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False
+    floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
     lowest = max(unit.tolist(), default=0.0)
-    metric = "largest of: " + ", ".join(dict.fromkeys(m.names))
+    names = list(dict.fromkeys(m.names))
+    metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), dict(parents or {}),
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip

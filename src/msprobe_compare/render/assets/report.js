@@ -317,7 +317,8 @@
     if (!rc.origins.length) {
       const head = m.headline || { state: 'none', text: 'no origin; every compared call agrees within tolerance.' };
       // "nothing": no call could be compared; "partial": no origin among the compared calls, some not compared
-      const card = el('div', 'origin-card ' + (head.state === 'nothing' ? 'nothing' : head.state === 'partial' ? 'partial' : 'none'));
+      // "suspect": no origin the precision can support, a suspect (amber like partial: not agreement)
+      const card = el('div', 'origin-card ' + (head.state === 'nothing' ? 'nothing' : head.state === 'partial' || head.state === 'suspect' ? 'partial' : 'none'));
       const text = head.text.charAt(0).toUpperCase() + head.text.slice(1);
       card.append(el('div', 'muted', 'Root cause'), el('div', 'desc', text));
       card.id = 'origin-' + head.state;
@@ -711,6 +712,7 @@
     $('tree-origins').addEventListener('click', () => { rc.origins.forEach((o) => { if (o.pos >= 0) revealNode(o.pos, true); }); });
     $('tree-card').hidden = false;
     if (rc.origins.length && rc.origins[0].pos >= 0) revealNode(rc.origins[0].pos, true);
+    else if (rc.suspects && rc.suspects.length && rc.suspects[0].pos >= 0) revealNode(rc.suspects[0].pos, true);
   }
 
   function nodeState(k) {
