@@ -152,6 +152,7 @@ def test_tolerance_override(cases, monkeypatch):
     rc = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch, "origin=40,suspect=10").rootcause
     assert rc.origins == [] and rc.suspects[0].entry == "Functional.gelu.1.forward"
     assert Tolerance.parse("origin=3, suspect=1.5").origin == 3.0
+    assert Tolerance.parse("origin=1").suspect == 1.0  # an origin margin lowered alone takes the suspect one along
     for bad in ("origin", "nope=1", "origin=x", "origin=-1", "suspect=5"):
         with pytest.raises(UsageError):
             Tolerance.parse(bad)

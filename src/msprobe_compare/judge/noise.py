@@ -66,6 +66,9 @@ class Tolerance:
             if not values[key] > 0:
                 raise UsageError(f"--tolerance: {key} must be positive, got {value!r}")
         tol = replace(cls(), **values)
+        for origin, suspect in (("origin", "suspect"), ("tensor_origin", "tensor_suspect")):
+            if suspect not in values and getattr(tol, suspect) > getattr(tol, origin):  # origin lowered alone
+                tol = replace(tol, **{suspect: getattr(tol, origin)})
         if tol.suspect > tol.origin or tol.tensor_suspect > tol.tensor_origin:
             raise UsageError("--tolerance: suspect must not exceed origin")
         return tol
@@ -161,8 +164,7 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     bv = bench.stats[cols] if len(bench) else np.zeros((n, 4))
     bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
     nv, nk = npu.stats, npu.stat_kind
-    numeric = (StatKind.NUMBER, StatKind.INT)
-    ok = hit & np.isin(nk, numeric).all(axis=1) & np.isin(bk, numeric).all(axis=1)
+    ok = hit & (nk <= StatKind.INT).all(axis=1) & (bk <= StatKind.INT).all(axis=1)  # NUMBER or INT
     nbits = _per_row(npu, 1)
     bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
     unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
@@ -193,8 +195,10 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
 
 
 def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    numeric = (kinds == StatKind.NUMBER) | (kinds == StatKind.INT)
-    return ~(kinds == StatKind.NAN).any(axis=1) & np.isfinite(np.where(numeric, values, 0.0)).all(axis=1)
+    """No NaN statistic and no infinite one (non-numeric cells count as finite)."""
+    with np.errstate(invalid="ignore"):
+        infinite = (np.abs(values) == np.inf) & (kinds <= StatKind.INT)
+    return ~((kinds == StatKind.NAN) | infinite).any(axis=1)
 
 
 def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, table_match: np.ndarray) -> RowMeasures:

@@ -304,7 +304,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
         m = noise.stat_measures(npu, bench, match)
         origin_margin, suspect_margin = tol.origin, tol.suspect
     diff = np.where(tensor_row[:, None], m.diff, np.nan)
-    differs = np.nan_to_num(diff, nan=0.0).max(axis=1) > 0
+    differs = (diff > 0).any(axis=1)  # NaN compares False
     artifact = inplace_artifacts(o, differs, match)
     diff[artifact] = np.nan
     differs &= ~artifact
@@ -323,10 +323,11 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
     nf_in, nf_out = red.any(tin & m.nonfinite & ~artifact), red.any(tout & m.nonfinite)
     nf_in_any = red.any(tin & m.nonfinite_any & ~artifact)
-    known = red.any(~np.isnan(diff).all(axis=1))
+    measured = ~np.isnan(diff).all(axis=1)
+    known = red.any(measured)
     cfg = red.any(is_in & config)
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
-    has_out = red.any(tout & ~np.isnan(diff).all(axis=1))
+    has_out = red.any(tout & measured)
 
     phases = [phase_of(name) for name in entries]
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
