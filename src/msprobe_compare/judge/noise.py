@@ -164,7 +164,7 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     bv = bench.stats[cols] if len(bench) else np.zeros((n, 4))
     bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
     nv, nk = npu.stats, npu.stat_kind
-    ok = hit & (nk <= StatKind.INT).all(axis=1) & (bk <= StatKind.INT).all(axis=1)  # NUMBER or INT
+    ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
     nbits = _per_row(npu, 1)
     bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
     unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
@@ -179,9 +179,10 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
         d_mean = np.where(nv[:, 2] == bv[:, 2], 0.0, np.abs(nv[:, 2] - bv[:, 2]) / safe_rms)
         q_norm = np.maximum(ulp(norm_n, nbits), ulp(norm_b, bbits)) / safe
         q_mean = np.maximum(ulp(nv[:, 2], nbits), ulp(bv[:, 2], bbits)) / safe_rms
-        amax = np.maximum(np.abs(nv[:, :2]).max(axis=1), np.abs(bv[:, :2]).max(axis=1))
+        amax = np.maximum(np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])),
+                          np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1])))
         safe_amax = np.where(amax > 0, amax, 1.0)
-        d_ext = np.abs(nv[:, :2] - bv[:, :2]).max(axis=1) / safe_amax
+        d_ext = np.maximum(np.abs(nv[:, 0] - bv[:, 0]), np.abs(nv[:, 1] - bv[:, 1])) / safe_amax
         q_ext = np.maximum(ulp(amax, nbits), ulp(amax, bbits)) / safe_amax
     finite_n = _finite(nv, nk)
     finite_b = _finite(bv, bk)
@@ -198,7 +199,22 @@ def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """No NaN statistic and no infinite one (non-numeric cells count as finite)."""
     with np.errstate(invalid="ignore"):
         infinite = (np.abs(values) == np.inf) & (kinds <= StatKind.INT)
-    return ~((kinds == StatKind.NAN) | infinite).any(axis=1)
+    return ~_any_cols((kinds == StatKind.NAN) | infinite)
+
+
+def _all_cols(mask: np.ndarray) -> np.ndarray:
+    """mask.all(axis=1) for a few columns, column by column (faster than a reduction along a short axis)."""
+    out = mask[:, 0].copy()
+    for k in range(1, mask.shape[1]):
+        out &= mask[:, k]
+    return out
+
+
+def _any_cols(mask: np.ndarray) -> np.ndarray:
+    out = mask[:, 0].copy()
+    for k in range(1, mask.shape[1]):
+        out |= mask[:, k]
+    return out
 
 
 def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, table_match: np.ndarray) -> RowMeasures:
@@ -298,20 +314,20 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
     n_entries = len(npu.entries)
-    npos, bpos = dict(zip(npu.entries, range(n_entries))), dict(zip(bench.entries, range(len(bench.entries))))
-    if npos.keys() == bpos.keys() and npu_parents == bench_parents:
+    nset, bset = set(npu.entries), set(bench.entries)
+    if nset == bset and npu_parents == bench_parents:
         return match, 0
-    only_n, only_b = npos.keys() - bpos.keys(), bpos.keys() - npos.keys()
-    stems = _shifted(only_n, bpos) | _shifted(only_b, npos)
+    only_n, only_b = nset - bset, bset - nset
+    stems = _shifted(only_n, bset) | _shifted(only_b, nset)
     # a call sits under another module where its module call exists on one side only
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
     if odd_modules:
         for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
             stems |= {call_key(k) for k, v in tree.items()
-                      if v in odd_modules and k in npos and k in bpos and other.get(k) != v}  # fmt: skip
+                      if v in odd_modules and k in nset and k in bset and other.get(k) != v}  # fmt: skip
     if not stems:
         return match, 0
-    nsub, bsub = _calls_of(npu.entries, npos, stems), _calls_of(bench.entries, bpos, stems)
+    nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
     ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
     bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
     nsub_a, bsub_a = np.asarray(nsub, dtype=np.int64), np.asarray(bsub, dtype=np.int64)
@@ -367,7 +383,7 @@ def _successor(name: str) -> str | None:
     return None
 
 
-def _shifted(odd: set[str], other: dict[str, int]) -> set[str]:
+def _shifted(odd: set[str], other: set[str]) -> set[str]:
     """APIs renumbered between the sides: a call on one side only whose successor is missing on the other too
     (the counters of one side run further). A call missing in the middle of a run that goes on (the other side
     has its successor) left the later names where they were."""
@@ -382,10 +398,10 @@ def _shifted(odd: set[str], other: dict[str, int]) -> set[str]:
 PROBE_MISSES = 256  # counters probed past the last call found (dumps number calls without gaps; tolerate a few)
 
 
-def _calls_of(entries: list[str], position: dict[str, int], stems: set[str]) -> list[int]:
+def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[int]:
     """Positions of the calls whose call_key is in `stems`, in execution order: their names are probed by
-    counter (`X.0.forward`, `X.1.forward`, ...) instead of scanning every name."""
-    found: list[int] = []
+    counter (`X.0.forward`, `X.1.forward`, ...) instead of taking every name apart."""
+    found: set[str] = set()
     for key in stems:
         if ".." in key:
             stem, direction = key.split("..", 1)
@@ -393,17 +409,19 @@ def _calls_of(entries: list[str], position: dict[str, int], stems: set[str]) -> 
         elif key.endswith("."):
             make = (key + "{}").format
         else:
-            if key in position:
-                found.append(position[key])
+            if key in present:
+                found.add(key)
             continue
         k, last = 0, -1
         while k - last <= PROBE_MISSES:
-            e = position.get(make(k))
-            if e is not None:
-                found.append(e)
+            name = make(k)
+            if name in present:
+                found.add(name)
                 last = k
             k += 1
-    return sorted(found)
+    if not found:
+        return []
+    return [e for e, name in enumerate(entries) if name in found]
 
 
 def _prefix(key: str) -> str:

@@ -304,7 +304,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
         m = noise.stat_measures(npu, bench, match)
         origin_margin, suspect_margin = tol.origin, tol.suspect
     diff = np.where(tensor_row[:, None], m.diff, np.nan)
-    differs = (diff > 0).any(axis=1)  # NaN compares False
+    differs = noise._any_cols(diff > 0)  # NaN compares False
     artifact = inplace_artifacts(o, differs, match)
     diff[artifact] = np.nan
     differs &= ~artifact
@@ -323,7 +323,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
     nf_in, nf_out = red.any(tin & m.nonfinite & ~artifact), red.any(tout & m.nonfinite)
     nf_in_any = red.any(tin & m.nonfinite_any & ~artifact)
-    measured = ~np.isnan(diff).all(axis=1)
+    measured = ~noise._all_cols(np.isnan(diff))
     known = red.any(measured)
     cfg = red.any(is_in & config)
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
