@@ -387,15 +387,35 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, red) if md5 else None
+    # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
+    # margin): their state follows from the flags of the walk alone, on a short path
+    quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
+    l_quiet = quiet.tolist() if not md5 else [False] * n_entries
+    l_differs = (in_diff | out_diff).tolist()
+    forward = [p == "forward" for p in phases]
+    NOISE, OK, PROPAGATED = CallState.NOISE, CallState.OK, CallState.PROPAGATED
 
     for e in order.tolist():
-        phase = phases[e]
-        if phase != "forward" and seen_diff:
+        if seen_diff and not forward[e]:
             inherited = True
+        if l_quiet[e]:
+            if not l_differs[e]:
+                state = OK
+            elif candidates and (inherited or worst_in[e] > suspect_margin * first_origin_floor):
+                state = PROPAGATED
+            else:
+                state = NOISE
+            states[e] = state
+            if l_hasout[e]:
+                last_ok = entries[e]
+            if state is not OK:
+                seen_diff = True
+            continue
+        phase = phases[e]
         if not l_known[e] and not l_cfg[e]:
             continue
         name = entries[e]
-        differs_e = l_indiff[e] or l_outdiff[e]
+        differs_e = l_differs[e]
         origin: Origin | None = None
         suspect: Suspect | None = None
         found = bool(candidates)
