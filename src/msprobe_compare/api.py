@@ -147,8 +147,14 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
 
     def read_trees() -> None:
-        tree.append(_module_tree(cfg.npu_path.parent / "construct.json", console))
-        tree.append(_module_tree(cfg.bench_path.parent / "construct.json", console) if tree[0] else None)
+        npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
+        tree.append(_module_tree(npu_tree, console))
+        if not tree[0]:
+            tree.append(None)
+        elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
+            tree.append(tree[0])
+        else:  # the root cause's module-local pairing (judge.noise.analysis_match)
+            tree.append(_module_tree(bench_tree, console))
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
@@ -194,6 +200,13 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                  parents=tree[0], bench_parents=tree[1] if plain else None,
                  tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
