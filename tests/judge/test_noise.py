@@ -223,3 +223,25 @@ def test_statistic_resolution_is_one_ulp_of_its_dtype():
     assert noise.precision("torch.int64") == (0.0, 0) and noise.precision("<class 'float'>") == (0.0, 0)
     assert noise.call_key("Functional.linear.3.forward") == "Functional.linear..forward"
     assert noise.call_key("Module.a.Linear.forward.0") == "Module.a.Linear.forward."
+
+
+def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
+    """Three ranks under noise: rank0 noise only, rank1 with the x1.1 bug, rank2 with the x1.01 bug that a
+    statistics dump cannot separate: each rank's answer as in its single-file compare, the earliest origin named."""
+    import shutil
+
+    ranks = {"rank0": "tfm_amp_nobug_stat", "rank1": "tfm_amp_scale1p1_L1_stat", "rank2": "tfm_splitk_scale1p01_L0_stat"}
+    for side in ("npu", "bench"):
+        for rank, name in ranks.items():
+            shutil.copytree(cases / name / side / "step0/rank", tmp_path / side / "step0" / rank)
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu/step0"),
+                                                       "bench_path": str(tmp_path / "bench/step0")}))  # fmt: skip
+    run = run_cli(tmp_path, "pytorch", "-da")
+    assert run.code == 0, run.out
+    assert "Root cause of rank1: Functional.gelu.1.forward: outputs differ beyond the noise" in run.out
+    assert "Root cause of rank2: no origin the precision can support; suspect: Functional.linear.3.forward" in run.out
+    assert "Root cause of rank0" not in run.out
+    assert "Earliest root cause across ranks: rank1: Functional.gelu.1.forward" in run.out
+    doc = json.loads(run.one("diff_analyze_*.json").read_text())
+    assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == "Functional.gelu.1.forward"
+    assert doc["rank_2"][0]["root_cause"]["state"] == "suspect"
