@@ -27,6 +27,12 @@ BUG = CASES / "shared" / "tp_block_fc1scale1p1_rank1_stat"
 # -- layouts ------------------------------------------------------------------------------------------------------
 
 
+def computed(text: str) -> str:
+    """The root cause names a computation origin "inputs agree, outputs differ", or, when its inputs carried noise,
+    "outputs differ beyond the noise its inputs carry": one wording for the assertions."""
+    return text.replace("outputs differ beyond the noise its inputs carry", "inputs agree, outputs differ")
+
+
 def test_parse_layout_text_and_object():
     assert parse_layout("tp=2,pp=2,dp=2") == ParallelLayout(2, 2, 2)
     assert parse_layout({"tp": 4}) == ParallelLayout(tp=4)
@@ -194,7 +200,7 @@ def test_bug_on_one_rank_names_the_rank(run_cli):
     run = run_cli(BUG, "pytorch", "--format", "csv", "-da")
     assert run.code == 0, run.out
     assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1 diverges; " \
-           "rank0 first sees it at Distributed.all_reduce.3.forward)" in run.out
+           "rank0 first sees it at Distributed.all_reduce.3.forward)" in computed(run.out)
     advisor = run.one("advisor_dp0_*.txt").read_text()
     assert "1. [computation, forward] rank1:Functional.linear.10.forward" in advisor
     analyze = json.loads(run.one("diff_analyze_*.json").read_text())
@@ -250,7 +256,7 @@ def test_own_same_computation_gives_no_origin(tmp_path, npu, bench):
 ])  # fmt: skip
 def test_own_bug_names_the_rank(tmp_path, npu, bench, origin):
     result = _compare(tmp_path, npu, bench)
-    assert result.first_origin.startswith(f"dp0: {origin}")
+    assert computed(result.first_origin).startswith(f"dp0: {origin}")
 
 
 def test_a_bias_added_after_the_all_reduce(tmp_path):
@@ -258,7 +264,7 @@ def test_a_bias_added_after_the_all_reduce(tmp_path):
     paired by their module and their place in it, so later adds keep their partners) and an F.linear without the
     bias (its output is another quantity than the bench F.linear's: not compared)."""
     result = _compare(tmp_path, "n2rbbug", "b1rb")
-    assert result.first_origin.startswith("dp0: rank1:Functional.linear.10.forward: inputs agree, outputs differ")
+    assert computed(result.first_origin).startswith("dp0: rank1:Functional.linear.10.forward: inputs agree, outputs differ")
     cols = result.ranks["dp0"].columns
     k = cols["NPU Name"].index("Functional.linear.3.forward.output.0")  # o_proj's F.linear, without the bias
     assert cols["Layout Rule"][k].startswith("not compared: the other side's call takes a tensor input")
@@ -269,9 +275,13 @@ def test_a_bias_added_after_the_all_reduce(tmp_path):
 def test_data_parallel_replicas_compare_with_their_bench_replicas(tmp_path):
     result = _compare(tmp_path, "d2t2bug", "bd2")
     assert list(result.ranks) == ["dp0", "dp1"] and result.ok
-    assert result.ranks["dp1"].first_origin.startswith("rank3:Functional.linear.10.forward: inputs agree")
-    # replica 0 sees rank 3's bug only through the data-parallel all-reduce of the gradients (after the backward)
-    assert "before rank1:Tensor.div_.0.forward's input" in result.ranks["dp0"].first_origin
+    assert computed(result.ranks["dp1"].first_origin).startswith("rank3:Functional.linear.10.forward: inputs agree")
+    # replica 0 sees rank 3's bug only through the data-parallel all-reduce of the gradients (after the backward):
+    # a jump at the gradients' div_ (the former rule's boundary origin there). The noise-aware rule keeps the
+    # backward's own differences as its floor, and that jump stays below its origin margin (2x the floor),
+    # so replica 0 names no origin; it must never name another op
+    dp0 = result.ranks["dp0"].first_origin
+    assert dp0 is None or "before rank1:Tensor.div_.0.forward's input" in dp0
     assert set(result.ranks["dp1"].columns["NPU Ranks"]) >= {"rank2+rank3"}
 
 
@@ -355,7 +365,7 @@ def test_real_data_shards_are_concatenated_then_measured(tensor_dumps, tmp_path)
     assert not list(tmp_path.glob("same/.combined_tensors_*"))  # the combined tensors are removed afterwards
     bug = msprobe_compare.compare(tensor_dumps / "n2tbug/step0", tensor_dumps / "b1t/step0", tmp_path / "bug",
                                   formats="csv")  # fmt: skip
-    assert bug.first_origin.startswith("dp0: rank1:Functional.linear.4.forward: inputs agree, outputs differ")
+    assert computed(bug.first_origin).startswith("dp0: rank1:Functional.linear.4.forward: inputs agree, outputs differ")
 
 
 def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
@@ -370,7 +380,7 @@ def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
         path.write_text(text)
     run = run_cli(case, "mindspore", "--format", "csv")
     assert run.code == 0, run.out
-    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1" in run.out
+    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1" in computed(run.out)
     rows = {r["NPU Name"]: r for r in _rows(run)}
     fc1 = rows["Cell.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0"]
     assert fc1["Bench Name"] == "Cell.blocks.0.mlp.fc1.Dense.forward.0.output.0"

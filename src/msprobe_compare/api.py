@@ -15,6 +15,7 @@ from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.advisor import advise
 from msprobe_compare.judge.highlight import Colour, HighlightInputs, highlight, stat_max
+from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import analyse
 from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
@@ -150,10 +151,20 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         check_input_file(stack_path, "stack_path")
         stacks = read_stack_json(stack_path)
     tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
+
+    def read_trees() -> None:
+        npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
+        tree.append(_module_tree(npu_tree, console))
+        if not tree[0]:
+            tree.append(None)
+        elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
+            tree.append(tree[0])
+        else:  # the root cause's module-local pairing (judge.noise.analysis_match)
+            tree.append(_module_tree(bench_tree, console))
+
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
-                               meanwhile=lambda: tree.append(_module_tree(cfg.npu_path.parent / "construct.json",
-                                                                          console)))  # fmt: skip
+                               meanwhile=read_trees)  # fmt: skip
     if not npu.entries:
         console.warning("No APIs found in dump.json.")
     _warn_empty_entries(npu, bench, console)
@@ -194,9 +205,18 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     tensors = None
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)
+    plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
                  highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                 parents=tree[0])  # fmt: skip
+                 parents=tree[0], bench_parents=tree[1] if plain else None,
+                 tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 EMPTY_SHOWN = 20
@@ -290,6 +310,8 @@ def judge(
     tensors: TensorColumns | None = None,
     fuzzy: np.ndarray | None = None,
     parents: dict[str, str | None] | None = None,
+    bench_parents: dict[str, str | None] | None = None,
+    tolerance: Tolerance | None = None,
 ) -> CompareOutcome:
     """Measure and judge matched rows of one rank (real-data metrics come measured in `tensors`)."""
     diffs = marks = advice = None
@@ -334,7 +356,7 @@ def judge(
         advice = advise(npu.names, failing, unmatched)
     outcome = CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
                              marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
-    return replace(outcome, rootcause=analyse(outcome, parents))
+    return replace(outcome, rootcause=analyse(outcome, parents, bench_parents, tolerance))
 
 
 @dataclass(frozen=True)

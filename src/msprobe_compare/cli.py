@@ -108,12 +108,18 @@ def _spelling_26(argv: list[str]) -> int | None:
 
 
 def _add_layout_args(p: argparse.ArgumentParser) -> None:
+    """Options of ours that both spellings take: the parallel layouts and the root cause's tolerances."""
     p.add_argument("--npu-layout", dest="npu_layout", default=None, metavar="LAYOUT",
                    help="parallel layout of the npu run when it differs from the bench run's, e.g. tp=2,pp=2,dp=2 "
                         "(optional order=tp-dp-pp, fastest first; Megatron's order by default); detected when "
                         "absent")  # fmt: skip
     p.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
                    help="parallel layout of the bench run (as --npu-layout)")
+    # root cause: the constants of the noise model, see docs/rootcause.md
+    p.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
+                   help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "
+                        "(keys: origin, suspect, tensor_origin, tensor_suspect, floor_units, min_floor, "
+                        "extremes; see docs/rootcause.md)")  # fmt: skip
 
 
 def _parser_26() -> argparse.ArgumentParser:
@@ -296,6 +302,7 @@ def _options(args: argparse.Namespace) -> Options:
         ray=(args.ray.strip() or True) if isinstance(args.ray, str) else args.ray,
         npu_layout=args.npu_layout,
         bench_layout=args.bench_layout,
+        tolerance=args.tolerance,  # root cause: the noise model's constants
     )
 
 
@@ -358,6 +365,18 @@ def _formats(text: str) -> tuple[str, ...]:
     if not chosen or bad:
         raise argparse.ArgumentTypeError(f"unknown format {bad or text!r}; choose from {', '.join(FORMATS)}")
     return chosen
+
+
+def _tolerance(text: str) -> str:
+    """--tolerance: checked here (a usage error), kept as text in Options."""
+    from msprobe_compare.judge.noise import Tolerance
+    from msprobe_compare.errors import UsageError
+
+    try:
+        Tolerance.parse(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _mapping_arg(value: object) -> Path | bool | None:

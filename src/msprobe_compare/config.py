@@ -36,6 +36,7 @@ class Options:
     quiet: bool = False  # no console lines (the Python API's default), in rank workers too
     npu_layout: Any = None  # parallel layout of the npu run ("tp=2,pp=2,dp=2" or a dict; None: detected)
     bench_layout: Any = None
+    tolerance: str | None = None  # root cause: `origin=3,suspect=1.5` over judge.noise.Tolerance (issue #13)
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""

@@ -249,3 +249,28 @@ def test_nothing_compared_is_not_green(browser, run_cli, tmp_path):
     colour = b.eval("getComputedStyle(document.querySelector('#origin-main .origin-card')).borderLeftColor")
     assert colour == "rgb(183, 121, 31)"  # amber, not the green of agreement
     _clean(b)
+
+
+def test_suspect_and_noise_floor(browser, run_cli, tmp_path):
+    """A compare under precision noise (issue #13): no origin, one suspect card with its evidence and what to dump;
+    the calls in noise and suspect colours; the plot draws the floor without errors."""
+    import tarfile
+
+    with tarfile.open(DATA / "noise/noise_stat.tar.xz") as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith("./tfm_splitk_scale1p01_L0_stat/") or
+                   m.name.startswith("tfm_splitk_scale1p01_L0_stat/")]  # fmt: skip
+        tar.extractall(tmp_path, members=members)
+    run = run_cli(tmp_path / "tfm_splitk_scale1p01_L0_stat", "pytorch")
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    cards = b.eval("Array.from(document.querySelectorAll('#origin-main .origin-card')).map((c) => c.className)")
+    assert cards[0].split()[-1] == "partial" and "suspect" in cards[1]  # amber: not agreement
+    text = b.eval("document.getElementById('origin-main').innerText")
+    assert "no origin the precision can support" in text.lower()
+    assert "Functional.linear.3.forward" in text and "noise floor 0.00559" in text and "precision: high" in text
+    assert b.eval("document.querySelectorAll('#tree .lbl.st-suspect').length") >= 1
+    assert b.eval("document.querySelectorAll('#tree .lbl.st-noise').length") >= 1
+    b.eval("document.getElementById('plot').scrollIntoView({block: 'center'})")
+    shot = b.screenshot(artifacts_dir() / "html_report_noise_suspect.png")
+    print(f"screenshot: {shot}")
+    _clean(b)

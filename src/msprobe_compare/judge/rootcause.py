@@ -1,36 +1,41 @@
-"""Root cause: the operator where accuracy first breaks.
+"""Root cause: the operator where accuracy first breaks, told apart from precision noise.
 
-Once one operator goes wrong, every operator after it inherits the error, so a table full of red
-says little. Here each API/module call is classified from the rows of its inputs (and parameters)
-and of its outputs:
+Once one operator goes wrong, every operator after it inherits the error, so a table full of red says little.
+And two runs on different hardware never agree exactly: every operator differs a little (bf16 rounding, another
+accumulation order, a fused kernel). So each API/module call is measured against the noise it received
+(judge/noise.py: the lowest precision upstream, the resolution of the recorded statistics, and the largest
+difference seen so far in execution order: the noise floor) and classified:
 
-- `origin`: its inputs agree within tolerance but its outputs do not (computation), or a
-  non-tensor argument differs while its tensor inputs agree (configuration mismatch), or its inputs
-  already differ although no earlier call's outputs did: the data changed between two recorded
-  calls (boundary: after the last agreeing output, before this input);
-- `propagated`: its inputs already differ;
+- `origin`: its outputs differ clearly more than the floor explains (computation), or a non-tensor argument
+  differs (configuration), or its inputs jump above everything upstream (boundary: something the dump did not
+  record changed the data between two calls), or a NaN/Inf appears;
+- `suspect`: it stands above the floor, but by less than the margin that precision can support (a statistics
+  dump at 1-2x the floor): named with the dump that would decide;
+- `propagated`: its inputs carry an origin's error;
+- `noise`: it differs, within what precision explains;
 - `ok`: nothing differs.
 
-Calls are walked in execution (dump) order; forward origins rank first, then backward, then
-parameter gradients. A module that is an origin gives way to an API or module inside it (from
-construct.json) that is an origin too, so the innermost call is named.
+Calls are paired for this by (enclosing module, API, k-th call inside the module), so an extra call on one side
+shifts nothing outside its module. Calls are walked in execution (dump) order; forward origins rank first, then
+backward, then parameter gradients. A module that is an origin gives way to an API or module inside it (from
+construct.json) that is an origin too, so the innermost call is named. docs/rootcause.md has the rule and the
+measurements behind each constant.
 """
 
 from __future__ import annotations
 
-import functools
+import itertools
 import math
+import operator
 from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
 
+from msprobe_compare.judge import noise
+from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
 from msprobe_compare.model import CompareOutcome, Mode
-
-STAT_TOLERANCE = 1e-4  # relative difference of max/min/mean/norm
-COSINE_TOLERANCE = 0.9999  # a Cosine below this differs
-ONE_K_TOLERANCE = 0.99  # a One Thousandth Err Ratio below this differs
 
 
 class CallState(Enum):
@@ -38,6 +43,8 @@ class CallState(Enum):
     ORIGIN = "origin"
     PROPAGATED = "propagated"
     UNKNOWN = "unknown"  # nothing comparable (unmatched rows only)
+    NOISE = "noise"  # differs within what precision explains
+    SUSPECT = "suspect"  # above the floor, not by a margin the precision supports
 
 
 class OriginKind(Enum):
@@ -48,13 +55,40 @@ class OriginKind(Enum):
 
 @dataclass(frozen=True)
 class Evidence:
-    """Worst metric values of a call's inputs and outputs, with the threshold that decides."""
+    """What decided: the measured difference, the noise floor it was compared with and where that floor came
+    from, the threshold, the dtypes of the deciding row."""
 
     metric: str
-    inputs: float | None
-    outputs: float | None
+    inputs: float | None  # worst measured difference of the inputs
+    outputs: float | None  # of the outputs
     threshold: float
-    first_row: str | None  # the first differing row
+    first_row: str | None  # the deciding row (the first differing row for md5 and arguments)
+    floor: float | None = None
+    floor_source: str = ""
+    ratio: float | None = None  # measured difference / floor
+    dtypes: tuple[str, str] = ("", "")  # NPU, bench dtype of the deciding row
+    args: tuple[str, ...] = ()  # differing arguments: "input.4: 0.01 vs 1e-05"
+
+    def text(self) -> str:
+        """One line, the same in the advisor file, -da and the HTML report."""
+        parts = [f"{self.metric}: inputs {_fmt(self.inputs)}, outputs {_fmt(self.outputs)}"]
+        if self.floor is not None:
+            parts.append(f"noise floor {_fmt(self.floor)} ({self.floor_source})")
+            parts.append(f"threshold {_fmt(self.threshold)}")
+            if self.ratio is not None:
+                parts.append(f"{_fmt(self.ratio)}x the floor")
+        else:
+            parts.append(f"differs above {self.threshold:g}")
+        if any(self.dtypes):
+            parts.append(f"dtype {self.dtypes[0] or '?'} vs {self.dtypes[1] or '?'}")
+        if self.args:
+            parts.append("arguments " + "; ".join(self.args))
+        parts.append(f"first differing row: {self.first_row or 'n/a'}")
+        return "; ".join(parts)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
 
 
 @dataclass(frozen=True)
@@ -62,18 +96,39 @@ class Origin:
     entry: str
     kind: OriginKind
     phase: str  # "forward" | "backward" | "parameters_grad"
-    after: str | None  # boundary: the last call whose outputs agree
+    after: str | None  # boundary: the last call whose outputs agree (within noise)
     evidence: Evidence
     differing_args: tuple[str, ...] = ()  # configuration: the non-tensor arguments that differ
+    nonfinite: bool = False  # a NaN/Inf appears here
 
     @property
     def description(self) -> str:
         if self.kind is OriginKind.BOUNDARY:
             before = f"after {self.after}'s output, " if self.after else ""
-            return f"{before}before {self.entry}'s input"
+            what = " (a NaN/Inf appears)" if self.nonfinite else ""
+            return f"{before}before {self.entry}'s input{what}"
         if self.kind is OriginKind.CONFIGURATION:
             return f"{self.entry}: non-tensor arguments differ ({', '.join(self.differing_args)})"
-        return f"{self.entry}: inputs agree, outputs differ"
+        if self.nonfinite:
+            return f"{self.entry}: NaN/Inf appears in its outputs, its inputs are finite"
+        if not self.evidence.inputs:
+            return f"{self.entry}: inputs agree, outputs differ"
+        return f"{self.entry}: outputs differ beyond the noise its inputs carry"
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A call above the noise floor by less than the margin precision can support: the data cannot decide."""
+
+    entry: str
+    phase: str
+    reason: str
+    evidence: Evidence
+    advice: str  # what to dump to decide
+
+    @property
+    def description(self) -> str:
+        return f"{self.entry}: {self.reason}"
 
 
 @dataclass
@@ -82,9 +137,15 @@ class RootCause:
     states: list[CallState]
     origins: list[Origin] = field(default_factory=list)
     metric: str = ""
-    in_scores: np.ndarray | None = None  # per entry, worst input metric (NaN when none)
+    in_scores: np.ndarray | None = None  # per entry, worst input measure (NaN when none)
     out_scores: np.ndarray | None = None
     parents: dict[str, str | None] = field(default_factory=dict)  # module tree from construct.json
+    suspects: list[Suspect] = field(default_factory=list)
+    floors: np.ndarray | None = None  # per entry, the noise floor its outputs were compared with (NaN: none)
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    ratios: np.ndarray | None = None  # per entry, the larger of input and output difference over its floor
+    repaired: int = 0  # calls the analysis paired differently from the result table (module-local pairing)
+    lowest_precision: str = ""  # the coarsest floating dtype seen ("" when none)
 
     @property
     def first(self) -> Origin | None:
@@ -105,82 +166,41 @@ def phase_of(entry: str) -> str:
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
 
 
-@functools.lru_cache(maxsize=65536)
-def _numel(shape: str) -> float:
-    try:
-        dims = [int(x) for x in shape.strip("[]()").split(",") if x.strip()]
-    except ValueError:
-        return 1.0
-    return float(np.prod(dims)) if dims else 1.0
-
-
-def _row_scores(o: CompareOutcome) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, float]:
-    """(metric name, score per row (higher is worse, NaN unknown), differs, known, threshold)."""
-    npu, bench, match = o.npu, o.bench, o.match
-    n = len(npu)
-    hit = match >= 0
-    if o.mode is Mode.MD5:
-        b_md5 = [bench.md5[j] if j >= 0 else None for j in match.tolist()]
-        differs = np.array([hit[i] and npu.md5[i] != b_md5[i] for i in range(n)], dtype=bool)
-        score = differs.astype(float)
-        return "md5 differs", np.where(hit, score, np.nan), differs, hit, 0.5
-    if o.mode is Mode.ALL and o.tensors is not None:
-        t = o.tensors
-        cos, one_k, rel = t.column("cosine"), t.column("one_thousandth"), t.column("max_rel_err")
-        from msprobe_compare.measure.tensor_metrics import MetricState
-
-        na = t.states[:, 0] == MetricState.NOT_AVAILABLE  # NaN/inf positions differ
-        known = hit & ((~np.isnan(one_k)) | na | ~np.isnan(rel))
-        with np.errstate(invalid="ignore"):
-            differs = known & (na | (cos < COSINE_TOLERANCE) | (one_k < ONE_K_TOLERANCE))
-        score = np.where(known, np.where(na, 1.0, 1.0 - np.where(np.isnan(one_k), 1.0, one_k)), np.nan)
-        return "1 - One Thousandth Err Ratio", score, differs, known, 1 - ONE_K_TOLERANCE
-    # statistics: relative differences of max/min/mean/norm
-    b_vals = np.zeros((n, 4))
-    b_kind = np.full((n, 4), StatKind.NONE, dtype=np.int8)
-    if len(bench):
-        b_vals[hit] = bench.stats[match[hit]]
-        b_kind[hit] = bench.stat_kind[match[hit]]
-    numeric = (StatKind.NUMBER, StatKind.INT)
-    ok = np.isin(npu.stat_kind, numeric) & np.isin(b_kind, numeric)
-    nan_n, nan_b = npu.stat_kind == StatKind.NAN, b_kind == StatKind.NAN
-    with np.errstate(all="ignore"):
-        nv, bv = npu.stats, b_vals
-        denom = np.maximum(np.abs(nv), np.abs(bv))
-        numel = {s: _numel(s) for s in set(npu.shape)}  # a few distinct shape texts
-        typical = bv[:, 3] / np.sqrt(np.fromiter(map(numel.__getitem__, npu.shape), dtype=np.float64, count=n))
-        denom[:, 2] = np.maximum(denom[:, 2], typical)  # mean: measured against the typical magnitude
-        rel = np.where(nv == bv, 0.0, np.abs(nv - bv) / np.where(denom > 0, denom, 1.0))
-        rel = np.where(ok, rel, np.where(nan_n ^ nan_b, np.inf, np.where(nan_n & nan_b, 0.0, np.nan)))
-    known = hit & np.any(~np.isnan(rel), axis=1)
-    score = np.where(known, np.nanmax(np.where(np.isnan(rel), -np.inf, rel), axis=1), np.nan)
-    differs = known & (score > STAT_TOLERANCE)
-    return "max relative difference of max/min/mean/norm", score, differs, known, STAT_TOLERANCE
-
-
-def inplace_artifacts(o: CompareOutcome, differs: np.ndarray) -> np.ndarray:
+def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
     """Rows of `differs` that are input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
 
     The dumper can hash or measure an in-place call's input after the call has overwritten it; that
     side's input then equals its own output. Such a row says nothing about the data, so it is not
     counted as a difference.
     """
-    npu, bench, match = o.npu, o.bench, o.match
+    npu, bench = o.npu, o.bench
+    match = o.match if match is None else match
     out = np.zeros(len(npu), dtype=bool)
+    inplace = np.fromiter(map(operator.contains, npu.entries, itertools.repeat("_.")), dtype=bool,
+                          count=len(npu.entries))  # a cheap first sieve: `add_.3.forward`
+    for e in np.flatnonzero(inplace).tolist():
+        inplace[e] = _is_inplace(npu.entries[e])
+    candidates = differs & (npu.state == State.INPUT)
+    candidates &= inplace[npu.entry_index] if len(npu.entries) else candidates
+    if not candidates.any():
+        return out
     outputs = np.flatnonzero(npu.state == State.OUTPUT)
     entries, first = np.unique(npu.entry_index[outputs], return_index=True)
     first_out = dict(zip(entries.tolist(), outputs[first].tolist()))
-    for i in np.flatnonzero(differs & (npu.state == State.INPUT)).tolist():
-        entry = npu.entries[npu.entry_index[i]]
-        api = entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]
+    for i in np.flatnonzero(candidates).tolist():
         k = first_out.get(int(npu.entry_index[i]))
-        if k is None or not (api.endswith("_") and not api.endswith("__")):
+        if k is None:
             continue
         j, jk = int(match[i]), int(match[k])
         if j < 0 or jk < 0:
             continue
         out[i] = _same_value(npu, i, npu, k) or _same_value(bench, j, bench, jk)
     return out
+
+
+def _is_inplace(entry: str) -> bool:
+    api = entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]
+    return api.endswith("_") and not api.endswith("__")
 
 
 def _same_value(a: RowTable, i: int, b: RowTable, j: int) -> bool:
@@ -193,9 +213,9 @@ def _is_scalar(dtype: str) -> bool:
     return dtype.startswith("<class")
 
 
-def _config_rows(o: CompareOutcome, scalar: np.ndarray) -> np.ndarray:
+def _config_rows(o: CompareOutcome, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
-    npu, bench, match = o.npu, o.bench, o.match
+    npu, bench = o.npu, o.bench
     out = np.zeros(len(npu), dtype=bool)
     rows = np.flatnonzero(scalar & (match >= 0))
     if not len(rows):
@@ -216,108 +236,398 @@ def _in_entry_order(ei: np.ndarray) -> bool:
     return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
 
 
-def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None) -> RootCause:
-    npu = o.npu
+class _PerEntry:
+    """Reductions of row columns to one value per call: over contiguous row segments when rows come in entry
+    order (the builder appends them so), else through the unbuffered ufunc.at path."""
+
+    def __init__(self, ei: np.ndarray, n_entries: int) -> None:
+        self.ei, self.n = ei, n_entries
+        self.in_order = _in_entry_order(ei)
+        self.seg = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]]) if len(ei) else np.zeros(0, dtype=np.intp)
+        self.seg_entry = ei[self.seg]
+
+    def max(self, mask: np.ndarray, values: np.ndarray, fill: float = -np.inf) -> np.ndarray:
+        """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none."""
+        shape = (self.n,) + values.shape[1:]
+        out = np.full(shape, fill)
+        m = mask if values.ndim == 1 else mask[:, None]
+        vals = np.where(m & ~np.isnan(values), values, fill)
+        if self.in_order and len(self.seg):
+            out[self.seg_entry] = np.maximum.reduceat(vals, self.seg, axis=0)
+        elif not self.in_order and len(self.ei):
+            np.maximum.at(out, self.ei, vals)
+        return out
+
+    def any(self, mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        if self.in_order and len(self.seg):
+            out[self.seg_entry] = np.logical_or.reduceat(mask, self.seg)
+        elif not self.in_order and len(self.ei):
+            np.logical_or.at(out, self.ei, mask)
+        return out
+
+
+_DTYPE_OF_UNIT = {2.0**-8: "bfloat16", 2.0**-11: "float16", 2.0**-24: "float32", 2.0**-53: "float64"}
+
+
+def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
+    npu, bench = o.npu, o.bench
+    n = len(npu)
+    hit = match >= 0
+    b_md5 = [bench.md5[j] if j >= 0 else None for j in match.tolist()]
+    differs = np.fromiter((h and a != b for h, a, b in zip(hit.tolist(), npu.md5, b_md5)), dtype=bool, count=n)
+    diff = np.where(hit & tensor_row, differs.astype(float), np.nan)
+    unit = np.maximum(noise.units(npu), noise.units(bench)[np.where(hit, match, 0)] if len(bench) else 0.0)
+    zeros = np.zeros(n, dtype=bool)
+    return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, zeros, zeros, ("md5 differs",))
+
+
+def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
+            bench_parents: dict[str, str | None] | None = None,
+            tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
+    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
+    tol = tolerance or Tolerance()
+    npu, bench = o.npu, o.bench
     entries = npu.entries
     n_entries = len(entries)
-    metric, score, differs, known, threshold = _row_scores(o)
-    artifact = inplace_artifacts(o, differs)
-    differs, known = differs & ~artifact, known & ~artifact
+    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents)
     scalar = npu.dtype_mask(_is_scalar)
-    config = _config_rows(o, scalar)
     tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
+    md5 = o.mode is Mode.MD5
+    if md5:
+        m = _md5_measures(o, match, tensor_row)
+        origin_margin, suspect_margin = 0.5, 0.5
+    elif o.mode is Mode.ALL and o.tensors is not None:
+        m = noise.tensor_measures(npu, bench, match, o.tensors, o.match)
+        origin_margin, suspect_margin = tol.tensor_origin, tol.tensor_suspect
+    else:
+        m = noise.stat_measures(npu, bench, match)
+        origin_margin, suspect_margin = tol.origin, tol.suspect
+    diff = np.where(tensor_row[:, None], m.diff, np.nan)
+    differs = noise._any_cols(diff > 0)  # NaN compares False
+    artifact = inplace_artifacts(o, differs, match)
+    diff[artifact] = np.nan
+    differs &= ~artifact
+    config = _config_rows(o, scalar, match)
     is_in = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
     is_out = (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)
     ei = npu.entry_index
+    red = _PerEntry(ei, n_entries)
 
-    # rows come in entry order (the builder appends them so): reductions over contiguous segments; any other
-    # order takes the unbuffered ufunc.at path
-    in_order = _in_entry_order(ei)
-    seg = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]]) if len(ei) else np.zeros(0, dtype=np.intp)
-    seg_entry = ei[seg]
+    tin, tout = is_in & tensor_row, is_out & tensor_row
+    in_d = red.max(tin, diff)  # (calls, measures), -inf: no measured input
+    out_d = red.max(tout, diff)
+    quant = np.where(np.isnan(diff), np.nan, m.quant)
+    q_in = red.max(tin, quant, 0.0)
+    q_all = red.max(tensor_row, quant, 0.0)
+    unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
+    nf_in, nf_out = red.any(tin & m.nonfinite & ~artifact), red.any(tout & m.nonfinite)
+    nf_in_any = red.any(tin & m.nonfinite_any & ~artifact)
+    measured = ~noise._all_cols(np.isnan(diff))
+    known = red.any(measured)
+    cfg = red.any(is_in & config)
+    in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
+    has_out = red.any(tout & measured)
 
-    def per_entry(mask: np.ndarray, values: np.ndarray, fill: float) -> np.ndarray:
-        out = np.full(n_entries, fill)
-        if in_order and len(seg):
-            out[seg_entry] = np.maximum.reduceat(np.where(mask & ~np.isnan(values), values, fill), seg)
-        elif not in_order:
-            sel = mask & ~np.isnan(values)
-            np.maximum.at(out, ei[sel], values[sel])
-        return out
-
-    def any_per_entry(mask: np.ndarray) -> np.ndarray:
-        out = np.zeros(n_entries, dtype=bool)
-        if in_order and len(seg):
-            out[seg_entry] = np.logical_or.reduceat(mask, seg)
-        elif not in_order:
-            np.logical_or.at(out, ei, mask)
-        return out
-
-    in_diff = any_per_entry(is_in & tensor_row & differs)
-    out_diff = any_per_entry(is_out & differs)
-    any_known = any_per_entry(known)
-    cfg_diff = any_per_entry(is_in & config)
-    has_out = any_per_entry(is_out & known)
-    in_scores = per_entry(is_in & tensor_row, score, -np.inf)
-    out_scores = per_entry(is_out, score, -np.inf)
-    in_scores[np.isneginf(in_scores)] = np.nan
-    out_scores[np.isneginf(out_scores)] = np.nan
-    first_row: dict[int, str] = {}
-    for i in np.flatnonzero(differs | config).tolist():
-        first_row.setdefault(int(ei[i]), npu.names[i])
-    differing_args: dict[int, list[str]] = {}
-    for i in np.flatnonzero(config & is_in).tolist():
-        differing_args.setdefault(int(ei[i]), []).append(npu.names[i].rsplit(".", 1)[-1])
-
-    states: list[CallState | None] = [None] * n_entries
-    candidates: list[Origin] = []
-    seen_diff = False  # a difference in an earlier call
-    last_ok: str | None = None
     phases = [phase_of(name) for name in entries]
-    # execution (dump) order; parameter gradients, which the dumper lists beside their module's
-    # forward call, last. Calls after the first backward one use activations saved in forward, so
-    # once the forward differs anywhere their differences are inherited, not made.
-    order = [k for k in range(n_entries) if phases[k] != "parameters_grad"]
-    order += [k for k in range(n_entries) if phases[k] == "parameters_grad"]
+    # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
+    grads = np.fromiter((p == "parameters_grad" for p in phases), dtype=bool, count=n_entries)
+    order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
+
+    # the noise floor along execution order: the largest finite difference seen before each call, at least the
+    # resolution of its own rows and the unit roundoff of the lowest precision upstream
+    fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
+    fin_out = np.where(np.isfinite(out_d), out_d, 0.0)
+    seen = np.maximum(fin_in, fin_out)[order]  # (calls, measures) in execution order
+    cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
+    k_cols = diff.shape[1]
+    prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
+    pos = np.arange(n_entries)[:, None]
+    setter = (np.maximum.accumulate(np.where((seen >= cum) & (seen > 0), pos, -1), axis=0) if n_entries
+              else np.zeros(seen.shape, dtype=np.intp))  # fmt: skip
+    prior_src_o = np.vstack([np.full((1, k_cols), -1), setter[:-1]]) if n_entries else setter
+    unit_o = np.maximum.accumulate(unit[order]) if n_entries else unit
+    record = unit[order] > np.r_[0.0, unit_o[:-1]] if n_entries else unit  # where a lower precision first appears
+    unit_src_o = (np.maximum.accumulate(np.where(record, np.arange(n_entries), -1)) if n_entries
+                  else np.zeros(0, dtype=np.intp))  # fmt: skip
+    u_floor = np.maximum(tol.floor_units * unit_o, 0.0 if md5 else tol.min_floor)
+    prior = np.empty_like(prior_o)
+    prior[order] = prior_o
+    prior_src = np.empty_like(prior_src_o)
+    prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
+    ufl = np.empty(n_entries)
+    ufl[order] = u_floor
+    usrc = np.empty(n_entries, dtype=np.intp)
+    usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
+    # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
+    base_in = np.stack([prior, np.zeros_like(prior), q_in, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
+    base_out = np.stack([prior, fin_in, q_all, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
+    floor_in, floor_out = base_in.max(axis=2), base_out.max(axis=2)  # (calls, measures)
+    # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
+    weight = np.ones(k_cols)
+    if k_cols == 3:
+        weight[2] = tol.extremes
+    with np.errstate(all="ignore"):
+        r_in_c = np.where(in_d > 0, in_d / np.where(floor_in > 0, floor_in * weight, np.inf), 0.0)
+        r_out_c = np.where(out_d > 0, out_d / np.where(floor_out > 0, floor_out * weight, np.inf), 0.0)
+    r_in_c[~np.isfinite(in_d)] = 0.0
+    r_out_c[~np.isfinite(out_d)] = 0.0
+    c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
+    r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+
+    first_origin_floor = math.inf
+    states: list[CallState] = [CallState.UNKNOWN] * n_entries
+    candidates: list[Origin] = []
+    suspects: list[Suspect] = []
+    seen_diff = False  # a difference (noise included) in an earlier call
+    seen_nf = False  # a NaN/Inf in an earlier call
     inherited = False
-    known_l, cfg_l, in_l, out_l, has_out_l = (a.tolist() for a in (any_known, cfg_diff, in_diff, out_diff, has_out))
+    last_ok: str | None = None
+    l_known, l_cfg, l_nfin, l_nfout, l_nfany = (a.tolist() for a in (known, cfg, nf_in, nf_out, nf_in_any))
+    l_rin, l_rout, l_indiff, l_outdiff, l_hasout = (a.tolist() for a in (r_in, r_out, in_diff, out_diff, has_out))
+    worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1).tolist()
+    ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
+                   c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight)  # fmt: skip
+    dtype_step = _dtype_step(o, match, tensor_row, red) if md5 else None
+    # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
+    # margin): their state follows from the flags of the walk alone, on a short path
+    quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
+    l_quiet = quiet.tolist() if not md5 else [False] * n_entries
+    l_differs = (in_diff | out_diff).tolist()
+    forward = [p == "forward" for p in phases]
+    NOISE, OK, PROPAGATED = CallState.NOISE, CallState.OK, CallState.PROPAGATED
 
-    def evidence(e: int) -> Evidence:
-        return Evidence(metric, _num(in_scores[e]), _num(out_scores[e]), threshold, first_row.get(e))
-
-    for e in order:
-        phase = phases[e]
-        if phase != "forward" and seen_diff:
+    for e in order.tolist():
+        if seen_diff and not forward[e]:
             inherited = True
-        if not known_l[e] and not cfg_l[e]:
-            states[e] = CallState.UNKNOWN
+        if l_quiet[e]:
+            if not l_differs[e]:
+                state = OK
+            elif candidates and (inherited or worst_in[e] > suspect_margin * first_origin_floor):
+                state = PROPAGATED
+            else:
+                state = NOISE
+            states[e] = state
+            if l_hasout[e]:
+                last_ok = entries[e]
+            if state is not OK:
+                seen_diff = True
+            continue
+        phase = phases[e]
+        if not l_known[e] and not l_cfg[e]:
             continue
         name = entries[e]
+        differs_e = l_differs[e]
         origin: Origin | None = None
-        if in_l[e] or (inherited and (out_l[e] or cfg_l[e])):
-            if not seen_diff and phase != "parameters_grad":
-                origin = Origin(name, OriginKind.BOUNDARY, phase, last_ok, evidence(e))
+        suspect: Suspect | None = None
+        found = bool(candidates)
+        if (l_nfin[e] or l_nfout[e]) and not seen_nf and phase != "parameters_grad":
+            if l_nfin[e]:
+                origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok, nonfinite=True)
+            elif not l_nfany[e]:
+                origin = ctx.origin(e, OriginKind.COMPUTATION, None, nonfinite=True)
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
-        elif cfg_l[e]:
-            origin = Origin(name, OriginKind.CONFIGURATION, phase, None, evidence(e),
-                            tuple(differing_args.get(e, ())))  # fmt: skip
+        elif l_nfin[e] or l_nfany[e]:
+            state = CallState.PROPAGATED
+        elif inherited:
+            state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or l_cfg[e] else CallState.OK
+        elif l_cfg[e] and (not found or worst_in[e] <= suspect_margin * first_origin_floor):
+            origin = ctx.origin(e, OriginKind.CONFIGURATION, None)
             state = CallState.ORIGIN
-        elif out_l[e]:
-            origin = Origin(name, OriginKind.COMPUTATION, phase, None, evidence(e))
+        elif found and worst_in[e] > suspect_margin * first_origin_floor:
+            state = CallState.PROPAGATED
+        elif md5:
+            state, origin, suspect = ctx.md5_state(e, seen_diff, last_ok, dtype_step)
+        elif found and (l_rin[e] > suspect_margin or l_rout[e] > suspect_margin):
+            state = CallState.PROPAGATED  # after an origin a jump may be its error: data flow is not recorded
+        elif l_rin[e] > origin_margin:
+            origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok)
             state = CallState.ORIGIN
+        elif l_rout[e] > origin_margin:
+            origin = ctx.origin(e, OriginKind.COMPUTATION, None)
+            state = CallState.ORIGIN
+        elif l_rin[e] > suspect_margin or l_rout[e] > suspect_margin:
+            suspect = ctx.suspect(e, boundary=l_rin[e] > suspect_margin and l_rin[e] >= l_rout[e])
+            state = CallState.SUSPECT
+        elif differs_e:
+            state = CallState.NOISE
         else:
             state = CallState.OK
-            if has_out_l[e]:
-                last_ok = name
+        if state in (CallState.OK, CallState.NOISE) and l_hasout[e]:
+            last_ok = name
         if state is not CallState.OK:
             seen_diff = True
+        if l_nfin[e] or l_nfout[e] or l_nfany[e]:
+            seen_nf = True
         states[e] = state
         if origin is not None:
+            if not candidates:
+                first_origin_floor = float(floor_out[e].max()) if not md5 else 0.5
             candidates.append(origin)
+        if suspect is not None:
+            suspects.append(suspect)
 
     origins = _innermost(candidates, parents or {})
-    return RootCause(list(entries), [s or CallState.UNKNOWN for s in states], origins, metric, in_scores, out_scores,
-                     dict(parents or {}))
+    worst = lambda a: np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))  # noqa: E731
+    # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
+    # pass, though the dump lists them beside their module's forward call) and calls without counterpart
+    hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False
+    floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
+    lowest = max(unit.tolist(), default=0.0)
+    names = list(dict.fromkeys(m.names))
+    metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
+    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), dict(parents or {}),
+                     _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
+                     repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
+
+
+def _dtype_step(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
+    """md5: calls with an output whose dtype differs between the sides (its md5 must differ)."""
+    npu, bench = o.npu, o.bench
+    hit = match >= 0
+    b_dtype = [bench.dtype[j] if j >= 0 else "" for j in match.tolist()]
+    other = np.fromiter((h and a != b for h, a, b in zip(hit.tolist(), npu.dtype, b_dtype)), dtype=bool,
+                        count=len(npu))  # fmt: skip
+    return red.any(other & tensor_row & ((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)))
+
+
+class _Context:
+    """Builds the evidence of an origin or suspect (only for those few calls)."""
+
+    def __init__(self, o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
+                 c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight) -> None:  # fmt: skip
+        self.o, self.match, self.diff, self.m, self.entries, self.phases = o, match, diff, m, entries, phases
+        self.in_d, self.out_d, self.floor_in, self.floor_out = in_d, out_d, floor_in, floor_out
+        self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
+        self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
+        self.tol, self.weight = tol, weight
+        ei = o.npu.entry_index
+        self.starts = np.searchsorted(ei, np.arange(len(entries) + 1)) if red.in_order else None
+
+    def rows(self, e: int) -> np.ndarray:
+        if self.starts is not None:
+            return np.arange(self.starts[e], self.starts[e + 1])
+        return np.flatnonzero(self.o.npu.entry_index == e)
+
+    def _source(self, e: int, c: int, outputs: bool) -> str:
+        base = self.base_out if outputs else self.base_in
+        k = int(base[e, c].argmax())
+        if k == 0:
+            src = int(self.prior_src[e, c])
+            return f"largest difference upstream, at {self.entries[src]}" if src >= 0 else "upstream"
+        if k == 1:
+            return "its own inputs"
+        if k == 2:
+            dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "its dtype")
+            return f"1 ulp of the recorded {dt} statistics" if self.m.names[0].startswith("Norm") \
+                else f"one {dt} rounding of each element"  # fmt: skip
+        u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
+        if u and self.tol.floor_units * u >= self.tol.min_floor:
+            dt = _DTYPE_OF_UNIT.get(u, "low precision")
+            times = f"{self.tol.floor_units:g} x " if self.tol.floor_units != 1 else ""
+            return f"{times}unit roundoff of {dt}, the lowest precision upstream (from {self.entries[self.usrc[e]]})"
+        return "minimum floor (--tolerance min_floor)"
+
+    def evidence(self, e: int, outputs: bool) -> Evidence:
+        npu, bench = self.o.npu, self.o.bench
+        c = int(self.c_out[e] if outputs else self.c_in[e])
+        rows = self.rows(e)
+        state = npu.state[rows]
+        side = (state == State.OUTPUT) | (state == State.PARAMETERS_GRAD)
+        sel = rows[side if outputs else ~side]
+        vals = self.diff[sel, c] if len(sel) else np.zeros(0)
+        row = None
+        dtypes = ("", "")
+        if len(vals) and not np.isnan(vals).all():
+            i = int(sel[int(np.nanargmax(vals))])
+            j = int(self.match[i])
+            row = npu.names[i]
+            dtypes = (npu.dtype[i], bench.dtype[j] if j >= 0 else "")
+        floor = float((self.floor_out if outputs else self.floor_in)[e, c])
+        value = float((self.out_d if outputs else self.in_d)[e, c])
+        ins, outs = self.in_d[e, c], self.out_d[e, c]
+        return Evidence(self.m.names[c], _num(ins), _num(outs), float(self.margin * self.weight[c] * floor), row, floor,
+                        self._source(e, c, outputs), _num(value / floor) if floor > 0 else None, dtypes)  # fmt: skip
+
+    def origin(self, e: int, kind: OriginKind, after: str | None, nonfinite: bool = False) -> Origin:
+        ev = self.evidence(e, outputs=kind is OriginKind.COMPUTATION)
+        args: tuple[str, ...] = ()
+        if kind is OriginKind.CONFIGURATION or (self.config[self.rows(e)].any()):
+            npu, bench = self.o.npu, self.o.bench
+            rows = [int(i) for i in self.rows(e) if self.config[i]]
+            args = tuple(npu.names[i].rsplit(".", 1)[-1] for i in rows)
+            shown = tuple(f"{npu.names[i][len(self.entries[e]) + 1:]}: {npu.stat_display(i, 0)} vs "
+                          f"{bench.stat_display(int(self.match[i]), 0)}" for i in rows)  # fmt: skip
+            ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, npu.names[rows[0]] if rows else ev.first_row,
+                          ev.floor, ev.floor_source, None, ev.dtypes, shown)  # fmt: skip
+        if nonfinite:
+            ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, self._nonfinite_row(e) or ev.first_row,
+                          ev.floor, ev.floor_source, None, ev.dtypes)  # fmt: skip
+        return Origin(self.entries[e], kind, self.phases[e], after, ev, args if kind is OriginKind.CONFIGURATION
+                      else (), nonfinite)  # fmt: skip
+
+    def _nonfinite_row(self, e: int) -> str | None:
+        for i in self.rows(e).tolist():
+            if self.m.nonfinite[i]:
+                return self.o.npu.names[i]
+        return None
+
+    def suspect(self, e: int, boundary: bool) -> Suspect:
+        ev = self.evidence(e, outputs=not boundary)
+        where = "inputs" if boundary else "outputs"
+        margin = ev.threshold / ev.floor if ev.floor else self.margin
+        reason = (f"its {where} stand {_fmt(ev.ratio)}x above the noise floor, not above the {margin:g}x that "
+                  "the precision of the dump supports")  # fmt: skip
+        return Suspect(self.entries[e], self.phases[e], reason, ev, suspect_advice(self.entries[e], self.o.mode))
+
+    def md5_state(self, e: int, seen_diff: bool, last_ok: str | None, dtype_step) -> tuple:
+        in_diff = bool(np.nan_to_num(self.in_d[e], nan=0.0, neginf=0.0).max() > 0)
+        out_diff = bool(np.nan_to_num(self.out_d[e], nan=0.0, neginf=0.0).max() > 0)
+        low = float(self.unit[self.usrc[e]]) > noise.LOW_PRECISION if self.usrc[e] >= 0 else False
+        if in_diff:
+            if seen_diff:
+                return CallState.NOISE, None, None
+            if low:
+                return CallState.SUSPECT, None, self._md5_suspect(e, "its inputs' md5 differ")
+            return CallState.ORIGIN, self.origin(e, OriginKind.BOUNDARY, last_ok), None
+        if out_diff:
+            if dtype_step[e]:
+                return CallState.NOISE, None, None
+            if low:
+                return CallState.SUSPECT, None, self._md5_suspect(e, "its outputs' md5 differ, inputs agree")
+            return CallState.ORIGIN, self.origin(e, OriginKind.COMPUTATION, None), None
+        return CallState.OK, None, None
+
+    def _md5_suspect(self, e: int, what: str) -> Suspect:
+        ev = self.evidence(e, outputs=True)
+        reason = f"{what}; md5 cannot tell low-precision rounding from a bug"
+        return Suspect(self.entries[e], self.phases[e], reason, ev, suspect_advice(self.entries[e], Mode.MD5))
+
+
+def suspect_advice(entry: str, mode: Mode) -> str:
+    """What to dump to decide a suspect."""
+    scope = f"scope: [\"{entry}\"]"
+    if mode is Mode.ALL:
+        return (f"Dump {entry} again with task: tensor at a higher precision on both sides (or the bench in fp32) "
+                "to see whether the difference exceeds the rounding.")  # fmt: skip
+    return (f"Dump that call at task: statistics with precision: high ({scope}), or as a tensor dump "
+            "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot.")
+
+
+def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],
+                        parents: dict[str, str | None]) -> list[Suspect]:  # fmt: skip
+    """A module suspect that contains another suspect gives way to it; suspects that are origins are dropped."""
+    names = {s.entry for s in suspects}
+    origin_names = {o.entry for o in origins}
+    outer: set[str] = set()
+    for s in suspects:
+        parent, guard = parents.get(s.entry), 0
+        while parent and guard < 1000:
+            if parent in names:
+                outer.add(parent)
+            parent, guard = parents.get(parent), guard + 1
+    return [s for s in suspects if s.entry not in outer and s.entry not in origin_names]
+
 
 
 def _innermost(origins: list[Origin], parents: dict[str, str | None]) -> list[Origin]:
@@ -335,5 +645,5 @@ def _innermost(origins: list[Origin], parents: dict[str, str | None]) -> list[Or
     return [o for o in origins if o.entry not in inner_parents or o.kind is not OriginKind.COMPUTATION]
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+def _num(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) or (math.isinf(x) and x < 0) else float(x)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render.files import new_output
@@ -27,13 +28,13 @@ def _json_safe(value: Any) -> Any:
 def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
     """One item per origin (ranked), with the NPU statistics of its input and output rows."""
     rc = outcome.rootcause
-    if rc is None or not rc.origins:
+    if rc is None or not (rc.origins or rc.suspects):
         return []
     npu = outcome.npu
     position = {name: e for e, name in enumerate(npu.entries)}
     starts = np.searchsorted(npu.entry_index, np.arange(len(npu.entries) + 1))  # rows are in entry order
     items = []
-    for origin in rc.origins:
+    for origin in [*rc.origins, *rc.suspects]:
         e = position[origin.entry]
         info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
         for i in range(int(starts[e]), int(starts[e + 1])):
@@ -42,8 +43,25 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
                 info[side][npu.names[i]] = {"NPU MD5": npu.md5[i] or "N/A"}
             else:
                 info[side][npu.names[i]] = {k: _json_safe(npu.stat_display(i, c)) for c, k in enumerate(STAT_KEYS)}
-        items.append({"op_name": origin.entry, "data_info": info, "stack_info": npu.stacks.get(origin.entry, [])})
+        items.append({"op_name": origin.entry, "data_info": info, "stack_info": npu.stacks.get(origin.entry, []),
+                      "root_cause": _verdict(origin)})
     return items
+
+
+def _verdict(item: Origin | Suspect) -> dict[str, Any]:
+    """Our extension of the reference's layout: origin or suspect, and the evidence (judge.rootcause.Evidence)."""
+    ev = item.evidence
+    out: dict[str, Any] = {"state": "suspect" if isinstance(item, Suspect) else "origin",
+                           "kind": item.kind.value if isinstance(item, Origin) else None,
+                           "description": item.description}  # fmt: skip
+    out["evidence"] = {"metric": ev.metric, "inputs": _json_safe(ev.inputs), "outputs": _json_safe(ev.outputs),
+                       "noise_floor": _json_safe(ev.floor), "floor_source": ev.floor_source,
+                       "threshold": _json_safe(ev.threshold), "ratio": _json_safe(ev.ratio),
+                       "dtypes": list(ev.dtypes), "arguments": list(ev.args), "row": ev.first_row,
+                       "text": ev.text()}  # fmt: skip
+    if isinstance(item, Suspect):
+        out["to_decide"] = item.advice
+    return out
 
 
 def rank_key(label: str) -> str:

@@ -37,14 +37,15 @@ import orjson
 
 from msprobe_compare.judge.gate import level_counts
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.judge.rootcause import ONE_K_TOLERANCE, STAT_TOLERANCE, CallState, Origin, RootCause
+from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
 
 KIND_FLOAT, KIND_INT, KIND_PCT, KIND_STR = 0, 1, 2, 3
-STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3}
+STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3,
+              CallState.NOISE: 4, CallState.SUSPECT: 5}
 BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
 COMPRESS_ABOVE = 64 * 1024  # payload bytes; smaller reports stay uncompressed
 ZLIB_LEVEL = 1  # the payload is mostly float mantissas: higher levels cost time and gain little
@@ -413,16 +414,20 @@ def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
         "after": o.after, "description": o.description, "advice": origin_advice(o),
         "args": list(o.differing_args),
-        "evidence": {"metric": ev.metric, "inputs": _num(ev.inputs), "outputs": _num(ev.outputs),
-                     "threshold": _num(ev.threshold), "first_row": ev.first_row},
+        "evidence": _evidence_json(ev),
     }  # fmt: skip
 
 
-def _threshold(metric: str) -> float:
-    """The threshold behind judge.rootcause's metric of that name (see its _row_scores)."""
-    if metric.startswith("md5"):
-        return 0.5
-    return 1 - ONE_K_TOLERANCE if "Thousandth" in metric else STAT_TOLERANCE
+def _evidence_json(ev) -> dict[str, Any]:
+    return {"metric": ev.metric, "inputs": _num(ev.inputs), "outputs": _num(ev.outputs),
+            "threshold": _num(ev.threshold), "first_row": ev.first_row, "floor": _num(ev.floor),
+            "floor_source": ev.floor_source, "ratio": _num(ev.ratio), "dtypes": list(ev.dtypes),
+            "args": list(ev.args), "text": ev.text()}  # fmt: skip
+
+
+def _suspect_json(s: Suspect, position: dict[str, int]) -> dict[str, Any]:
+    return {"entry": s.entry, "pos": position.get(s.entry, -1), "phase": s.phase, "reason": s.reason,
+            "description": s.description, "advice": s.advice, "evidence": _evidence_json(s.evidence)}  # fmt: skip
 
 
 def _state_codes(states: list[CallState]) -> np.ndarray:
@@ -453,13 +458,17 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     nan = np.full(n, np.nan)
     out = rc.out_scores if rc.out_scores is not None else nan
     ins = rc.in_scores if rc.in_scores is not None else nan
-    threshold = rc.origins[0].evidence.threshold if rc.origins else _threshold(rc.metric)
+    threshold = rc.origins[0].evidence.threshold if rc.origins else None
+    floors = rc.floors if rc.floors is not None else nan
     return {
         "metric": rc.metric, "threshold": _num(threshold), "entries": _strings(entries, blob), "extra": extra,
         "states": blob.add(_state_codes(rc.states)),
         "out": blob.add(np.asarray(out, dtype=np.float64)), "in": blob.add(np.asarray(ins, dtype=np.float64)),
         "parent": blob.add(_narrow(parent_idx + 1)),  # 0: no parent
         "origins": [_origin_json(o, position) for o in rc.origins],
+        "suspects": [_suspect_json(x, position) for x in rc.suspects],
+        "floor": blob.add(np.asarray(floors, dtype=np.float64)),
+        "margin": rc.tolerance.origin, "lowest_precision": rc.lowest_precision, "repaired": rc.repaired,
     }  # fmt: skip
 
 

@@ -30,6 +30,8 @@ class Written:
     origins: list = field(default_factory=list)  # diff-analyze items of the origins (render.diff_analyze)
     html: Path | None = None  # the HTML report
     nothing_compared: bool = False  # no call could be compared (the root cause could not decide)
+    first_suspect: tuple[int, str] | None = None  # (position, headline text) when a call is suspect (judge.rootcause)
+    noise: bool = False  # some call differs within the noise floor
 
     @property
     def errors(self) -> int:
@@ -63,23 +65,34 @@ def origin_advice(origin: Origin) -> str:
 
 
 def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, limit: int = 10) -> list[str]:
-    """The advisor's `Root cause` section: ranked origins, their evidence and advice."""
+    """The advisor's `Root cause` section: ranked origins and suspects, their evidence and advice, the noise model."""
     if rc is None:
         return []
     lines = ["", "Root cause (where the two runs first part, in execution order):"]
     if not rc.origins:
         head = story.headline(rc, counts if counts is not None else LevelCounts(len(rc.entries), len(rc.entries)))
         assert head is not None
-        lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
-        return lines
+        if head.state != "suspect":  # the suspect is listed below with its evidence
+            lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
+        else:
+            lines.append("No origin the precision of the dump can support.")
     for k, o in enumerate(rc.origins[:limit], start=1):
-        ev = o.evidence
         lines.append(f"{k}. [{o.kind.value}, {o.phase}] {o.description}")
-        lines.append(f"   Evidence: {ev.metric}: inputs {_fmt(ev.inputs)}, outputs {_fmt(ev.outputs)} "
-                     f"(differs above {ev.threshold:g}); first differing row: {ev.first_row or 'n/a'}")  # fmt: skip
+        lines.append(f"   Evidence: {o.evidence.text()}")
         lines.append(f"   Advice: {origin_advice(o)}")
     if len(rc.origins) > limit:
         lines.append(f"... and {len(rc.origins) - limit} more origins")
+    if rc.suspects:
+        lines.append("Suspects (above the noise floor by less than the precision can support; not origins):")
+        for k, x in enumerate(rc.suspects[:limit], start=1):
+            lines.append(f"{k}. [suspect, {x.phase}] {x.description}")
+            lines.append(f"   Evidence: {x.evidence.text()}")
+            lines.append(f"   To decide: {x.advice}")
+        if len(rc.suspects) > limit:
+            lines.append(f"... and {len(rc.suspects) - limit} more suspects")
+    model = story.noise_model_line(rc)
+    if model:
+        lines.append(model)
     return lines
 
 
@@ -207,9 +220,12 @@ def _write_set(
     log_rootcause(console, outcome.rootcause, counts)
     rc = outcome.rootcause
     origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
+    suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
+        else None  # fmt: skip
     head = story.headline(rc, counts)
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
-                   html=html_path, nothing_compared=head is not None and head.state == "nothing")
+                   html=html_path, nothing_compared=head is not None and head.state == "nothing",
+                   first_suspect=suspect, noise=rc is not None and story.has_noise(rc))  # fmt: skip
 
 
 def log_directory_summary(console: Console, summary: Any) -> None:
@@ -221,6 +237,10 @@ def log_directory_summary(console: Console, summary: Any) -> None:
     found = [(r.written.first_origin, r.label) for r in written if r.written.first_origin]
     for (_, text), label in found:
         console.info(f"Root cause of {label}: {text}")
+    suspected = [(r.written.first_suspect, r.label) for r in written if r.written.first_suspect and
+                 not r.written.first_origin]  # fmt: skip
+    for (_, text), label in suspected:
+        console.warning(f"Root cause of {label}: {text}")
     blind = [r.label for r in written if r.written.nothing_compared]
     if blind:
         console.warning(f"Nothing compared in {len(blind)} of {len(summary.ranks)} ranks ({', '.join(blind)}): "
@@ -235,7 +255,12 @@ def log_directory_summary(console: Console, summary: Any) -> None:
         console.warning("Root cause: nothing compared in any rank.")
     elif written:
         among = f" among the {len(written) - len(blind)} ranks compared" if blind else ""
-        console.info(f"Root cause: no origin{among}; every compared call agrees within tolerance.")
+        if suspected:
+            console.warning(f"Root cause: no origin{among} the precision can support; {len(suspected)} rank(s) "
+                            "with a suspect (above)")  # fmt: skip
+        else:
+            console.info(f"Root cause: no origin{among}; every compared call agrees within tolerance"
+                         f"{' or within the noise floor' if any(r.written.noise for r in written) else ''}.")
     failed = [r for r in summary.ranks if r.error is not None]
     for rank in failed:
         console.error(f"{rank.label} failed: {rank.error}")

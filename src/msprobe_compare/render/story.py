@@ -9,7 +9,7 @@ from pathlib import Path
 
 from msprobe_compare.judge.advisor import AdvisorResult
 from msprobe_compare.judge.gate import LevelCounts
-from msprobe_compare.judge.rootcause import RootCause
+from msprobe_compare.judge.rootcause import CallState, RootCause
 from msprobe_compare.model import Mode
 
 # what the reference's advisor reads, per mode (its first-failing-row rule)
@@ -23,15 +23,16 @@ ADVISOR_NOTE_MARK = "Note: the three entries above"  # first words of the adviso
 
 @dataclass(frozen=True)
 class Headline:
-    """The root-cause headline: `state` is "origin", "none" (compared, no origin), "partial" (no origin among the
-    compared calls, some calls not compared) or "nothing" (no call could be compared)."""
+    """The root-cause headline: `state` is "origin", "suspect" (no origin the precision can support, a suspect),
+    "none" (compared, no origin), "partial" (no origin among the compared calls, some calls not compared) or
+    "nothing" (no call could be compared)."""
 
     state: str
     text: str
 
     @property
     def is_warning(self) -> bool:
-        return self.state in ("origin", "nothing")
+        return self.state in ("origin", "nothing", "suspect")
 
 
 def _plural(n: int, word: str) -> str:
@@ -46,8 +47,14 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
         return Headline("nothing", f"nothing compared: none of the {_plural(counts.rows, 'NPU row')} has a bench "
                                    "counterpart, so no call could be judged")  # fmt: skip
     if rc.first is not None:
+        ev = rc.first.evidence
+        why = f"; {ev.metric} {ev.outputs if rc.first.kind.value == 'computation' else ev.inputs:.3g} = " \
+              f"{ev.ratio:.3g}x the noise floor {ev.floor:.3g}" if ev.ratio is not None and ev.floor else ""
         return Headline("origin", f"{rc.first.description} ({rc.first.kind.value}; "
-                                  f"{len(rc.origins)} origin(s) in all)")  # fmt: skip
+                                  f"{len(rc.origins)} origin(s) in all{why})")  # fmt: skip
+    if rc.suspects:
+        return Headline("suspect", suspect_text(rc))
+    noisy = has_noise(rc)
     if uncompared and counts.unmatched == 0 and counts.layout_only:
         return Headline("none", f"no origin; every compared call agrees within tolerance (the "
                                 f"{_plural(uncompared, 'call')} the parallel layout adds have no counterpart, as "
@@ -55,7 +62,40 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
     if uncompared:
         return Headline("partial", f"no origin among the {_plural(rc.compared_calls, 'compared call')}; "
                                    f"{_plural(uncompared, 'call')} could not be compared (no bench counterpart)")
+    if noisy:
+        n = sum(s is CallState.NOISE for s in rc.states)
+        low = f" (lowest precision {rc.lowest_precision})" if rc.lowest_precision else ""
+        return Headline("none", f"no origin; {_plural(n, 'call')} differ within the noise floor{low}, "
+                                "none above it.")  # fmt: skip
     return Headline("none", "no origin; every compared call agrees within tolerance.")
+
+
+def has_noise(rc: RootCause) -> bool:
+    return any(s is CallState.NOISE for s in rc.states)
+
+
+def suspect_text(rc: RootCause) -> str:
+    """No origin, a suspect: which call, by how much, and what would decide."""
+    x = rc.suspects[0]
+    ev = x.evidence
+    more = f" (and {len(rc.suspects) - 1} more)" if len(rc.suspects) > 1 else ""
+    ratio = f"{ev.ratio:.3g}x" if ev.ratio is not None else "above"
+    floor = f" {ev.floor:.3g}" if ev.floor is not None else ""
+    return (f"no origin the precision can support; suspect{more}: {x.entry} ({ev.metric} {ratio} the noise "
+            f"floor{floor}, origin needs {ev.threshold / ev.floor if ev.floor else 0:.3g}x). To decide: {x.advice}")
+
+
+def noise_model_line(rc: RootCause) -> str:
+    """The noise model behind the section, for people to check the thresholds."""
+    tol = rc.tolerance
+    low = rc.lowest_precision or "none"
+    repaired = (f"; {_plural(rc.repaired, 'call')} paired by enclosing module for the analysis (not as in the "
+                "table)") if rc.repaired else ""  # fmt: skip
+    return (f"Noise model: lowest precision {low}; noise floor = the largest difference upstream, at least 1 ulp of "
+            f"recorded low-precision statistics and {tol.floor_units:g} unit roundoff of the lowest precision "
+            f"upstream (min {tol.min_floor:g}); origin above {tol.origin:g}x the floor, suspect above "
+            f"{tol.suspect:g}x (Max/Min x{tol.extremes:g}){repaired}. See docs/rootcause.md; "
+            "--tolerance overrides.")
 
 
 def count_line(counts: LevelCounts) -> str:

@@ -5,9 +5,9 @@
 'use strict';
 (function () {
   const K_FLOAT = 0, K_INT = 1, K_PCT = 2, K_STR = 3;
-  const STATE_NAMES = ['ok', 'origin', 'propagated', 'unknown'];
+  const STATE_NAMES = ['ok', 'origin', 'propagated', 'unknown', 'noise', 'suspect'];
   const COLOUR_NAMES = ['none', 'yellow', 'red'];
-  const SEVERITY = [1, 3, 2, 0]; // by state code: origin > propagated > ok > unknown
+  const SEVERITY = [1, 5, 3, 0, 2, 4]; // by state code: origin > suspect > propagated > noise > ok > unknown
   const MAX_SCROLL_PX = 8e6; // browsers cap element heights; larger tables scroll proportionally
   const TREE_CHUNK = 200;
   const TYPES = { i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array, i4: Int32Array, u4: Uint32Array,
@@ -246,6 +246,7 @@
       R.states = buf(rc.states);
       R.out = buf(rc.out);
       R.inScores = buf(rc.in);
+      R.floor = rc.floor ? buf(rc.floor) : null;
       R.parent = buf(rc.parent);
     }
     R.nameCol = Math.max(0, R.cols.findIndex((c) => c.name === 'NPU Name'));
@@ -316,11 +317,13 @@
     if (!rc.origins.length) {
       const head = m.headline || { state: 'none', text: 'no origin; every compared call agrees within tolerance.' };
       // "nothing": no call could be compared; "partial": no origin among the compared calls, some not compared
-      const card = el('div', 'origin-card ' + (head.state === 'nothing' ? 'nothing' : head.state === 'partial' ? 'partial' : 'none'));
+      // "suspect": no origin the precision can support, a suspect (amber like partial: not agreement)
+      const card = el('div', 'origin-card ' + (head.state === 'nothing' ? 'nothing' : head.state === 'partial' || head.state === 'suspect' ? 'partial' : 'none'));
       const text = head.text.charAt(0).toUpperCase() + head.text.slice(1);
       card.append(el('div', 'muted', 'Root cause'), el('div', 'desc', text));
       card.id = 'origin-' + head.state;
       main.append(card);
+      (rc.suspects || []).forEach((x, j) => main.append(suspectCard(x, j === 0)));
       return;
     }
     main.append(originCard(rc.origins[0], true, rc.origins.length));
@@ -356,8 +359,8 @@
     row('call', o.entry);
     row('phase', o.phase);
     if (o.after) row('after', o.after);
-    row('evidence', ev.metric + ': inputs ' + fmtScore(ev.inputs) + ', outputs ' + fmtScore(ev.outputs) +
-      ' (differs above ' + fmtScore(ev.threshold) + ')');
+    row('evidence', ev.text || (ev.metric + ': inputs ' + fmtScore(ev.inputs) + ', outputs ' + fmtScore(ev.outputs) +
+      ' (differs above ' + fmtScore(ev.threshold) + ')'));
     row('first differing row', ev.first_row || 'n/a');
     if (o.args && o.args.length) row('differing arguments', o.args.join(', '));
     row('advice', o.advice);
@@ -709,6 +712,7 @@
     $('tree-origins').addEventListener('click', () => { rc.origins.forEach((o) => { if (o.pos >= 0) revealNode(o.pos, true); }); });
     $('tree-card').hidden = false;
     if (rc.origins.length && rc.origins[0].pos >= 0) revealNode(rc.origins[0].pos, true);
+    else if (rc.suspects && rc.suspects.length && rc.suspects[0].pos >= 0) revealNode(rc.suspects[0].pos, true);
   }
 
   function nodeState(k) {
@@ -797,8 +801,26 @@
   }
 
   // ---- plot ----
+  function suspectCard(x, first) {
+    const card = el('div', 'origin-card suspect');
+    const head = el('div');
+    head.append(el('span', 'tag kind', 'suspect'), el('span', 'tag', x.phase),
+      el('span', 'muted', first ? 'Suspect: above the noise floor by less than the precision can support' : ''));
+    card.append(head, el('div', 'desc', x.description));
+    const dl = el('dl');
+    const row = (k, v) => { dl.append(el('dt', null, k)); const dd = el('dd'); if (v instanceof Node) dd.append(v); else dd.textContent = v; dl.append(dd); };
+    row('call', x.entry);
+    row('evidence', x.evidence.text);
+    row('to decide', x.advice);
+    const links = el('span');
+    links.append(callLink(x.pos, 'show its rows and place in the tree'));
+    row('', links);
+    card.append(dl);
+    return card;
+  }
+
   const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1 };
-  const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e'];
+  const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e', '#8bc34a', '#8e24aa'];
 
   function plotRange(out) {
     let lo = Infinity, hi = -Infinity;
@@ -868,7 +890,22 @@
       g.textAlign = 'left'; g.fillText('backward \u2192', x + 3, 2);
     }
     const t = typeof R.rc.threshold === 'number' ? R.rc.threshold : null;
-    if (t !== null && t > 0) {
+    if (R.floor) { // the noise floor each call was compared with (solid) and the origin margin over it (dashed)
+      const margin = typeof R.rc.margin === 'number' ? R.rc.margin : 0;
+      const stepK = Math.max(1, Math.floor((hi - lo) / Math.max(1, pw)));
+      for (const [scale, dash] of [[1, []], [margin, [5, 4]]]) {
+        if (!(scale > 0)) continue;
+        g.strokeStyle = '#607d8b'; g.setLineDash(dash); g.beginPath();
+        let open = false;
+        for (let k = Math.max(0, Math.floor(lo)); k <= Math.min(E - 1, Math.ceil(hi)); k += stepK) {
+          const f = R.floor[k];
+          if (!(f > 0)) { open = false; continue; }
+          const x = xOf(k), y = yOf(f * scale);
+          if (open) g.lineTo(x, y); else { g.moveTo(x, y); open = true; }
+        }
+        g.stroke(); g.setLineDash([]);
+      }
+    } else if (t !== null && t > 0) {
       const y = Math.round(yOf(t)) + 0.5;
       g.strokeStyle = '#555'; g.setLineDash([5, 4]);
       g.beginPath(); g.moveTo(L, y); g.lineTo(L + pw, y); g.stroke(); g.setLineDash([]);
@@ -886,7 +923,7 @@
     }
     P.buckets = best; P.nb = nb;
     const size = nb >= (last - first + 1) * 4 ? 5 : 3;
-    for (let order = 0; order < 4; order++) { // ok first, origins on top
+    for (let order = 0; order < 6; order++) { // unknown and ok first, origins on top
       for (let bk = 0; bk < nb; bk++) {
         const k = best[bk];
         if (k < 0 || SEVERITY[R.states[k]] !== order) continue;

@@ -1,0 +1,473 @@
+"""The noise model of one compare: how much two runs may differ from precision alone.
+
+Two runs on different hardware (an NPU and a GPU, bf16 and fp32, fused and unfused kernels) never agree
+exactly: every operator differs a little. The root cause (judge/rootcause.py) therefore asks, for each call,
+whether its difference stands above the noise it received. This module supplies the pieces (docs/rootcause.md
+explains them with the measurements that chose the constants):
+
+- the unit roundoff of each row's dtype and, along execution order, the lowest precision seen so far
+  (anything upstream of a call may have rounded its data);
+- the quantisation step of the recorded statistics: msprobe computes a bf16/fp16 tensor's Max/Min/Mean/Norm in
+  that dtype, so two values can only be told apart to one ulp of the statistic;
+- per-row measures that stay meaningful near zero: the relative change of the Norm and the change of the Mean
+  relative to the RMS (Norm/sqrt(numel)); in tensor mode the relative L2 error ||a-b||/||b||;
+- a robust pairing of calls for the analysis: (enclosing module, API, k-th call of that API inside the module),
+  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from msprobe_compare.errors import UsageError
+from msprobe_compare.load.rows import RowTable, State, StatKind
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The constants of the rule (docs/rootcause.md: each with the measurement that chose it).
+
+    A call is an `origin` when its difference exceeds `origin` times the noise floor, `suspect` when it exceeds
+    `suspect` times the floor but not `origin` times (the data cannot decide), `noise` otherwise. The floor is
+    never below `floor_units` unit roundoffs of the lowest precision upstream nor below `min_floor`.
+    `--tolerance origin=3,suspect=1.5` overrides them.
+    """
+
+    origin: float = 2.0  # statistics: noise-only calls reach 1.6x the running floor on the shared fixtures
+    suspect: float = 1.25  # statistics: between suspect and origin the precision cannot decide
+    tensor_origin: float = 2.0  # tensor mode: relative L2 error over its floor
+    tensor_suspect: float = 1.25
+    floor_units: float = 1.0  # the floor is at least this many unit roundoffs of the lowest precision upstream
+    min_floor: float = 5e-5  # and at least this (fp32 runs on different hardware; the former fixed 1e-4 / 2)
+    extremes: float = 2.0  # Max/Min are single elements, their noise is not averaged: margins x this for them
+
+    @classmethod
+    def parse(cls, text: str | None) -> Tolerance:
+        """`origin=3,suspect=1.5` (any field, comma separated) over the defaults."""
+        if not text:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        values: dict[str, float] = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in names:
+                raise UsageError(f"--tolerance: expected KEY=VALUE with KEY one of {', '.join(sorted(names))}, "
+                                 f"got {part!r}")  # fmt: skip
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise UsageError(f"--tolerance: {key} needs a number, got {value!r}") from None
+            if not values[key] > 0:
+                raise UsageError(f"--tolerance: {key} must be positive, got {value!r}")
+        tol = replace(cls(), **values)
+        for origin, suspect in (("origin", "suspect"), ("tensor_origin", "tensor_suspect")):
+            if suspect not in values and getattr(tol, suspect) > getattr(tol, origin):  # origin lowered alone
+                tol = replace(tol, **{suspect: getattr(tol, origin)})
+        if tol.suspect > tol.origin or tol.tensor_suspect > tol.tensor_origin:
+            raise UsageError("--tolerance: suspect must not exceed origin")
+        return tol
+
+
+# unit roundoff (half an ulp of 1) and mantissa bits, by dtype text (PyTorch `torch.bfloat16`, MindSpore `BFloat16`)
+_PRECISIONS = (
+    ("bfloat16", 2.0**-8, 7),
+    ("bf16", 2.0**-8, 7),
+    ("float16", 2.0**-11, 10),
+    ("half", 2.0**-11, 10),
+    ("fp16", 2.0**-11, 10),
+    ("float64", 2.0**-53, 52),
+    ("double", 2.0**-53, 52),
+    ("float32", 2.0**-24, 23),
+    ("float", 2.0**-24, 23),
+)
+LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
+
+
+@functools.lru_cache(maxsize=4096)
+def precision(dtype: str) -> tuple[float, int]:
+    """(unit roundoff, mantissa bits) of a dtype text; (0, 0) for integers, bools and anything else exact."""
+    low = dtype.lower()
+    if "int" in low or "bool" in low or low.startswith("<class"):
+        return 0.0, 0
+    for key, unit, bits in _PRECISIONS:
+        if key in low:
+            return unit, bits
+    return 0.0, 0
+
+
+def _per_row(table: RowTable, k: int) -> np.ndarray:
+    """(unit roundoff, mantissa bits)[k] per row: one pass over the dtype texts per table, kept on the table."""
+    cached = getattr(table, "_precision_rows", None)
+    if cached is None or len(cached[0]) != len(table.dtype):
+        distinct = list(dict.fromkeys(table.dtype))
+        index = {d: i for i, d in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, table.dtype), dtype=np.int32, count=len(table.dtype))
+        values = np.array([precision(d) for d in distinct], dtype=np.float64).reshape(-1, 2)
+        cached = (values[codes, 0], values[codes, 1])
+        try:
+            table._precision_rows = cached  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    return cached[k]
+
+
+def units(table: RowTable) -> np.ndarray:
+    return _per_row(table, 0)
+
+
+def ulp(values: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """One ulp of each value in a float format with `bits` mantissa bits (0 bits: exact, ulp 0)."""
+    with np.errstate(all="ignore"):
+        _, exp = np.frexp(np.where(np.isfinite(values), values, 0.0))
+        step = np.ldexp(1.0, (exp - 1 - bits.astype(np.int64)).astype(np.int32))
+    return np.where((bits > 0) & (values != 0), step, 0.0)
+
+
+@functools.lru_cache(maxsize=65536)
+def numel(shape: str) -> float:
+    try:
+        dims = [int(x) for x in shape.strip("[]()").split(",") if x.strip()]
+    except ValueError:
+        return 1.0
+    return float(np.prod(dims)) if dims else 1.0
+
+
+@dataclass(frozen=True)
+class RowMeasures:
+    """Per NPU row, two measures (columns) of the difference, each with the smallest difference the recording can
+    show (NaN: not measured)."""
+
+    diff: np.ndarray  # float64 (n, 3)
+    quant: np.ndarray  # float64 (n, 3)
+    unit: np.ndarray  # unit roundoff of the coarser of the two rows' dtypes
+    nonfinite: np.ndarray  # bool: NaN/Inf on one side only
+    nonfinite_any: np.ndarray  # bool: NaN/Inf on either side
+    names: tuple[str, ...]
+
+
+STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
+TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
+
+
+def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasures:
+    """Statistics mode: |dNorm|/Norm and |dMean|/RMS (RMS = Norm/sqrt(numel)), each with one ulp of the recorded
+    statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution."""
+    n = len(npu)
+    hit = match >= 0
+    cols = np.where(hit, match, 0)
+    bv = bench.stats[cols] if len(bench) else np.zeros((n, 4))
+    bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
+    nv, nk = npu.stats, npu.stat_kind
+    ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
+    nbits = _per_row(npu, 1)
+    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
+    size = np.fromiter(map(numel, npu.shape), dtype=np.float64, count=n) if n else np.zeros(0)
+    with np.errstate(all="ignore"):
+        norm_n, norm_b = np.abs(nv[:, 3]), np.abs(bv[:, 3])
+        scale = np.maximum(norm_n, norm_b)
+        safe = np.where(scale > 0, scale, 1.0)
+        d_norm = np.where(norm_n == norm_b, 0.0, np.abs(norm_n - norm_b) / safe)
+        rms = scale / np.sqrt(np.maximum(size, 1.0))
+        safe_rms = np.where(rms > 0, rms, 1.0)
+        d_mean = np.where(nv[:, 2] == bv[:, 2], 0.0, np.abs(nv[:, 2] - bv[:, 2]) / safe_rms)
+        q_norm = np.maximum(ulp(norm_n, nbits), ulp(norm_b, bbits)) / safe
+        q_mean = np.maximum(ulp(nv[:, 2], nbits), ulp(bv[:, 2], bbits)) / safe_rms
+        amax = np.maximum(np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])),
+                          np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1])))
+        safe_amax = np.where(amax > 0, amax, 1.0)
+        d_ext = np.maximum(np.abs(nv[:, 0] - bv[:, 0]), np.abs(nv[:, 1] - bv[:, 1])) / safe_amax
+        q_ext = np.maximum(ulp(amax, nbits), ulp(amax, bbits)) / safe_amax
+    finite_n = _finite(nv, nk)
+    finite_b = _finite(bv, bk)
+    nonfinite = hit & (finite_n != finite_b)
+    nonfinite_any = hit & ~(finite_n & finite_b)
+    ok &= ~nonfinite_any
+    diff = np.where(ok[:, None], np.stack([d_norm, d_mean, d_ext], axis=1), np.nan)
+    diff[nonfinite] = np.inf
+    quant = np.where(ok[:, None], np.stack([q_norm, q_mean, q_ext], axis=1), np.nan)
+    return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """No NaN statistic and no infinite one (non-numeric cells count as finite)."""
+    with np.errstate(invalid="ignore"):
+        infinite = (np.abs(values) == np.inf) & (kinds <= StatKind.INT)
+    return ~_any_cols((kinds == StatKind.NAN) | infinite)
+
+
+def _all_cols(mask: np.ndarray) -> np.ndarray:
+    """mask.all(axis=1) for a few columns, column by column (faster than a reduction along a short axis)."""
+    out = mask[:, 0].copy()
+    for k in range(1, mask.shape[1]):
+        out &= mask[:, k]
+    return out
+
+
+def _any_cols(mask: np.ndarray) -> np.ndarray:
+    out = mask[:, 0].copy()
+    for k in range(1, mask.shape[1]):
+        out |= mask[:, k]
+    return out
+
+
+def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, table_match: np.ndarray) -> RowMeasures:
+    """Tensor mode: the difference a-b split into its part along b (the norm ratio r = |a|/|b|, from the Euclidean
+    distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
+    across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
+    tensor metrics and fall back to the statistics measures."""
+    from msprobe_compare.measure.tensor_metrics import MetricState
+
+    stat = stat_measures(npu, bench, match)
+    n = len(npu)
+    same = (match >= 0) & (match == table_match)
+    cols = np.where(match >= 0, match, 0)
+    euc, cos, max_abs = tensors.column("euc_dist"), tensors.column("cosine"), tensors.column("max_abs_err")
+    bnorm = np.abs(bench.stats[cols, 3]) if len(bench) else np.zeros(n)
+    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    with np.errstate(all="ignore"):
+        e = euc / np.where(bnorm > 0, bnorm, np.nan)
+        c = np.clip(cos, -1.0, 1.0)
+        r = c + np.sqrt(np.maximum(c * c - 1.0 + e * e, 0.0))
+        radial = np.abs(r - 1.0)
+        across = r * np.sqrt(np.maximum(1.0 - c * c, 0.0))
+        q_radial = ulp(bnorm, bbits) / np.where(bnorm > 0, bnorm, 1.0) + 1e-12  # the Cosine has 12 digits
+    have = same & np.isfinite(radial) & np.isfinite(across) & (tensors.states[:, 0] == MetricState.VALUE)
+    have |= same & (euc == 0)
+    radial = np.where(euc == 0, 0.0, radial)
+    across = np.where(euc == 0, 0.0, across)
+    nv, bv = npu.stats, bench.stats[cols] if len(bench) else np.zeros((n, 4))
+    amax = np.maximum(np.abs(nv[:, :2]).max(axis=1), np.abs(bv[:, :2]).max(axis=1))
+    with np.errstate(all="ignore"):
+        ext = np.where(max_abs == 0, 0.0, max_abs / np.where(amax > 0, amax, np.nan))
+    ext = np.where(np.isfinite(ext), ext, stat.diff[:, 2])
+    diff = np.where(have[:, None], np.stack([radial, across, ext], axis=1), stat.diff)
+    diff[stat.nonfinite] = np.inf
+    # one rounding of each element moves a tensor across by up to one unit roundoff of the coarser dtype, and its
+    # largest element by as much
+    quant = np.where(have[:, None], np.stack([q_radial, stat.unit, stat.unit], axis=1), stat.quant)
+    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES)
+
+
+# -- robust pairing -------------------------------------------------------------------------------------------
+
+
+
+def call_key(name: str) -> str:
+    """The call without its counter: `Functional.linear.3.forward` -> `Functional.linear..forward`,
+    `Module.a.Linear.forward.0` -> `Module.a.Linear.forward.`."""
+    head, _, last = name.rpartition(".")
+    if last in ("forward", "backward"):
+        stem, _, count = head.rpartition(".")
+        if count.isdigit():
+            return f"{stem}..{last}"
+    elif last.isdigit() and head.endswith((".forward", ".backward")):
+        return head + "."
+    return name
+
+
+_API_COUNTER = re.compile(r"\.\d+\.(?=forward$|backward$)", re.M)  # constant replacements: no per-match Python
+_MODULE_COUNTER = re.compile(r"(?:(?<=\.forward\.)|(?<=\.backward\.))\d+$", re.M)
+
+
+def call_keys(names: list[str]) -> list[str]:
+    """`call_key` of many names at once (two regex passes over the joined text instead of a call per name)."""
+    text = "\n".join(names)
+    if not names or text.count("\n") != len(names) - 1:
+        return [call_key(n) for n in names]
+    return _MODULE_COUNTER.sub("", _API_COUNTER.sub("..", text)).split("\n")
+
+
+class _Groups:
+    """Calls of one side grouped by (enclosing module, call without counter), in execution order."""
+
+    def __init__(self, entries: list[str], parents: dict[str, str | None]) -> None:
+        self.entries = entries
+        self.names = list(zip(map(parents.get, entries), call_keys(entries)))
+        ids = {g: i for i, g in enumerate(dict.fromkeys(self.names))}
+        self.gid = np.fromiter(map(ids.__getitem__, self.names), dtype=np.int64, count=len(entries))
+        self.ids = ids
+        order = np.argsort(self.gid, kind="stable")  # calls of a group together, in execution order
+        self.count = np.bincount(self.gid, minlength=len(ids)) if len(entries) else np.zeros(0, dtype=np.int64)
+        self.start = np.r_[0, np.cumsum(self.count)[:-1]] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.rank = np.empty(len(entries), dtype=np.int64)
+        self.rank[order] = np.arange(len(entries)) - self.start[self.gid[order]]
+        self.order = order
+
+
+def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
+                   bench_parents: dict[str, str | None] | None) -> tuple[np.ndarray, int]:  # fmt: skip
+    """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
+
+    Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
+    under another module pair otherwise than by name; their calls are re-paired. Where a (module, API) group's
+    call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
+    and arguments, and the rest stay unpaired. Returns the bench row per NPU row (-1: none) and the number of
+    calls paired differently from the table.
+    """
+    if not npu_parents or not bench_parents or not len(npu) or not len(bench):
+        return match, 0
+    n_entries = len(npu.entries)
+    nset, bset = set(npu.entries), set(bench.entries)
+    if nset == bset and npu_parents == bench_parents:
+        return match, 0
+    only_n, only_b = nset - bset, bset - nset
+    stems = _shifted(only_n, bset) | _shifted(only_b, nset)
+    # a call sits under another module where its module call exists on one side only
+    odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
+    if odd_modules:
+        for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
+            stems |= {call_key(k) for k, v in tree.items()
+                      if v in odd_modules and k in nset and k in bset and other.get(k) != v}  # fmt: skip
+    if not stems:
+        return match, 0
+    nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
+    ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
+    bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
+    nsub_a, bsub_a = np.asarray(nsub, dtype=np.int64), np.asarray(bsub, dtype=np.int64)
+    in_b = np.fromiter(map(bg.ids.get, ng.names, itertools.repeat(-1)), dtype=np.int64, count=len(nsub))
+    has = in_b >= 0
+    b_count = np.where(has, bg.count[np.maximum(in_b, 0)], -1) if len(bg.count) else np.full(len(nsub), -1)
+    even = has & (b_count == ng.count[ng.gid])
+    paired = np.full(n_entries, -1, dtype=np.int64)
+    paired[nsub_a[even]] = bsub_a[bg.order[bg.start[in_b[even]] + ng.rank[even]]]
+    uneven: dict[int, list[int]] = {}
+    for k in np.flatnonzero(has & ~even).tolist():
+        uneven.setdefault(int(in_b[k]), []).append(int(nsub_a[k]))
+    if uneven:
+        _align_uneven(npu, bench, bg, bsub_a, uneven, paired)
+    # the table's own pairing per call (its first matched row), to see which calls change
+    ei = npu.entry_index
+    b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
+    table_pair = np.full(n_entries, -1, dtype=np.int64)
+    rows = np.flatnonzero(match >= 0)
+    table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
+    keep = np.ones(n_entries, dtype=bool)
+    names_b = np.array(bench.entries + [None], dtype=object)
+    # a call whose (module, API) group has no counterpart at all (its module is renamed on one side) keeps the
+    # table's pairing by name
+    keep[nsub_a] = ~has | ((names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) &
+                           (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
+    out = np.where(keep[ei], match, -1)
+    changed = np.flatnonzero(~keep & (paired >= 0))
+    if len(changed):
+        nstart = np.searchsorted(ei, np.arange(n_entries + 1)) if _ordered(ei) else None
+        bei = bench.entry_index
+        bstart = np.searchsorted(bei, np.arange(len(bench.entries) + 1)) if _ordered(bei) else None
+        for e in changed.tolist():
+            b = int(paired[e])
+            nrows = range(nstart[e], nstart[e + 1]) if nstart is not None else np.flatnonzero(ei == e).tolist()
+            brows = range(bstart[b], bstart[b + 1]) if bstart is not None else np.flatnonzero(bei == b).tolist()
+            nlen, blen = len(npu.entries[e]), len(bench.entries[b])
+            suffix = {bench.names[j][blen:]: j for j in brows}
+            for i in nrows:
+                out[i] = suffix.get(npu.names[i][nlen:], -1)
+    moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
+    return out, moved
+
+
+def _successor(name: str) -> str | None:
+    """The name of the next call of the same API or module (counter + 1), None when the name has no counter."""
+    head, _, last = name.rpartition(".")
+    if last in ("forward", "backward"):
+        stem, _, count = head.rpartition(".")
+        return f"{stem}.{int(count) + 1}.{last}" if count.isdigit() else None
+    if last.isdigit() and head.endswith((".forward", ".backward")):
+        return f"{head}.{int(last) + 1}"
+    return None
+
+
+def _shifted(odd: set[str], other: set[str]) -> set[str]:
+    """APIs renumbered between the sides: a call on one side only whose successor is missing on the other too
+    (the counters of one side run further). A call missing in the middle of a run that goes on (the other side
+    has its successor) left the later names where they were."""
+    out = set()
+    for name in odd:
+        nxt = _successor(name)
+        if nxt is not None and nxt not in other:
+            out.add(call_key(name))
+    return out
+
+
+PROBE_MISSES = 256  # counters probed past the last call found (dumps number calls without gaps; tolerate a few)
+
+
+def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[int]:
+    """Positions of the calls whose call_key is in `stems`, in execution order: their names are probed by
+    counter (`X.0.forward`, `X.1.forward`, ...) instead of taking every name apart."""
+    found: set[str] = set()
+    for key in stems:
+        if ".." in key:
+            stem, direction = key.split("..", 1)
+            make = f"{stem}.{{}}.{direction}".format
+        elif key.endswith("."):
+            make = (key + "{}").format
+        else:
+            if key in present:
+                found.add(key)
+            continue
+        k, last = 0, -1
+        while k - last <= PROBE_MISSES:
+            name = make(k)
+            if name in present:
+                found.add(name)
+                last = k
+            k += 1
+    if not found:
+        return []
+    return [e for e, name in enumerate(entries) if name in found]
+
+
+def _prefix(key: str) -> str:
+    """The leading text every call of a `call_key` starts with."""
+    return key[: key.index("..")] + "." if ".." in key else key
+
+
+ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)
+
+
+def _align_uneven(npu: RowTable, bench: RowTable, bg: _Groups, bsub: np.ndarray, uneven: dict[int, list[int]],
+                  paired: np.ndarray) -> None:  # fmt: skip
+    """Inside a (module, API) group whose call count differs (a fused kernel against its parts): pair the calls
+    whose signatures (input shapes and non-tensor arguments) line up in order; the others stay unpaired."""
+    import difflib
+
+    bgroups = {g: bsub[bg.order[bg.start[g]: bg.start[g] + bg.count[g]]].tolist() for g in uneven}
+    nsig = _signatures(npu, {e for es in uneven.values() for e in es})
+    bsig = _signatures(bench, {b for bs in bgroups.values() for b in bs})
+    for g, es in uneven.items():
+        bs = bgroups[g]
+        if not bs or len(es) * len(bs) > ALIGN_LIMIT:
+            continue
+        sm = difflib.SequenceMatcher(None, [nsig[e] for e in es], [bsig[b] for b in bs], autojunk=False)
+        for block in sm.get_matching_blocks():
+            for k in range(block.size):
+                paired[es[block.a + k]] = bs[block.b + k]
+
+
+def _signatures(table: RowTable, wanted: set[int]) -> dict[int, tuple]:
+    """Per call of `wanted`: its input rows' (place, shape) and non-tensor argument values (dtype left out: one side
+    may run in another precision)."""
+    out: dict[int, list] = {e: [] for e in wanted}
+    ei = table.entry_index
+    rows = np.flatnonzero(np.isin(ei, np.fromiter(wanted, dtype=np.int64)) & input_rows(table))
+    for i in rows.tolist():
+        e = int(ei[i])
+        name = table.names[i][len(table.entries[e]):]
+        value = table.stat_display(i, 0) if table.dtype[i].startswith("<class") else None
+        out[e].append((name, table.shape[i], value))
+    return {e: tuple(v) for e, v in out.items()}
+
+
+def _ordered(ei: np.ndarray) -> bool:
+    return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
+
+
+def input_rows(table: RowTable) -> np.ndarray:
+    return (table.state == State.INPUT) | (table.state == State.PARAMETERS)

@@ -1,0 +1,247 @@
+"""Root cause through precision noise (issue #13), on real NPU-vs-GPU-like dumps.
+
+tests/data/noise/*.tar.xz hold the cases of the shared `fixtures/noise` set (reference dumper, torch CPU; README
+there): every operator differs a little between the two runs (bf16 autocast against fp32, split-K accumulation,
+fused attention) and at most one operator is really wrong. Each case's TRUTH.json lists the acceptable first
+origins (empty: noise only). Kept: dump.json, construct.json, TRUTH.json and compare.json (without stack_path);
+the tensor case also its tensor files.
+
+Done when: noise-only runs report no origin; bug runs name a TRUTH origin first or, for bugs the precision cannot
+separate, report it as the first suspect; never another op as origin.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import DATA
+from msprobe_compare.api import build_outcome
+from msprobe_compare.config import Options, load_config
+from msprobe_compare.errors import UsageError
+from msprobe_compare.judge import noise
+from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.judge.rootcause import CallState, OriginKind
+from msprobe_compare.log import Console
+
+NOISE = DATA / "noise"
+STAT_CASES = [
+    "llm_amp_nobug_stat", "mlp_amp_nobug_stat", "mlp_splitk_nobug_stat", "tfm_amp_eps_L1_stat",
+    "tfm_amp_nan_L0_stat", "tfm_amp_nobug_stat", "tfm_amp_scale1p1_L1_stat", "tfm_amp_softmaxdim_L2_stat",
+    "tfm_fused_nobug_stat", "tfm_fused_noresidual_L1_stat", "tfm_splitk_nobug_stat", "tfm_splitk_scale1p01_L0_stat",
+]  # fmt: skip
+TENSOR_CASE = "tfm_amp_scale1p01_L3_tensor"
+# made with tests/data/noise/make_more.py (other models, depths, precisions and bug kinds; TRUTH from a twin compare)
+MORE_CASES = [
+    "more_cnn_amp_bneps_L2_stat", "more_cnn_amp_nobias_L1_stat", "more_cnn_amp_none_stat",
+    "more_cnn_amp_scale_1p05_L0_stat", "more_cnn_fp16_none_stat", "more_deep_amp_gelutanh_L5_stat",
+    "more_deep_amp_nan_L8_stat", "more_deep_amp_nobias_L4_stat", "more_deep_amp_none_stat", "more_deep_amp_none_tensor",
+    "more_deep_amp_scale_1p01_L2_stat", "more_deep_amp_scale_1p01_L2_tensor", "more_deep_amp_scale_1p05_L7_stat",
+    "more_deep_fp16_none_stat", "more_deep_fp16_scale_1p05_L3_stat",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("noise")
+    for name in ("noise_stat.tar.xz", "noise_tensor.tar.xz", "noise_more.tar.xz"):
+        with tarfile.open(NOISE / name) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(root, filter="data")
+            else:  # Python without extraction filters: our own archives
+                tar.extractall(root)
+    return root
+
+
+def _outcome(case: Path, monkeypatch, tolerance: str | None = None):
+    monkeypatch.chdir(case)
+    cfg = load_config(Path("compare.json"), Options(framework="pytorch", tolerance=tolerance))
+    return build_outcome(cfg, Console(stream=open("/dev/null", "w")))
+
+
+def _truth(case: Path) -> list[str]:
+    return json.loads((case / "TRUTH.json").read_text())["origin"]
+
+
+@pytest.mark.parametrize("name", STAT_CASES + [TENSOR_CASE] + MORE_CASES)
+def test_first_origin_or_suspect_is_the_bug(name, cases, monkeypatch):
+    rc = _outcome(cases / name, monkeypatch).rootcause
+    truth = _truth(cases / name)
+    origins = [o.entry for o in rc.origins]
+    if not truth:  # noise only
+        assert origins == [], [o.description for o in rc.origins]
+        assert rc.suspects == [], [s.description for s in rc.suspects]
+        assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
+        return
+    assert all(o in truth for o in origins), origins  # never another op as origin
+    if origins:
+        assert origins[0] in truth
+    else:  # a bug the precision cannot separate: the first suspect
+        assert rc.suspects and rc.suspects[0].entry in truth, [s.description for s in rc.suspects]
+
+
+def test_expected_kinds(cases, monkeypatch):
+    """How each bug is found: an argument, a NaN, a jump of a later op's input, a margin over the floor."""
+    kinds = {}
+    for name in ("tfm_amp_eps_L1_stat", "tfm_amp_softmaxdim_L2_stat", "tfm_amp_nan_L0_stat",
+                 "tfm_fused_noresidual_L1_stat", "tfm_amp_scale1p1_L1_stat", TENSOR_CASE):  # fmt: skip
+        first = _outcome(cases / name, monkeypatch).rootcause.first
+        kinds[name] = (first.kind, first.nonfinite)
+    assert kinds["tfm_amp_eps_L1_stat"] == (OriginKind.CONFIGURATION, False)
+    assert kinds["tfm_amp_softmaxdim_L2_stat"] == (OriginKind.CONFIGURATION, False)
+    assert kinds["tfm_amp_nan_L0_stat"] == (OriginKind.BOUNDARY, True)
+    assert kinds["tfm_fused_noresidual_L1_stat"] == (OriginKind.BOUNDARY, False)
+    assert kinds["tfm_amp_scale1p1_L1_stat"] == (OriginKind.COMPUTATION, False)
+    assert kinds[TENSOR_CASE] == (OriginKind.COMPUTATION, False)
+
+
+def test_evidence_names_floor_threshold_and_dtypes(cases, monkeypatch):
+    rc = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch).rootcause
+    ev = rc.first.evidence
+    assert ev.metric == "Norm rel. diff" and ev.first_row == "Functional.gelu.1.forward.output.0"
+    assert ev.dtypes == ("torch.bfloat16", "torch.float32")
+    assert ev.floor == pytest.approx(0.0065, abs=5e-4) and "bfloat16" in ev.floor_source
+    assert ev.threshold == pytest.approx(rc.tolerance.origin * ev.floor)
+    assert ev.ratio == pytest.approx(ev.outputs / ev.floor) and ev.ratio > 10
+    assert rc.lowest_precision == "bfloat16"
+    eps = _outcome(cases / "tfm_amp_eps_L1_stat", monkeypatch).rootcause.first
+    assert eps.evidence.args == ("input.4: 0.01 vs 1e-05",)
+
+
+def test_x1p01_under_bf16_statistics_is_a_suspect_with_what_to_dump(cases, monkeypatch):
+    rc = _outcome(cases / "tfm_splitk_scale1p01_L0_stat", monkeypatch).rootcause
+    [s] = rc.suspects
+    assert rc.origins == [] and s.entry == "Functional.linear.3.forward"
+    assert rc.tolerance.suspect < s.evidence.ratio <= rc.tolerance.origin
+    assert "precision: high" in s.advice and "task: tensor" in s.advice
+    assert rc.states[rc.entries.index(s.entry)] is CallState.SUSPECT
+
+
+def test_module_local_pairing_under_fused_attention(cases, monkeypatch):
+    """The bench's extra transpose calls shift the global counters; paired inside their module (and, where a module
+    has more such calls on one side, by input shapes and arguments) they shift nothing; the fused kernel itself has
+    no counterpart (unknown), and nothing is an origin."""
+    o = _outcome(cases / "tfm_fused_nobug_stat", monkeypatch)
+    rc = o.rootcause
+    assert rc.repaired > 0 and rc.origins == []
+    npu, bench = o.npu, o.bench
+    match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(cases / "tfm_fused_nobug_stat"))
+    pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
+    # block 0: q, k, v, then the output's transpose (the bench's transpose.3 is k.T for its matmul)
+    assert pairs["Tensor.transpose.3.forward.input.0"] == "Tensor.transpose.4.forward.input.0"
+    assert pairs["Tensor.transpose.4.forward.input.0"] == "Tensor.transpose.5.forward.input.0"  # block 1's q
+    assert pairs["Tensor.reshape.1.forward.input.0"] == "Tensor.reshape.1.forward.input.0"
+    sdpa = rc.entries.index("Functional.scaled_dot_product_attention.0.forward")
+    assert rc.states[sdpa] is CallState.UNKNOWN
+    assert rc.states[rc.entries.index("Tensor.transpose.4.forward")] in (CallState.OK, CallState.NOISE)
+
+
+def _bench_tree(case: Path) -> dict:
+    from msprobe_compare.load.dumpjson import read_construct_json
+
+    return read_construct_json(case / "bench/step0/rank/construct.json")
+
+
+def test_tolerance_override(cases, monkeypatch):
+    rc = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch, "origin=40,suspect=30").rootcause
+    assert rc.origins == [] and rc.suspects == []  # 13.8x the floor is below both
+    rc = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch, "origin=40,suspect=10").rootcause
+    assert rc.origins == [] and rc.suspects[0].entry == "Functional.gelu.1.forward"
+    assert Tolerance.parse("origin=3, suspect=1.5").origin == 3.0
+    assert Tolerance.parse("origin=1").suspect == 1.0  # an origin margin lowered alone takes the suspect one along
+    for bad in ("origin", "nope=1", "origin=x", "origin=-1", "suspect=5"):
+        with pytest.raises(UsageError):
+            Tolerance.parse(bad)
+
+
+def test_cli_tolerance_and_outputs(cases, run_cli):
+    run = run_cli(cases / "tfm_splitk_scale1p01_L0_stat", "pytorch", "-da")
+    assert run.code == 0
+    assert "Root cause: no origin the precision can support; suspect: Functional.linear.3.forward" in run.out
+    text = run.one("advisor_*.txt").read_text()
+    assert "1. [suspect, forward] Functional.linear.3.forward" in text
+    assert "noise floor 0.00559 (1 ulp of the recorded bfloat16 statistics)" in text
+    assert "Noise model: lowest precision bfloat16" in text
+    [item] = json.loads(run.one("diff_analyze_*.json").read_text())["rank"]
+    assert item["op_name"] == "Functional.linear.3.forward" and item["root_cause"]["state"] == "suspect"
+    assert item["root_cause"]["evidence"]["noise_floor"] == pytest.approx(0.00559, abs=1e-5)
+    run = run_cli(cases / "tfm_amp_nobug_stat", "pytorch", "--tolerance", "origin=3")
+    assert run.code == 0 and "Root cause: no origin; " in run.out and "within the noise floor" in run.out
+    with pytest.raises(SystemExit) as stop:  # a usage error, from argparse
+        run_cli(cases / "tfm_amp_nobug_stat", "pytorch", "--tolerance", "origin=x")
+    assert stop.value.code == 2
+
+
+@pytest.mark.parametrize("case", ["pytorch/mlp_lowprec_stat", "pytorch/mlp_lowprec_md5", "pytorch/mlp_lowprec_tensor"])
+def test_bf16_autocast_fixtures_have_no_origin(case, monkeypatch):
+    """mlp under bf16 autocast against fp32: noise only (the former rule named Functional.linear.0)."""
+    rc = _outcome(DATA / case, monkeypatch).rootcause
+    assert rc.origins == [] and rc.suspects == []
+    assert CallState.NOISE in rc.states
+
+
+@pytest.mark.parametrize("case", ["pytorch/mlp_struct_stat", "pytorch/mlp_struct_md5", "pytorch/mlp_struct_tensor"])
+def test_an_extra_call_shifts_nothing_outside_its_module(case, monkeypatch):
+    """One extra `Tensor.__add__` on the npu side: the former rule paired the later adds with other calls."""
+    rc = _outcome(DATA / case, monkeypatch).rootcause
+    assert rc.origins == [] and rc.repaired > 0
+
+
+def test_md5_low_precision_difference_is_a_suspect(tmp_path, monkeypatch):
+    """md5 of a bf16 output that differs while the inputs agree: rounding or a bug, md5 cannot tell."""
+
+    def leaf(md5: str, dtype: str) -> dict:
+        return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+                "Norm": 1.0, "requires_grad": False, "md5": md5}  # fmt: skip
+
+    for side, out in (("npu", "aaaa"), ("bench", "bbbb")):
+        d = tmp_path / side
+        d.mkdir()
+        data = {"Functional.linear.0.forward": {"input_args": [leaf("1111", "torch.float32")],
+                                                "output": [leaf(out, "torch.bfloat16")]},
+                "Functional.relu.0.forward": {"input_args": [leaf(out, "torch.bfloat16")],
+                                              "output": [leaf(out + "r", "torch.bfloat16")]}}  # fmt: skip
+        (d / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu/dump.json"),
+                                                       "bench_path": str(tmp_path / "bench/dump.json")}))  # fmt: skip
+    rc = _outcome(tmp_path, monkeypatch).rootcause
+    assert rc.origins == [] and [s.entry for s in rc.suspects] == ["Functional.linear.0.forward"]
+    assert "md5 cannot tell" in rc.suspects[0].reason
+    assert rc.states == [CallState.SUSPECT, CallState.NOISE]
+
+
+def test_statistic_resolution_is_one_ulp_of_its_dtype():
+    bits = np.array([7.0, 7.0, 23.0, 0.0])
+    values = np.array([18.625, 0.75, 1.0, 3.0])
+    assert noise.ulp(values, bits).tolist() == [0.125, 2.0**-8, 2.0**-23, 0.0]
+    assert noise.precision("torch.bfloat16") == (2.0**-8, 7) and noise.precision("BFloat16") == (2.0**-8, 7)
+    assert noise.precision("torch.float16")[0] == 2.0**-11 and noise.precision("Float32")[0] == 2.0**-24
+    assert noise.precision("torch.int64") == (0.0, 0) and noise.precision("<class 'float'>") == (0.0, 0)
+    assert noise.call_key("Functional.linear.3.forward") == "Functional.linear..forward"
+    assert noise.call_key("Module.a.Linear.forward.0") == "Module.a.Linear.forward."
+
+
+def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
+    """Three ranks under noise: rank0 noise only, rank1 with the x1.1 bug, rank2 with the x1.01 bug that a
+    statistics dump cannot separate: each rank's answer as in its single-file compare, the earliest origin named."""
+    import shutil
+
+    ranks = {"rank0": "tfm_amp_nobug_stat", "rank1": "tfm_amp_scale1p1_L1_stat", "rank2": "tfm_splitk_scale1p01_L0_stat"}
+    for side in ("npu", "bench"):
+        for rank, name in ranks.items():
+            shutil.copytree(cases / name / side / "step0/rank", tmp_path / side / "step0" / rank)
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu/step0"),
+                                                       "bench_path": str(tmp_path / "bench/step0")}))  # fmt: skip
+    run = run_cli(tmp_path, "pytorch", "-da")
+    assert run.code == 0, run.out
+    assert "Root cause of rank1: Functional.gelu.1.forward: outputs differ beyond the noise" in run.out
+    assert "Root cause of rank2: no origin the precision can support; suspect: Functional.linear.3.forward" in run.out
+    assert "Root cause of rank0" not in run.out
+    assert "Earliest root cause across ranks: rank1: Functional.gelu.1.forward" in run.out
+    doc = json.loads(run.one("diff_analyze_*.json").read_text())
+    assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == "Functional.gelu.1.forward"
+    assert doc["rank_2"][0]["root_cause"]["state"] == "suspect"
