@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from parity import mismatches
+from parity import assert_same_bytes, mismatches
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -61,7 +61,7 @@ def _same_outputs(a: Path, b: Path) -> list[Path]:
                 for member in zl.namelist():
                     assert zl.read(member) == zr.read(member), f"{name}: {member}"
         else:
-            assert left.read_bytes() == right.read_bytes(), name
+            assert_same_bytes(left.read_bytes(), right.read_bytes(), name)
     return sorted(fa.values())
 
 

@@ -200,7 +200,9 @@ def test_parity_covers_the_interesting_rows() -> None:
 def to_compute(t: TensorData) -> np.ndarray:
     arr = np.asarray(t.array)
     if t.dtype_name == BF16:
-        return (arr.astype(np.uint32) << 16).view(np.float32)
+        # np.uint32(16): with numpy < 2 a 0-d uint32 array << a Python int promotes to int64 (legacy value-based
+        # casting), and int64 cannot be viewed as float32
+        return (arr.astype(np.uint32) << np.uint32(16)).view(np.float32)
     return arr
 
 

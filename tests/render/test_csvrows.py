@@ -14,6 +14,7 @@ from msprobe_compare.render import flat
 from msprobe_compare.render.celltext import CsvFormat, csv_field
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 from tests.native_helpers import native_module
+from tests.parity import assert_same_bytes
 
 
 def _module():  # type: ignore[no-untyped-def]
@@ -82,7 +83,7 @@ def test_whole_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.M
     flat.write_csv(tmp_path / "native.csv", ["A", "B", "C", "D"], columns, colours)
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     flat.write_csv(tmp_path / "python.csv", ["A", "B", "C", "D"], columns, colours)
-    assert (tmp_path / "native.csv").read_bytes() == (tmp_path / "python.csv").read_bytes()
+    assert_same_bytes((tmp_path / "native.csv").read_bytes(), (tmp_path / "python.csv").read_bytes())
 
 
 def test_json_lines_of_every_kind() -> None:
@@ -114,4 +115,4 @@ def test_jsonl_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.M
     flat.write_jsonl(tmp_path / "native.jsonl", header, columns, colours)
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     flat.write_jsonl(tmp_path / "python.jsonl", header, columns, colours)
-    assert (tmp_path / "native.jsonl").read_bytes() == (tmp_path / "python.jsonl").read_bytes()
+    assert_same_bytes((tmp_path / "native.jsonl").read_bytes(), (tmp_path / "python.jsonl").read_bytes())
