@@ -51,3 +51,22 @@ def test_directories(run_cli, tmp_path):
     run = run_cli(case, "pytorch", "-da")
     doc = _read(run)
     assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == target
+
+
+def test_a_failing_analyze_file_withdraws_the_result_set(run_cli, tmp_path, monkeypatch):
+    """One pair with -da: when diff_analyze_{ts}.json cannot be written, the files just published go again."""
+    from msprobe_compare.errors import OutputError
+    from msprobe_compare.render import report
+
+    def no_space(*args, **kwargs):
+        raise OutputError("cannot be written (No space left on device)", tmp_path / "out" / "diff_analyze.json")
+
+    monkeypatch.setattr(report, "write_diff_analyze", no_space)
+    out = tmp_path / "out"
+    run = run_cli(DATA / "pytorch/mlp_bug_stat", "pytorch", "-s", "-da", "--format", "xlsx,csv,html", out_dir=out)
+    assert run.code == 1
+    assert [line for line in run.out.splitlines() if "[ERROR]" in line][0].endswith(
+        "cannot be written (No space left on device)")
+    assert "Compare result is" in run.out  # the set was written, then withdrawn
+    assert list(out.iterdir()) == []
+    assert "msprobe compare ends successfully." not in run.out

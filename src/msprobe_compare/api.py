@@ -41,11 +41,11 @@ from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mappi
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
 from msprobe_compare.pair.fuzzy import match_fuzzy
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
-from msprobe_compare.pair.mapping_file import load_yaml, mapping_yaml, text_mapping
+from msprobe_compare.pair.mapping_file import load_yaml, text_mapping
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import report, table
-from msprobe_compare.render.files import new_output, prepare_output_dir
+from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 from msprobe_compare.runtime import gc_paused
@@ -127,16 +127,6 @@ def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console
     return None
 
 
-def _save_data_mapping(out_dir: Path, mapping: dict[str, str], console: Console) -> Path:
-    """Write the -lm row mapping as `data_mapping_{ts}.yaml` (never replacing a file)."""
-    text = mapping_yaml(mapping)
-    name = "data_mapping_{ts}.yaml"  # ranks compared in parallel may race for the same second: the claim decides
-    with new_output(out_dir, name) as (final, tmp):
-        tmp.write_text(text, encoding="utf-8")
-    console.info(f"The data mapping is saved in: {final}")
-    return final
-
-
 def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     """Everything up to, not including, writing the result files (-lm saves its data mapping here)."""
     check_input_file(cfg.npu_path, "npu_path")
@@ -176,12 +166,12 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     cross = npu_fw == "mindspore" and bench_fw == "pytorch"
     fuzzy = None
     keys = _mapped_keys(opts, npu, bench, console)
-    data_map = None
+    data_map = derived = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
         data_map = layer_mapping(cfg.npu_path.parent, cfg.bench_path.parent, lm_yaml, npu, bench,
                                  bench_framework=bench_fw)  # fmt: skip
-        _save_data_mapping(opts.output_dir, data_map, console)
+        derived = data_map  # published with the result files (render.report.write_all), under their stamp
         data_map = data_map or None
     elif opts.data_mapping is not None:
         data_map = read_data_mapping(opts.data_mapping)
@@ -206,10 +196,11 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     if mode is Mode.ALL:
         tensors = measure_tensors(cfg, npu, bench, match, console)
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
-    return judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
-                 highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                 parents=tree[0], bench_parents=tree[1] if plain else None,
-                 tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
+    outcome = judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
+                    highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
+                    parents=tree[0], bench_parents=tree[1] if plain else None,
+                    tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
+    return replace(outcome, derived_mapping=derived) if derived is not None else outcome
 
 
 def _same_bytes(a: Path, b: Path) -> bool:

@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             return _gate(console, args.fail_on, results)
         console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
         written = compare_files(cfg, console)
+        if args.diff_analyze and written.xlsx is not None:
+            _origins_json_or_withdraw(console, cfg, written)
     except UsageError as exc:
         console.error(exc.message)
         return EXIT_USAGE
@@ -278,11 +280,21 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     finally:
         ray_session.close()
-    if args.diff_analyze and written.xlsx is not None:
-        report.write_origins_json(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
     if written.xlsx is not None:
         console.banner()
     return _gate(console, args.fail_on, [written])
+
+
+def _origins_json_or_withdraw(console: Console, cfg: CompareConfig, written: Written) -> None:
+    """-da of one pair: diff_analyze_{ts}.json; when it cannot be written, the result set just published is
+    removed again before the error, so a failed run leaves no partial set."""
+    try:
+        report.write_origins_json(console, cfg.options.output_dir, {cfg.npu_path.parent.name: written.origins})
+    except CompareError:
+        for path in written.files:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        raise
 
 
 def _options(args: argparse.Namespace) -> Options:

@@ -38,6 +38,7 @@ class CompareOutcome:
     fuzzy: np.ndarray | None = None  # bool: matched with a different name (fuzzy matching)
     rootcause: Any = None  # judge.rootcause.RootCause
     layout: Any = None  # layouts.LayoutView: runs split differently across cards (ranks and rule per row)
+    derived_mapping: dict[str, str] | None = None  # -lm: the row mapping, published with the result files
 
     def __len__(self) -> int:
         return len(self.npu)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table, texts
+from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.render.html import write_html
@@ -32,6 +33,7 @@ class Written:
     nothing_compared: bool = False  # no call could be compared (the root cause could not decide)
     first_suspect: tuple[int, str] | None = None  # (position, headline text) when a call is suspect (judge.rootcause)
     noise: bool = False  # some call differs within the noise floor
+    files: tuple[Path, ...] = ()  # every file of the result set, as published
 
     @property
     def errors(self) -> int:
@@ -158,9 +160,12 @@ def write_all(
     names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
-    with claim_names(out_dir, [*names.values(), html_name, advisor_name]) as claim:  # one stamp, reserved
-        return _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
-                          suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path)
+    mapping_name = ["data_mapping_{ts}.yaml"] if outcome.derived_mapping is not None else []  # -lm
+    with claim_names(out_dir, [*names.values(), html_name, advisor_name, *mapping_name]) as claim:  # one stamp
+        written = _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
+                             suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path)
+    published = [claim.path(p) for p in [*names.values(), html_name, advisor_name, *mapping_name]]
+    return replace(written, files=tuple(p for p in published if p.is_file() and not p.is_symlink()))
 
 
 def _write_set(
@@ -209,6 +214,11 @@ def _write_set(
             write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}", columns=plain)
         console.info(f"The HTML report is saved in: {html_path}")
     del plain
+    if outcome.derived_mapping is not None:  # -lm: the row mapping it derived, published with the rest
+        mapping_path = out_dir / f"data_mapping_{ts}.yaml"
+        with atomic_output(mapping_path) as tmp:
+            tmp.write_text(mapping_yaml(outcome.derived_mapping), encoding="utf-8")
+        console.info(f"The data mapping is saved in: {mapping_path}")
     counts = level_counts(outcome)
     log_counts(console, counts, bench_path)
     advisor_path = None
