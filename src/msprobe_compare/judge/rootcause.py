@@ -24,6 +24,8 @@ measurements behind each constant.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import math
 import operator
@@ -151,15 +153,15 @@ class RootCause:
     def first(self) -> Origin | None:
         return self.origins[0] if self.origins else None
 
-    @property
+    @functools.cached_property
     def compared_calls(self) -> int:
-        """Calls with at least one compared row (the others have no bench counterpart)."""
-        return sum(state is not CallState.UNKNOWN for state in self.states)
+        """Calls with at least one compared row (the others have no bench counterpart); counted once."""
+        return len(self.states) - self.states.count(CallState.UNKNOWN)
 
 
 def phase_of(entry: str) -> str:
-    if "backward" not in entry:  # the common case, decided by one substring search
-        return "parameters_grad" if is_param_grad(entry) else "forward"
+    if "backward" not in entry:  # the common case, decided by one or two substring searches
+        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
     if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
         return "parameters_grad"
     tail = entry.rsplit(".", 2)
