@@ -215,14 +215,14 @@ EMPTY_SHOWN = 20
 
 def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> None:
     """No entry is dropped silently: each one that yields no row is named (the first 20 per side), with a count."""
-    for side, table in (("npu", npu), ("bench", bench)):
-        empty = empty_entries(table)
+    for side, rows in (("npu", npu), ("bench", bench)):
+        empty = empty_entries(rows)
         for name in empty[:EMPTY_SHOWN]:
             console.warning(f"{side} entry '{name}' yields no row (no tensor or argument description in it)")
         if empty:
             more = f" ({len(empty) - EMPTY_SHOWN} not named above)" if len(empty) > EMPTY_SHOWN else ""
             console.warning(f"{len(empty)} {side} entr{'y' if len(empty) == 1 else 'ies'} of "
-                            f"{len(table.entries)} yield no row{more}")  # fmt: skip
+                            f"{len(rows.entries)} yield no row{more}")  # fmt: skip
 
 
 def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:

@@ -178,10 +178,7 @@ def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray 
     npu, bench = o.npu, o.bench
     match = o.match if match is None else match
     out = np.zeros(len(npu), dtype=bool)
-    inplace = np.fromiter(map(operator.contains, npu.entries, itertools.repeat("_.")), dtype=bool,
-                          count=len(npu.entries))  # a cheap first sieve: `add_.3.forward`
-    for e in np.flatnonzero(inplace).tolist():
-        inplace[e] = _is_inplace(npu.entries[e])
+    inplace = _inplace_entries(npu.entries)
     candidates = differs & (npu.state == State.INPUT)
     candidates &= inplace[npu.entry_index] if len(npu.entries) else candidates
     if not candidates.any():
@@ -198,6 +195,21 @@ def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray 
             continue
         out[i] = _same_value(npu, i, npu, k) or _same_value(bench, j, bench, jk)
     return out
+
+
+_INPLACE_MEMO: list[tuple[list[str], np.ndarray]] = []  # the last table's entries and mask (the gate asks again)
+
+
+def _inplace_entries(entries: list[str]) -> np.ndarray:
+    """Per entry: a call of an in-place API (`add_`); computed once per entry list."""
+    if _INPLACE_MEMO and _INPLACE_MEMO[0][0] is entries:
+        return _INPLACE_MEMO[0][1]
+    inplace = np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool,
+                          count=len(entries))  # a cheap first sieve: `add_.3.forward`
+    for e in np.flatnonzero(inplace).tolist():
+        inplace[e] = _is_inplace(entries[e])
+    _INPLACE_MEMO[:] = [(entries, inplace)]
+    return inplace
 
 
 def _is_inplace(entry: str) -> bool:

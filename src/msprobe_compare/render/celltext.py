@@ -18,7 +18,7 @@ The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `fla
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import orjson

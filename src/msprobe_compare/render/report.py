@@ -50,10 +50,6 @@ def advisor_lines(result: AdvisorResult) -> list[str]:
     return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.6g}"
-
-
 def origin_advice(origin: Origin) -> str:
     if origin.kind is OriginKind.BOUNDARY:
         after = f"{origin.after}'s output" if origin.after else "the start of the dump"
@@ -78,23 +74,25 @@ def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, lim
             lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
         else:
             lines.append("No origin the precision of the dump can support.")
-    for k, o in enumerate(rc.origins[:limit], start=1):
-        lines.append(f"{k}. [{o.kind.value}, {o.phase}] {o.description}")
-        lines.append(f"   Evidence: {o.evidence.text()}")
-        lines.append(f"   Advice: {origin_advice(o)}")
-    if len(rc.origins) > limit:
-        lines.append(f"... and {len(rc.origins) - limit} more origins")
+    lines += _ranked([(f"{o.kind.value}, {o.phase}", o.description, o.evidence.text(), "Advice", origin_advice(o))
+                      for o in rc.origins], limit, "origins")  # fmt: skip
     if rc.suspects:
         lines.append("Suspects (above the noise floor by less than the precision can support; not origins):")
-        for k, x in enumerate(rc.suspects[:limit], start=1):
-            lines.append(f"{k}. [suspect, {x.phase}] {x.description}")
-            lines.append(f"   Evidence: {x.evidence.text()}")
-            lines.append(f"   To decide: {x.advice}")
-        if len(rc.suspects) > limit:
-            lines.append(f"... and {len(rc.suspects) - limit} more suspects")
+        lines += _ranked([(f"suspect, {x.phase}", x.description, x.evidence.text(), "To decide", x.advice)
+                          for x in rc.suspects], limit, "suspects")  # fmt: skip
     model = story.noise_model_line(rc)
     if model:
         lines.append(model)
+    return lines
+
+
+def _ranked(items: list[tuple[str, str, str, str, str]], limit: int, what: str) -> list[str]:
+    """Numbered `[tags] description` entries with their evidence and a labelled advice line; `limit` shown."""
+    lines = []
+    for k, (tags, description, evidence, label, advice) in enumerate(items[:limit], start=1):
+        lines += [f"{k}. [{tags}] {description}", f"   Evidence: {evidence}", f"   {label}: {advice}"]
+    if len(items) > limit:
+        lines.append(f"... and {len(items) - limit} more {what}")
     return lines
 
 
@@ -109,9 +107,8 @@ def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def log_rootcause(console: Console, rc: RootCause | None, counts: LevelCounts) -> None:
+def log_rootcause(console: Console, head: story.Headline | None) -> None:
     """The headline: where the two runs first part (or why that cannot be told)."""
-    head = story.headline(rc, counts)
     if head is not None:
         (console.warning if head.is_warning else console.info)(f"Root cause: {head.text}")
 
@@ -161,10 +158,11 @@ def write_all(
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
     mapping_name = ["data_mapping_{ts}.yaml"] if outcome.derived_mapping is not None else []  # -lm
-    with claim_names(out_dir, [*names.values(), html_name, advisor_name, *mapping_name]) as claim:  # one stamp
+    patterns = [*names.values(), html_name, advisor_name, *mapping_name]
+    with claim_names(out_dir, patterns) as claim:  # one stamp for the set, reserved
         written = _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
                              suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path)
-    published = [claim.path(p) for p in [*names.values(), html_name, advisor_name, *mapping_name]]
+    published = (claim.path(p) for p in patterns)  # those written (an advisor under -c is not)
     return replace(written, files=tuple(p for p in published if p.is_file() and not p.is_symlink()))
 
 
@@ -227,12 +225,12 @@ def _write_set(
         advisor_path = out_dir / advisor_name.format(ts=ts)
         write_advisor(advisor_path, outcome.advisor, outcome.rootcause, mode=outcome.mode, counts=counts)
         console.info(f"The advisor summary is saved in: {advisor_path}")
-    log_rootcause(console, outcome.rootcause, counts)
     rc = outcome.rootcause
+    head = story.headline(rc, counts)
+    log_rootcause(console, head)
     origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
-    head = story.headline(rc, counts)
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
                    html=html_path, nothing_compared=head is not None and head.state == "nothing",
                    first_suspect=suspect, noise=rc is not None and story.has_noise(rc))  # fmt: skip

@@ -8,16 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_compare.judge.advisor import AdvisorResult
-from msprobe_compare.judge.gate import LevelCounts
-from msprobe_compare.judge.rootcause import CallState, RootCause
+from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
+from msprobe_compare.judge.rootcause import CallState, OriginKind, RootCause
 from msprobe_compare.model import Mode
 
 # what the reference's advisor reads, per mode (its first-failing-row rule)
 ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}
-ADVISOR_RULE = (
-    "The reference tool's advisor rule follows: the first failing row in table order ({column} column). "
-    "It need not be where accuracy first breaks: see 'Root cause' for that."
-)
+_RULE = "the first failing row in table order ({column} column). It need not be where accuracy first breaks"
 ADVISOR_NOTE_MARK = "Note: the three entries above"  # first words of the advisor file's note
 
 
@@ -48,7 +45,7 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
                                    "counterpart, so no call could be judged")  # fmt: skip
     if rc.first is not None:
         ev = rc.first.evidence
-        why = f"; {ev.metric} {ev.outputs if rc.first.kind.value == 'computation' else ev.inputs:.3g} = " \
+        why = f"; {ev.metric} {ev.outputs if rc.first.kind is OriginKind.COMPUTATION else ev.inputs:.3g} = " \
               f"{ev.ratio:.3g}x the noise floor {ev.floor:.3g}" if ev.ratio is not None and ev.floor else ""
         return Headline("origin", f"{rc.first.description} ({rc.first.kind.value}; "
                                   f"{len(rc.origins)} origin(s) in all{why})")  # fmt: skip
@@ -129,7 +126,8 @@ def unmatched_warning(counts: LevelCounts, bench_path: Path | None) -> str | Non
 
 
 def advisor_rule(mode: Mode) -> str:
-    return ADVISOR_RULE.format(column=ADVISOR_COLUMN[mode])
+    return f"The reference tool's advisor rule follows: {_RULE.format(column=ADVISOR_COLUMN[mode])}: see 'Root " \
+           "cause' for that."
 
 
 def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode) -> str | None:
@@ -142,8 +140,8 @@ def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode
 
 def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts) -> list[str]:
     """Lines of the advisor file between the reference's three entries and the root-cause section."""
-    lines = [f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: the first failing row in table order "
-             f"({ADVISOR_COLUMN[mode]} column). It need not be where accuracy first breaks: see Root cause below."]
+    lines = [f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: {_RULE.format(column=ADVISOR_COLUMN[mode])}: "
+             "see Root cause below."]
     extra = advisor_contradiction(result, counts, mode)
     if extra:
         lines.append(extra)
@@ -153,7 +151,7 @@ def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts) -> list
 
 def gate_line(levels: frozenset[str], counts: LevelCounts, hits: int) -> str:
     """The `--fail-on` verdict with its evidence."""
-    order = [lv for lv in ("error", "warning", "unmatched") if lv in levels]
+    order = [lv for lv in GATE_LEVELS if lv in levels]
     head = f"--fail-on {','.join(order)}: "
     evidence = (f"{counts.errors:,} error row(s), {counts.warnings:,} warning row(s), "
                 f"{counts.unmatched:,} unmatched of {counts.rows:,}")  # fmt: skip
