@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -491,6 +490,8 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
     elif workers <= 1:
         results = [_compare_rank(*job) for job in jobs_list]
     else:
+        from concurrent.futures import ProcessPoolExecutor  # only for ranks in processes (start-up speed)
+
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_compare_rank, *zip(*jobs_list)))
     return RunSummary(layout_results + results, unpaired)

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
-
-import yaml
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
@@ -43,6 +40,10 @@ _SPELLINGS = {"outputs": ("outputs", "output")}  # D12: documented spelling firs
 @lru_cache(maxsize=1)
 def builtin_table() -> dict[str, str]:
     """The packaged MindSpore -> PyTorch API name table."""
+    from importlib import resources  # only when the table is needed (start-up speed), as yaml
+
+    import yaml
+
     text = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE).read_text(encoding="utf-8")
     table = yaml.safe_load(text)
     assert isinstance(table, dict), f"{TABLE_FILE} must be a mapping"

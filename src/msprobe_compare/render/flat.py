@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
@@ -225,4 +224,6 @@ def _append(f: Any, g: Any) -> None:
     if done < size:
         g.seek(done)
         f.seek(0, os.SEEK_END)
+        import shutil  # only when the kernel copy stopped short (start-up speed)
+
         shutil.copyfileobj(g, f, 1 << 20)

@@ -27,7 +27,6 @@ import math
 import operator
 import zlib
 from functools import lru_cache
-from importlib import resources
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -524,6 +523,8 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
 
 @lru_cache(maxsize=None)
 def _asset(name: str) -> str:
+    from importlib import resources  # only when a report is written (start-up speed)
+
     return resources.files("msprobe_compare.render").joinpath("assets", name).read_text(encoding="utf-8")
 
 
