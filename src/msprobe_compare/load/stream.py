@@ -3,17 +3,24 @@
 Memory stays proportional to a few blocks of the file plus the set of entry names (and the caller's rows), never to
 the whole text or document.
 
-Fast path (the dumper's `json.dump(..., indent=n)` layout, n spaces): inside "data" every entry starts at a line
-`<2n spaces>"name": ...` and no line inside "data" has an indent below 2n; "data" closes at the line `<n spaces>}`.
-JSON strings cannot hold a raw newline, so the byte pattern `\\n<2n spaces>"` marks exactly the entry starts. Blocks
-are split on it at C speed and every entry is parsed alone with orjson (the stdlib parser only for entries with
-NaN/Infinity). Each piece is checked (a trailing comma between entries, exactly one key); any surprise hands the
-rest of "data" to the general path, which is exact for any valid JSON.
+Finding "data": in the dumper's `json.dump(..., indent=n)` layout the header is read from the first block and the
+end of "data" from a tail window (`_fast_layout`); in any other layout a first pass reads the top-level keys and
+skips "data" by counting brackets (in C when the native module is there), so header keys written after "data" are
+known before any entry.
 
-General path (compact JSON, tabs, odd layouts): a tokenizer whose steps are compiled regular expressions. A first
-pass reads the top-level keys and skips "data" (so header keys written after "data" are known before any entry), a
-second pass splits "data" into entries. A document whose top level is not an object is parsed whole (it is an error
-report anyway).
+Native text path (any layout: compact, any indent, CRLF, blanks anywhere JSON allows them): the row builder's
+native walker reads the entries straight from the bytes (`_text_batches`, Walker.walk in _rowwalk.c) and hands
+back, delimited, only the entries it leaves to the object path; each is parsed alone.
+
+Without the native module, two Python paths:
+- indent=n layout: inside "data" every entry starts at a line `<2n spaces>"name": ...` and no line inside "data"
+  has an indent below 2n; "data" closes at the line `<n spaces>}`. JSON strings cannot hold a raw newline, so the
+  byte pattern `\\n<2n spaces>"` marks exactly the entry starts. Blocks are split on it and batches of entries are
+  parsed with orjson (the stdlib parser only for entries with NaN/Infinity). Each piece is checked (a trailing
+  comma between entries, exactly one key); any surprise hands the rest of "data" to the general path;
+- general path (compact JSON, tabs, odd layouts): a tokenizer whose steps are compiled regular expressions, exact
+  for any valid JSON, which also words every error. A document whose top level is not an object is parsed whole
+  (it is an error report anyway).
 
 Results equal `read_dump_json` + `data.items()`, with one exception: a name repeated inside "data" (which a JSON
 object parse silently merges) is refused with an InputError.
@@ -32,6 +39,7 @@ from typing import Any, BinaryIO, Generator, Iterator
 
 import orjson
 
+from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
 from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
@@ -125,8 +133,10 @@ class Entries:
             batches: Iterator[Batch] = iter([layout.values])
         elif layout.empty:
             batches = iter(())
+        elif self._walker is not None:
+            batches = _text_batches(path, layout, self._walker)
         elif layout.indent:
-            batches = _fast_batches(path, layout, self._walker)
+            batches = _fast_batches(path, layout)
         else:
             batches = _singles(_general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end))
         # the entries of each checked batch are iterated in C: no Python frame per entry
@@ -248,13 +258,13 @@ def _may_repeat(text: bytes) -> bool:
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
-def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[Batch | _Walked]:
+def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
     """Entries of "data" in an indent=n file, split at the entry-start lines.
 
     About BATCH bytes of whole entries at a time are parsed by one orjson call as one object; that is exact when
     the object has as many members as the batch has entry-start lines. Otherwise (NaN/Infinity, a repeated name,
     a surprise in the layout) the batch is split (`_batches`) down to the entries that need `_parse_piece`.
-    With a native `walker`, each batch is first offered to it as text (see _rowwalk.c)."""
+    (With the native walker, `_text_batches` reads every layout instead.)"""
     n = layout.indent
     sep = b"\n" + b" " * (2 * n) + b'"'
     lsep = len(sep)
@@ -280,21 +290,7 @@ def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[B
                     k = end if last else buf.rfind(sep, i + lsep)
                     if k <= i:
                         break
-                j = i
-                while walker is not None and j < k:  # the text path; entries it leaves go one by one below
-                    walked, stopped = walker.parse(buf, j + lsep - 1, k, k == end, sep[:-1])
-                    if walked:
-                        yield _Walked(walked)
-                    if stopped < 0:
-                        j = k
-                        break
-                    j = stopped - (lsep - 1)  # the entry's separator
-                    nxt = buf.find(sep, j + lsep, k)
-                    nxt = k if nxt < 0 else nxt
-                    if (yield from _object_path(path, layout, buf, j, nxt, sep, end, pos)):
-                        return
-                    j = nxt
-                if j < k and (yield from _object_path(path, layout, buf, j, k, sep, end, pos)):
+                if (yield from _object_path(path, layout, buf, i, k, sep, end, pos)):
                     return
                 if k == end:
                     return
@@ -374,6 +370,45 @@ def _parse_piece(piece: bytes, final: bool) -> Entry | None:
     return next(iter(doc.items()))
 
 
+# -- native text path: any layout -----------------------------------------------------------------------------------
+WALK_END, WALK_MORE = 0, 1  # Walker.walk's status codes (_rowwalk.WALK_END, WALK_MORE); else WALK_OBJECT
+
+
+def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | _Walked]:
+    """The entries of "data" in any layout, read by the native walker straight from the bytes (Walker.walk in
+    _rowwalk.c): it adds the rows of every plain entry itself, BLOCK bytes at a time, and hands back each entry it
+    leaves to the object path, delimited; that one is parsed alone here. An entry that does not parse alone (or
+    text that is not valid JSON) sends the rest of "data" to the general path, which words the error."""
+    region_end = layout.data_end  # just past the "}" of "data"
+    base = layout.data_start  # file offset of buf[0]
+    with open(path, "rb") as f:
+        f.seek(base)
+        buf = f.read(min(BLOCK, region_end - base))
+        at = 0
+        while True:
+            final = base + len(buf) >= region_end
+            names, at, status, extent = walker.walk(buf, at, final)
+            if names:
+                yield _Walked(names)
+            if status == WALK_END:
+                if base + at != region_end:
+                    raise InputError("changed while it was read (its 'data' ends elsewhere now)", path)
+                return
+            if status == WALK_MORE:  # an entry runs past the buffer: keep it, read more (geometric growth)
+                chunk = f.read(min(max(BLOCK, len(buf) - at), region_end - base - len(buf)))
+                if not chunk:
+                    raise InputError("changed while it was read (it became shorter)", path)
+                buf = buf[at:] + chunk
+                base, at = base + at, 0
+                continue
+            entry = _parse_piece(buf[at + 1 : extent], final=True) if extent > at else None
+            if entry is None:
+                yield from _singles(_general_entries(path, base + at, at_key=True, expect_end=region_end))
+                return
+            yield [entry]
+            at = extent
+
+
 # -- general path --------------------------------------------------------------------------------------------------
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -446,6 +481,16 @@ class _Scanner:
 
     def container(self) -> None:
         """Skip an object or array (brackets are counted, strings skipped whole; parsing validates the rest)."""
+        fast = native.load("_rowwalk")
+        if fast is not None:  # the same counting in C
+            depth = 0
+            while True:
+                pos, depth, done = fast.skip(self.buf, self.pos, depth)
+                self.pos = pos
+                if done:
+                    return
+                if not self.more():
+                    self.fail("Unexpected end of data")
         depth = 0
         while True:
             buf = self.buf
