@@ -180,3 +180,18 @@ def test_odd_entries_in_every_layout_give_the_same_rows(tmp_path: Path, monkeypa
     for block in (256, 1 << 20):
         monkeypatch.setattr(stream, "BLOCK", block)
         _assert_same(_table(path, True, monkeypatch), _table(path, False, monkeypatch))
+
+
+@needs_native
+def test_a_wrong_guess_of_the_end_of_data_is_refused_on_both_paths(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A multi-line value after "data" larger than the tail window deceives the guess of where "data" ends: the
+    text path refuses it with the general path's words, never misreads it."""
+    monkeypatch.setattr(stream, "TAIL", 16)
+    doc = {"task": "statistics", "data": {"a": {"output": [None]}, "b": {}},
+           "extra": {f"k{i}": i for i in range(20)}}  # fmt: skip
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(doc, indent=1))
+    ours = _table(path, True, monkeypatch)
+    assert ours == _table(path, False, monkeypatch)
+    assert ours[0] is InputError and "keys after 'data'" in ours[1]

@@ -391,8 +391,8 @@ def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | 
             if names:
                 yield _Walked(names)
             if status == WALK_END:
-                if base + at != region_end:
-                    raise InputError("changed while it was read (its 'data' ends elsewhere now)", path)
+                if base + at != region_end:  # the tail window guessed the end of "data" wrong
+                    raise _unexpected_layout(path)
                 return
             if status == WALK_MORE:  # an entry runs past the buffer: keep it, read more (geometric growth)
                 chunk = f.read(min(max(BLOCK, len(buf) - at), region_end - base - len(buf)))
@@ -660,11 +660,15 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
                 break
         if s.offset() != expect_end:
-            raise InputError(
-                "could not be read as one document: the keys after 'data' are laid out unexpectedly "
-                "(re-save it with json.dump(..., indent=1))",
-                path,
-            )
+            raise _unexpected_layout(path)
+
+
+def _unexpected_layout(path: Path) -> InputError:
+    return InputError(
+        "could not be read as one document: the keys after 'data' are laid out unexpectedly "
+        "(re-save it with json.dump(..., indent=1))",
+        path,
+    )
 
 
 def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Batch]:
