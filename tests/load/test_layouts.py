@@ -137,13 +137,16 @@ def _spaced(node: Any, rng: random.Random, blank: Callable[[], str]) -> str:
 
 
 @needs_native
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=st.sampled_from(CASES), seed=st.integers(0, 2**32 - 1), blanks=st.lists(_BLANKS, min_size=1, max_size=8),
-       block=st.sampled_from([512, 1 << 16, 16 << 20]), cut=st.one_of(st.none(), st.floats(0.0, 1.0)))  # fmt: skip
+       block=st.sampled_from([512, 1 << 16, 16 << 20]), skip=st.sampled_from([8, 100, 1 << 20]),
+       cut=st.one_of(st.none(), st.floats(0.0, 1.0)))  # fmt: skip
 def test_blanks_anywhere_give_the_same_rows_and_errors(tmp_path_factory: pytest.TempPathFactory,
                                                        monkeypatch: pytest.MonkeyPatch, case: Path, seed: int,
-                                                       blanks: list[str], block: int, cut: float | None) -> None:  # fmt: skip
-    """Random blanks between tokens (and, cut short at a random byte, invalid JSON: the same error either way)."""
+                                                       blanks: list[str], block: int, skip: int,
+                                                       cut: float | None) -> None:  # fmt: skip
+    """Random blanks between tokens (and, cut short at a random byte, invalid JSON: the same error either way), read
+    in blocks of every size; the native skip over "data" in buffers of every size (strings cut, longer than it)."""
     rng = random.Random(seed)
     doc = read_json(case)
     text = _spaced(doc, rng, lambda: rng.choice(blanks))
@@ -152,6 +155,7 @@ def test_blanks_anywhere_give_the_same_rows_and_errors(tmp_path_factory: pytest.
     path = tmp_path_factory.mktemp("dump") / "dump.json"
     path.write_text(text, encoding="utf-8", newline="")
     monkeypatch.setattr(stream, "BLOCK", block)
+    monkeypatch.setattr(stream, "SKIP_BUFFER", skip)
     ours = _table(path, True, monkeypatch)
     _assert_same(ours, _table(path, False, monkeypatch))
     if cut is None:

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, Generator, Iterator
 
 
@@ -46,6 +47,7 @@ from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, fi
                                            read_json)
 
 BLOCK = 16 << 20  # bytes read at a time
+SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
 TAIL = 1 << 20  # first tail window searched for the end of "data"
 MAX_TAIL = 64 << 20
@@ -483,14 +485,11 @@ class _Scanner:
         """Skip an object or array (brackets are counted, strings skipped whole; parsing validates the rest)."""
         fast = native.load("_rowwalk")
         if fast is not None:  # the same counting in C
-            depth = 0
-            while True:
-                pos, depth, done = fast.skip(self.buf, self.pos, depth)
-                self.pos = pos
-                if done:
-                    return
-                if not self.more():
-                    self.fail("Unexpected end of data")
+            pos, depth, done = fast.skip(self.buf, self.pos, 0)
+            self.pos = pos
+            if not done:
+                self._skip_rest(fast, depth)
+            return
         depth = 0
         while True:
             buf = self.buf
@@ -511,6 +510,48 @@ class _Scanner:
             self.pos = pos
             if not self.more():
                 self.fail("Unexpected end of data")
+
+    def _skip_rest(self, fast: ModuleType, depth: int) -> None:
+        """The rest of a container that the buffer cuts (at its end or at the quote of a string), counted in C
+        over the file read into one small reused buffer (no new block per read); the scanner then goes on after
+        it. A container that does not end fails as `container` does, at the same offset."""
+        if self.mark >= 0:  # a capture spans it: the ordinary blocks keep its bytes
+            while True:
+                if not self.more():
+                    self.fail("Unexpected end of data")
+                pos, depth, done = fast.skip(self.buf, self.pos, depth)
+                self.pos = pos
+                if done:
+                    return
+        tail = len(self.buf) - self.pos  # a cut string: counted again with what follows it
+        at = self.base + self.pos  # file offset of buf[0]
+        buf = bytearray(max(SKIP_BUFFER, 2 * tail))
+        buf[:tail] = self.buf[self.pos :]
+        view = memoryview(buf)
+        self.buf, self.pos = b"", 0
+        filled = tail
+        while True:
+            got = self.f.readinto(view[filled:]) if not self.eof else 0
+            if not got:  # fails where `container` does: the end of the file, or the quote of a cut string
+                self.eof = True
+                self.buf, self.base, self.pos = bytes(view[:filled]), at, 0
+                view.release()
+                self.fail("Unexpected end of data")
+            filled += got
+            pos, depth, done = fast.skip(view[:filled], 0, depth)
+            if done:
+                end = at + pos
+                break
+            keep = filled - pos  # a string cut by the buffer's end, from its quote
+            if keep * 2 > len(buf):  # a string longer than half the buffer
+                view.release()
+                buf.extend(bytes(len(buf)))
+                view = memoryview(buf)
+            view[:keep] = view[pos:filled]
+            at, filled = at + pos, keep
+        view.release()
+        self.f.seek(end)
+        self.buf, self.base, self.pos, self.eof = b"", end, 0, False
 
     def value(self) -> None:
         c = self.peek()
