@@ -53,7 +53,8 @@ def _cpu():
 def child(argv, result_path, started):
     """One compare in this process, stages timed; the figures go to result_path as JSON. `started`: the parent's
     time.time() just before it started this process."""
-    from msprobe_compare import api, cli
+    from msprobe_compare import cli  # first, as `python -m msprobe_compare` does (it sets the BLAS threads)
+    from msprobe_compare import api
     from msprobe_compare.render import report
 
     wall = dict.fromkeys(PHASES, 0.0)
