@@ -117,7 +117,7 @@ def test_native_text_path_reads_every_layout_itself(tmp_path: Path, monkeypatch:
     doc = read_json(original)
     path = tmp_path / "dump.json"
     path.write_text(LAYOUTS[layout](doc), encoding="utf-8", newline="")
-    monkeypatch.setattr(stream, "BLOCK", 4096)  # entries cut by the buffer's end, read again with more
+    monkeypatch.setattr(stream, "WALK_BUFFER", 4096)  # entries cut by the buffer's end, read again with more
     assert _walked(path, monkeypatch) == (len(doc["data"]), 0)
 
 
@@ -155,6 +155,7 @@ def test_blanks_anywhere_give_the_same_rows_and_errors(tmp_path_factory: pytest.
     path = tmp_path_factory.mktemp("dump") / "dump.json"
     path.write_text(text, encoding="utf-8", newline="")
     monkeypatch.setattr(stream, "BLOCK", block)
+    monkeypatch.setattr(stream, "WALK_BUFFER", block)
     monkeypatch.setattr(stream, "SKIP_BUFFER", skip)
     ours = _table(path, True, monkeypatch)
     _assert_same(ours, _table(path, False, monkeypatch))
@@ -181,8 +182,8 @@ def test_odd_entries_in_every_layout_give_the_same_rows(tmp_path: Path, monkeypa
                    "Functional.last.0.forward": {"input_args": [tensor]}}  # fmt: skip
     path = tmp_path / "dump.json"
     path.write_text(LAYOUTS[layout](doc), encoding="utf-8", newline="")
-    for block in (256, 1 << 20):
-        monkeypatch.setattr(stream, "BLOCK", block)
+    for block in (16, 256, 1 << 20):
+        monkeypatch.setattr(stream, "WALK_BUFFER", block)
         _assert_same(_table(path, True, monkeypatch), _table(path, False, monkeypatch))
 
 

@@ -251,6 +251,7 @@ def test_text_path_gives_identical_tables_and_errors(tmp_path_factory: pytest.Te
     if repeat == 0 and len(entries) > 1:
         entries = [*entries, entries[0]]  # a repeated name, refused either way
     monkeypatch.setattr(stream, "BATCH", batch)
+    monkeypatch.setattr(stream, "WALK_BUFFER", batch)  # the native text path's buffer, at the same sizes
     path = tmp_path_factory.mktemp("dump") / "dump.json"
     _write_dump(path, entries, ascii_only)
     _assert_same(_file_table(path, True, monkeypatch), _file_table(path, False, monkeypatch))
@@ -323,7 +324,7 @@ def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_p
     path = tmp_path / "dump.json"
     _write_dump(path, entries)
     monkeypatch.setattr(stream, "BATCH", batch)
-    monkeypatch.setattr(stream, "BLOCK", batch)  # the text path reads BLOCK bytes at a time
+    monkeypatch.setattr(stream, "WALK_BUFFER", batch)  # the text path reads WALK_BUFFER bytes at a time
     table, walked, stops = _spied_flatten(path, monkeypatch)
     assert len(walked) == 38 and "Functional.s.0.forward" not in walked and "Functional.b.0.forward" not in walked
     assert sum(s >= 0 for s in stops) == 2

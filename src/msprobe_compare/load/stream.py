@@ -48,6 +48,7 @@ from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, fi
 
 BLOCK = 16 << 20  # bytes read at a time
 SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
+WALK_BUFFER = 1 << 20  # the reused buffer of the native text path (cache-sized; grown for a longer entry)
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
 TAIL = 1 << 20  # first tail window searched for the end of "data"
 MAX_TAIL = 64 << 20
@@ -378,37 +379,50 @@ WALK_END, WALK_MORE = 0, 1  # Walker.walk's status codes (_rowwalk.WALK_END, WAL
 
 def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | _Walked]:
     """The entries of "data" in any layout, read by the native walker straight from the bytes (Walker.walk in
-    _rowwalk.c): it adds the rows of every plain entry itself, BLOCK bytes at a time, and hands back each entry it
-    leaves to the object path, delimited; that one is parsed alone here. An entry that does not parse alone (or
-    text that is not valid JSON) sends the rest of "data" to the general path, which words the error."""
+    _rowwalk.c): it adds the rows of every plain entry itself, a reused buffer of WALK_BUFFER bytes at a time
+    (grown for an entry that does not fit), and hands back each entry it leaves to the object path, delimited; that
+    one is parsed alone here. An entry that does not parse alone (or text that is not valid JSON) sends the rest
+    of "data" to the general path, which words the error."""
     region_end = layout.data_end  # just past the "}" of "data"
     base = layout.data_start  # file offset of buf[0]
-    with open(path, "rb") as f:
-        f.seek(base)
-        buf = f.read(min(BLOCK, region_end - base))
-        at = 0
-        while True:
-            final = base + len(buf) >= region_end
-            names, at, status, extent = walker.walk(buf, at, final)
-            if names:
-                yield _Walked(names)
-            if status == WALK_END:
-                if base + at != region_end:  # the tail window guessed the end of "data" wrong
-                    raise _unexpected_layout(path)
-                return
-            if status == WALK_MORE:  # an entry runs past the buffer: keep it, read more (geometric growth)
-                chunk = f.read(min(max(BLOCK, len(buf) - at), region_end - base - len(buf)))
-                if not chunk:
-                    raise InputError("changed while it was read (it became shorter)", path)
-                buf = buf[at:] + chunk
-                base, at = base + at, 0
-                continue
-            entry = _parse_piece(buf[at + 1 : extent], final=True) if extent > at else None
-            if entry is None:
-                yield from _singles(_general_entries(path, base + at, at_key=True, expect_end=region_end))
-                return
-            yield [entry]
-            at = extent
+    buf = bytearray(WALK_BUFFER)
+    view = memoryview(buf)
+    try:
+        with open(path, "rb") as f:
+            f.seek(base)
+            filled = f.readinto(view[: min(len(buf), region_end - base)])
+            at = 0
+            while True:
+                final = base + filled >= region_end
+                names, at, status, extent = walker.walk(view[:filled], at, final)
+                if names:
+                    yield _Walked(names)
+                if status == WALK_END:
+                    if base + at != region_end:  # the tail window guessed the end of "data" wrong
+                        raise _unexpected_layout(path)
+                    return
+                if status == WALK_MORE:  # an entry runs past the buffer: keep it, read more after it
+                    keep = filled - at
+                    if keep * 2 > len(buf):  # an entry longer than half the buffer: double it
+                        view.release()
+                        buf.extend(bytes(len(buf)))
+                        view = memoryview(buf)
+                    view[:keep] = view[at:filled]
+                    base, at, filled = base + at, 0, keep
+                    got = f.readinto(view[filled : min(len(buf), region_end - base)])
+                    if not got:
+                        raise InputError("changed while it was read (it became shorter)", path)
+                    filled += got
+                    continue
+                piece = bytes(view[at + 1 : extent]) if extent > at else b""
+                entry = _parse_piece(piece, final=True) if piece else None
+                if entry is None:
+                    yield from _singles(_general_entries(path, base + at, at_key=True, expect_end=region_end))
+                    return
+                yield [entry]
+                at = extent
+    finally:
+        view.release()
 
 
 # -- general path --------------------------------------------------------------------------------------------------
