@@ -1575,7 +1575,8 @@ static PyObject *rowwalk_skip(PyObject *module, PyObject *args) {
     const unsigned char *base = (const unsigned char *)view.buf, *p = base + pos, *end = base + view.len;
     int done = 0;
     for (;;) {
-        while (p < end && !skip_class[*p]) p++; /* a table look-up per byte (SSE2 compares were slower: structure is dense) */
+        /* a table look-up per byte (SSE2 compares were slower here: the structure is dense) */
+        while (p < end && !skip_class[*p]) p++;
         if (p >= end) break;
         uint8_t k = skip_class[*p];
         if (k == SK_QUOTE) {
@@ -1699,7 +1700,8 @@ PyMODINIT_FUNC PyInit__rowwalk(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "WALK_END", WALK_END) < 0 || PyModule_AddIntConstant(m, "WALK_MORE", WALK_MORE) < 0 ||
+    if (PyModule_AddIntConstant(m, "WALK_END", WALK_END) < 0 ||
+        PyModule_AddIntConstant(m, "WALK_MORE", WALK_MORE) < 0 ||
         PyModule_AddIntConstant(m, "WALK_OBJECT", WALK_OBJECT) < 0) {
         Py_DECREF(m);
         return NULL;
