@@ -14,8 +14,9 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from msprobe_compare.errors import InputError
 
@@ -210,4 +211,45 @@ def folder_mode(folder: Path) -> KernelMode | None:
         return KernelMode.NPY
     if "statistic.csv" in names:
         return KernelMode.STATISTIC
+    return None
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    """What compare.json asks for: the kernel compare (rank/step filters) or the single-point one."""
+
+    kind: str  # "kernel" | "common"
+    ranks: tuple[int, ...] = ()
+    steps: tuple[int, ...] = ()
+    map_dict: dict[str, str] = field(default_factory=dict)
+
+
+def _int_list(doc: dict[str, Any], key: str, source: Path) -> tuple[int, ...]:
+    value = doc.get(key, [])
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise InputError(f"'{key}' must be a list of integers", source)
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise InputError(f"'{key}' must be a list of integers, got {v!r}", source)
+        try:
+            out.append(int(v))
+        except ValueError:
+            raise InputError(f"'{key}' must be a list of integers, got {v!r}", source) from None
+    return tuple(out)
+
+
+def graph_request(doc: dict[str, Any], source: Path) -> GraphRequest | None:
+    """The graph-mode compare compare.json asks for (`rank_id` present: kernel; `"common": true`: single
+    point), else None."""
+    if doc.get("rank_id") is not None:
+        return GraphRequest("kernel", _int_list(doc, "rank_id", source), _int_list(doc, "step_id", source))
+    if doc.get("common") is True:
+        mapping = doc.get("map_dict") or {}
+        if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in mapping.items()):  # fmt: skip
+            raise InputError("'map_dict' must map names to names", source)
+        return GraphRequest("common", map_dict=dict(mapping))
     return None

@@ -34,7 +34,7 @@ class KernelCheck(enum.IntEnum):
     STAT_DTYPE = 9
 
 
-Stat = bool | int | float  # a statistic as numpy gives it for the array's dtype
+Stat = np.generic  # a statistic as numpy gives it, in its own dtype (render/ turns it into a cell)
 
 
 @dataclass(frozen=True)
@@ -55,21 +55,17 @@ class NpyRow:
     read_failed: str = ""  # the file names that could not be read
 
 
-def _scalar(value: np.generic) -> Stat:
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def side_stats(array: np.ndarray) -> tuple[Stat, Stat, Stat, Stat] | None:
     """max, min, mean, l2norm computed in the array's own dtype, as numpy does (a float16 norm may overflow to
     inf, as in the reference); None for an empty array."""
     if array.size == 0:
         return None
     with np.errstate(all="ignore"), single_threaded_blas():
-        return (_scalar(np.max(array)), _scalar(np.min(array)), _scalar(np.mean(array)),
-                _scalar(np.linalg.norm(array)))  # fmt: skip
+        return np.max(array), np.min(array), np.mean(array), np.linalg.norm(array)
 
 
-def _load(path: Path | None) -> tuple[TensorData | None, str]:
+def load_side(path: Path | None) -> tuple[TensorData | None, str]:
+    """The tensor at `path` read safely (no pickle, no symbolic link), or None and the path when it cannot be."""
     if path is None:
         return None, ""
     try:
@@ -80,8 +76,8 @@ def _load(path: Path | None) -> tuple[TensorData | None, str]:
 
 def measure_npy(npu_path: Path | None, bench_path: Path | None) -> NpyRow:
     """One row of the NPY mode: both files read once (memory-mapped when large), then released."""
-    npu, n_fail = _load(npu_path)
-    bench, b_fail = _load(bench_path)
+    npu, n_fail = load_side(npu_path)
+    bench, b_fail = load_side(bench_path)
     sides = [None if t is None else Side(t.dtype_name, t.shape, side_stats(np.asarray(t.array)))
              for t in (npu, bench)]  # fmt: skip
     failed = " ".join(f for f in (n_fail, b_fail) if f)

@@ -43,12 +43,21 @@ ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Un
 
 def number(value: Any) -> Any:
     """A statistic cell: NaN empty, +-inf as text (as the reference's sheets hold them), others as they are."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float):
         if math.isnan(value):
             return None
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
     return value
+
+
+def csv_stat(value: Any) -> Any:
+    """A statistic of result.csv: numpy's shortest text for its own dtype (float32 `1.6028571`)."""
+    if isinstance(value, np.floating) and math.isfinite(float(value)):
+        return str(value)
+    return number(value)
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -76,10 +85,10 @@ def npy_cells(npu_name: str, bench_name: str, row: NpyRow) -> list[Any]:
     if row.metrics is None:
         return head + ["", check_text(row.checks, row.read_failed)] + [None] * 6
     m = row.metrics
-    return head + [ACCURACY_TEXT[accuracy_reached(m)], messages_text(m.messages)] + _metric_cells(m)
+    return head + [ACCURACY_TEXT[accuracy_reached(m)], messages_text(m.messages)] + metric_cells(m)
 
 
-def _metric_cells(m: TensorMetrics) -> list[Any]:
+def metric_cells(m: TensorMetrics) -> list[Any]:
     return [metric_cell(x) for x in (m.cosine, m.euc_dist, m.max_abs_err, m.max_rel_err, m.one_thousandth,
                                      m.five_thousandths)]  # fmt: skip
 
