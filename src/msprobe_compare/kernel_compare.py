@@ -20,7 +20,7 @@ from msprobe_compare.load.kernel_dump import (GraphRequest, KernelFile, KernelMo
                                               npy_files, rank_step_folders, statistic_rows)  # fmt: skip
 from msprobe_compare.log import Console
 from msprobe_compare.measure.kernel_metrics import load_side, measure_npy, measure_statistic, side_stats
-from msprobe_compare.measure.tensor_metrics import accuracy_reached, compare_tensors, messages_text
+from msprobe_compare.measure.tensor_metrics import TensorMsg, accuracy_reached, compare_tensors, messages_text
 from msprobe_compare.pair.kernel_pair import pair_kernel
 from msprobe_compare.render import kernel_table as kt
 from msprobe_compare.render.files import atomic_output, new_output
@@ -187,7 +187,8 @@ def _common_row(name: str, npu_file: str, bench_file: str) -> list[Any]:
         cells.extend(kt.csv_stat(v) for v in (stats or (None,) * 4))
     return [name, npu.dtype_name, bench.dtype_name, kt.shape_text(npu.shape), kt.shape_text(bench.shape),
             *kt.metric_cells(metrics), *cells, kt.ACCURACY_TEXT[accuracy_reached(metrics)],
-            messages_text(metrics.messages), str([npu_file, bench_file])]  # fmt: skip
+            messages_text(m for m in metrics.messages if m is not TensorMsg.DTYPE_MISMATCH),  # as the reference
+            str([npu_file, bench_file])]  # fmt: skip
 
 
 def compare_common(npu_root: Path, bench_root: Path, request: GraphRequest, out_dir: Path, console: Console,
