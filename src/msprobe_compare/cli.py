@@ -247,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                else make_config(args.target_path, args.golden_path, options))  # fmt: skip
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
+        if cfg.graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): kernel_compare.py
+            return _graph_compare(cfg, console)
         if cfg.is_directory_compare:
             summary = compare_directories(cfg, console)
             report.log_directory_summary(console, summary)
@@ -396,6 +398,19 @@ def _mapping_arg(value: object) -> Path | bool | None:
     if value is None or value is True:
         return value  # type: ignore[return-value]
     return Path(str(value))
+
+
+def _graph_compare(cfg: CompareConfig, console: Console) -> int:
+    """The kernel-dump or single-point compare; only -i, -o and -j apply (as the reference: no highlight,
+    advisor or gate)."""
+    from msprobe_compare import kernel_compare
+
+    assert cfg.graph is not None
+    console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
+    run = kernel_compare.compare_kernel_dumps if cfg.graph.kind == "kernel" else kernel_compare.compare_common
+    written = run(cfg.npu_path, cfg.bench_path, cfg.graph, cfg.options.output_dir, console, cfg.options.jobs)
+    console.info(f"Written: {len(written)} result file{'s' if len(written) != 1 else ''}.")
+    return EXIT_OK if written else EXIT_ERROR
 
 
 def _with_output(cfg: CompareConfig, out_dir: Path) -> CompareConfig:

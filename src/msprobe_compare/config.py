@@ -9,6 +9,7 @@ from typing import Any
 
 from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
+from msprobe_compare.load.kernel_dump import GraphRequest, graph_request
 from msprobe_compare.load.layout import resolve_input
 from msprobe_compare.load.parallel_layout import parse_layout
 
@@ -109,6 +110,7 @@ class CompareConfig:
     stack_path: Path | None  # from compare.json; None when absent
     print_compare_log: bool
     options: Options
+    graph: GraphRequest | None = None  # the MindSpore graph-mode compare compare.json asks for, if any
 
     @property
     def is_directory_compare(self) -> bool:
@@ -131,12 +133,15 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
-    graph_mode = "rank_id" in doc or "step_id" in doc or doc.get("common") is True
-    if graph_mode and options.framework == "mindspore" and npu.is_dir():
-        kind = ("static-graph single-point compare ('common': true, spec §7.6)" if "rank_id" not in doc
-                else "kernel-dump compare of graph-mode statistic.csv / .npy files ('rank_id'/'step_id', spec §7.5)")
-        raise InputError(f"asks for the MindSpore {kind}, which msprobe-compare does not implement; for dumps of "
-                         "msprobe's PrecisionDebugger (dump.json), remove those keys", input_path)  # fmt: skip
+    graph = graph_request(doc, input_path) if options.framework == "mindspore" else None
+    if graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): two dump folders, nothing else applies
+        for key, path in (("npu_path", npu), ("bench_path", bench)):
+            if not path.is_dir():
+                raise InputError(f"{key} must be a folder for the MindSpore graph-mode compare ('rank_id' or "
+                                 "'common' in compare.json)", path)  # fmt: skip
+        return CompareConfig(input_path=input_path, npu_path=npu, bench_path=bench, stack_path=None,
+                             print_compare_log=bool(doc.get("is_print_compare_log", True)), options=options,
+                             graph=graph)  # fmt: skip
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)

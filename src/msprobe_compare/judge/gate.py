@@ -6,13 +6,14 @@ Python API, so that every place counts the same rows as the root cause does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import inplace_artifacts
 from msprobe_compare.judge.verdict import Result
+from msprobe_compare.load.rows import empty_entries
 from msprobe_compare.model import CompareOutcome, Mode
 
 GATE_LEVELS = ("error", "warning", "unmatched")
@@ -31,6 +32,7 @@ class LevelCounts:
     excluded: int = 0  # error/warning rows not counted: in-place inputs recorded after the write
     excluded_names: tuple[str, ...] = ()  # the first few of them
     layout_only: int = 0  # rows of calls a parallel layout adds (all-reduce, ...): no counterpart expected
+    no_row_entries: int = 0  # dump entries (npu and bench) that yielded no row (each named in a warning)
 
     @property
     def unmatched(self) -> int:
@@ -48,7 +50,8 @@ class LevelCounts:
         return LevelCounts(self.rows + other.rows, self.matched + other.matched, self.errors + other.errors,
                            self.warnings + other.warnings, self.excluded + other.excluded,
                            (self.excluded_names + other.excluded_names)[:NAMES_SHOWN],
-                           self.layout_only + other.layout_only)  # fmt: skip
+                           self.layout_only + other.layout_only,
+                           self.no_row_entries + other.no_row_entries)  # fmt: skip
 
 
 
@@ -98,7 +101,9 @@ def row_levels(o: CompareOutcome) -> RowLevels:
 
 
 def level_counts(o: CompareOutcome) -> LevelCounts:
-    return row_levels(o).counts(o.npu.names)
+    counts = row_levels(o).counts(o.npu.names)
+    no_row = len(empty_entries(o.npu)) + len(empty_entries(o.bench))
+    return replace(counts, no_row_entries=no_row) if no_row else counts
 
 
 def gate_hits(levels: frozenset[str], counts: LevelCounts) -> int:

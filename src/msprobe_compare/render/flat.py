@@ -69,12 +69,14 @@ def _n_rows(columns: Columns) -> int:
     return sizes.pop() if sizes else 0
 
 
-def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
-    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column."""
+def write_csv(path: Path, header: Sequence[str], columns: Columns,
+              colours: Sequence[Colour] | np.ndarray | None) -> None:  # fmt: skip
+    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column (none when
+    `colours` is None)."""
     n = _n_rows(columns)
-    cols = [*columns, _colour_column(colours, n)]
+    cols = [*columns, _colour_column(colours, n)] if colours is not None else list(columns)
     head = io.StringIO(newline="")
-    csv.writer(head).writerow(list(header) + ["colour"])
+    csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
     digits = fast is not None and orjson_digits(fast)  # checked here, not again in a forked child
