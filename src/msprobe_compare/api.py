@@ -467,7 +467,7 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
         out_dir = cfg.options.output_dir / rel
         plan = _layout_plan(cfg, rel)
         if plan is not None:  # the runs were split differently across cards: ranks combined (layouts.py)
-            from msprobe_compare.layouts import compare_layouts  # noqa: PLC0415
+            from msprobe_compare.layouts import compare_layouts
 
             layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
             continue
@@ -498,6 +498,6 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
 
 def _layout_plan(cfg: CompareConfig, rel: Path) -> Any:
     """layouts.LayoutPlan when the two step folders hold runs of different parallel layouts, else None."""
-    from msprobe_compare.layouts import plan_layouts  # noqa: PLC0415
+    from msprobe_compare.layouts import plan_layouts
 
     return plan_layouts(cfg.npu_path / rel, cfg.bench_path / rel, cfg.options.npu_layout, cfg.options.bench_layout)

@@ -12,21 +12,21 @@ from pathlib import Path
 
 # Our BLAS work always runs on one thread (measure/blas.py pins it); without this, OpenBLAS starts its own
 # threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
-from msprobe_compare import __version__, distribute  # noqa: E402 (after the BLAS setting)
-from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
-from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config, make_config  # noqa: E402
-from msprobe_compare.errors import CompareError, InputError, UsageError  # noqa: E402
-from msprobe_compare.load.framework import framework_of  # noqa: E402
-from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits  # noqa: E402
-from msprobe_compare.log import Console  # noqa: E402
-from msprobe_compare.merge import merge_results  # noqa: E402
-from msprobe_compare.render.files import prepare_output_dir  # noqa: E402
-from msprobe_compare.render import report  # noqa: E402
-from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written  # noqa: E402
-from msprobe_compare.render.story import gate_line  # noqa: E402
-from msprobe_compare.runtime import tune_malloc  # noqa: E402
+from msprobe_compare import __version__, distribute
+from msprobe_compare.api import compare_directories, compare_files
+from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config, make_config
+from msprobe_compare.errors import CompareError, InputError, UsageError
+from msprobe_compare.load.framework import framework_of
+from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits
+from msprobe_compare.log import Console
+from msprobe_compare.merge import merge_results
+from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.render import report
+from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
+from msprobe_compare.render.story import gate_line
+from msprobe_compare.runtime import tune_malloc
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 COMMANDS = ("compare", "merge_result")

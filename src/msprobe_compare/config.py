@@ -88,7 +88,7 @@ def path_option(name: str, value: Any, expected: str = "a path") -> Path:
 
 def _formats_option(value: Any) -> tuple[str, ...]:
     """Formats as a tuple without repeats; a string is read as a comma-separated list."""
-    from msprobe_compare.render.report import FORMATS  # noqa: PLC0415 (render is heavy; config is not)
+    from msprobe_compare.render.report import FORMATS  # render is heavy; config is not
 
     parts = value.split(",") if isinstance(value, str) else value
     if not isinstance(parts, (tuple, list)) or not all(isinstance(p, str) for p in parts):

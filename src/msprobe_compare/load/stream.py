@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, Generator, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Generator, Iterator
 
 
 import orjson

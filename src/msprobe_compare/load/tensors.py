@@ -21,7 +21,8 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from typing import Any, BinaryIO, Callable, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 

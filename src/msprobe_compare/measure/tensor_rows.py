@@ -19,7 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 import numpy as np
 
@@ -118,7 +119,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
             loaded.append(load_tensor(directory, name))
         except TensorFileError as exc:
             failed.append((name, exc))
-        except Exception as exc:  # noqa: BLE001 - hostile input: whatever breaks stays this row's problem
+        except Exception as exc:  # hostile input: whatever breaks stays this row's problem
             failed.append((name, TensorFileError("corrupt", name, f"cannot be read ({type(exc).__name__})")))
     if failed:
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])

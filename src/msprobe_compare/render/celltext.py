@@ -18,7 +18,8 @@ The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `fla
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson

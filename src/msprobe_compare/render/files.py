@@ -12,7 +12,7 @@ import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from msprobe_compare.errors import OutputError
 

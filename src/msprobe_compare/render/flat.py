@@ -25,7 +25,8 @@ import shutil
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from types import ModuleType
 

@@ -26,7 +26,7 @@ import html as _html
 import math
 import operator
 import zlib
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from itertools import chain
 from pathlib import Path
@@ -522,9 +522,9 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
     return b"".join(body + blob.parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
-    return resources.files("msprobe_compare.render").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def page(data: bytes, title: str, *, compress: bool | None = None) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -19,7 +19,8 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
+from collections.abc import Sequence
 
 import numpy as np
 
