@@ -394,7 +394,7 @@ def _tolerance(text: str) -> str:
 def _mapping_arg(value: object) -> Path | bool | None:
     """-cm/-am/-lm: absent -> None, bare flag -> True, with a value -> the YAML path."""
     if value is None or value is True:
-        return value  # type: ignore[return-value]
+        return value
     return Path(str(value))
 
 

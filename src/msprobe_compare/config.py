@@ -146,7 +146,8 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
     for key, name in (("npu_parallel", "npu_layout"), ("bench_parallel", "bench_layout")):
         if doc.get(key) is not None and getattr(options, name) is None:  # the command line wins
             try:
-                options = replace(options, **{name: parse_layout(doc[key], f"'{key}'")})
+                layout: dict[str, Any] = {name: parse_layout(doc[key], f"'{key}'")}
+                options = replace(options, **layout)
             except OptionError as exc:
                 raise InputError(exc.problem, input_path) from None
     return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,

@@ -180,6 +180,7 @@ def read_dump_json(path: Path) -> DumpFile:
         raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
     data = doc.get("data")
     task, level, framework = check_dump_header(path, doc, type(data) if "data" in doc else None)
+    assert isinstance(data, dict)  # check_dump_header refused anything else
     return DumpFile(path=path, task=task, level=level, framework=framework, data=data)
 
 

@@ -101,7 +101,7 @@ class RowTable:
         return self.raw[(row, col)]
 
 
-class _Cells(tuple):  # type: ignore[type-arg]
+class _Cells(tuple):
     """The four statistic cells of a row whose raw values differ (`_ABSENT` where not raw)."""
 
 

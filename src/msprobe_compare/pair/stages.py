@@ -114,7 +114,7 @@ def merge_stages(stages: list[Shards]) -> Shards:
     rows: list[np.ndarray] = []
     hints: list[bool] = []
     stacks: dict[str, list[str]] = {}
-    rows_of = [{} for _ in stages]  # stage -> entry position -> its rows
+    rows_of: list[dict[int, list[int]]] = [{} for _ in stages]  # stage -> entry position -> its rows
     for k, s in enumerate(stages):
         for i in range(len(s)):
             rows_of[k].setdefault(int(s.entry_index[i]), []).append(i)

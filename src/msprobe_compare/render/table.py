@@ -11,7 +11,7 @@ import gc
 import math
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -110,7 +110,7 @@ def _take(values: list[Any], match: np.ndarray) -> list[Any]:
     return table[match].tolist()
 
 
-class Cells(list):  # type: ignore[type-arg]
+class Cells(list):
     """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
 
     `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
@@ -290,7 +290,7 @@ def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: b
     return Column(objects, kind, values)
 
 
-def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
+def _lookup(codes: np.ndarray, table: Mapping[Any, Any]) -> Column:
     """The column of table[code] for each code, coded (KeyError for a code the table lacks)."""
     codes = np.asarray(codes)
     if not len(codes):
