@@ -46,10 +46,6 @@ class ParallelLayout:
     def world(self) -> int:
         return self.tp * self.pp * self.dp
 
-    @property
-    def sharded(self) -> bool:
-        return self.world > 1
-
     def text(self) -> str:
         order = "" if self.order == DEFAULT_ORDER else f",order={'-'.join(self.order)}"
         return f"tp={self.tp},pp={self.pp},dp={self.dp}{order}"

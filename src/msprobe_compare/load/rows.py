@@ -500,10 +500,6 @@ def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values)), list(index)
 
 
-def entry_names(table: RowTable) -> Iterable[str]:
-    return (table.entries[i] for i in table.entry_index)
-
-
 def empty_entries(table: RowTable) -> list[str]:
     """The entries that yielded no row (e.g. only empty lists, or objects without a tensor description), in dump
     order: they are reported, never dropped silently."""

@@ -15,7 +15,7 @@ pass reads the top-level keys and skips "data" (so header keys written after "da
 second pass splits "data" into entries. A document whose top level is not an object is parsed whole (it is an error
 report anyway).
 
-Results equal `read_dump_json` + `data.items()`, with one exception: a name repeated inside "data" (which a JSON
+Results equal a whole-document parse's `data.items()`, with one exception: a name repeated inside "data" (which a JSON
 object parse silently merges) is refused with an InputError.
 """
 
@@ -77,7 +77,7 @@ class _Layout:
 
 
 def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
-    """Read the header of a dump.json (checked as `read_dump_json` does) and return it with a lazy iterator over
+    """Read the header of a dump.json (`task` and `data` checked by dumpjson.check_dump_header) and return it with a lazy iterator over
     the `(name, body)` entries of "data" in file order. The file is opened again when iteration starts."""
     size, head = _read_head(path)
     layout = _fast_layout(path, size, head)
