@@ -272,7 +272,7 @@ def measure_tensors(
     backend = distribute.row_backend(cfg.options.ray, console, cfg.options.jobs) if cfg.options.ray else None
     try:
         return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row,
-                            backend=backend)  # fmt: skip
+                            pool=cfg.options.pool or "auto", backend=backend)  # fmt: skip
     finally:
         progress.close()
 
@@ -467,7 +467,7 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
         out_dir = cfg.options.output_dir / rel
         plan = _layout_plan(cfg, rel)
         if plan is not None:  # the runs were split differently across cards: ranks combined (layouts.py)
-            from msprobe_compare.layouts import compare_layouts  # noqa: PLC0415
+            from msprobe_compare.layouts import compare_layouts
 
             layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
             continue
@@ -484,8 +484,8 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
                               npu_rank.suffix, with_table))  # fmt: skip
     workers = min(len(jobs_list), max(1, cfg.options.jobs or os.cpu_count() or 1))
     if workers > 1 or cfg.options.ray:  # ranks already fill the cores: each reads its two files in turn
-        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), *rest)
-                     for c, *rest in jobs_list]  # fmt: skip
+        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), name, suffix, table)
+                     for c, name, suffix, table in jobs_list]  # fmt: skip
     if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
         results = distribute.map_ranks(_compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs)
     elif workers <= 1:
@@ -498,6 +498,6 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
 
 def _layout_plan(cfg: CompareConfig, rel: Path) -> Any:
     """layouts.LayoutPlan when the two step folders hold runs of different parallel layouts, else None."""
-    from msprobe_compare.layouts import plan_layouts  # noqa: PLC0415
+    from msprobe_compare.layouts import plan_layouts
 
     return plan_layouts(cfg.npu_path / rel, cfg.bench_path / rel, cfg.options.npu_layout, cfg.options.bench_layout)

@@ -143,7 +143,7 @@ def _group(dumps: list[RankDump], layout: ParallelLayout, dp: int) -> list[list[
 
 def _shards(stages: list[list[RankDump]]) -> P.Shards:
     if len(stages) > 1:
-        from msprobe_compare.pair.stages import merge_stages  # noqa: PLC0415
+        from msprobe_compare.pair.stages import merge_stages
 
         out = merge_stages([P.align([d.table for d in st], [d.rank.name for d in st]) for st in stages])
     else:
@@ -249,7 +249,7 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
     c = view.combined
     if rc is None or not rc.origins or c is None or len(c.shards.tables) < 2:
         return rc
-    from msprobe_compare.judge.rootcause import OriginKind  # noqa: PLC0415
+    from msprobe_compare.judge.rootcause import OriginKind
 
     npu = outcome.npu
     position = {name: e for e, name in enumerate(npu.entries)}
@@ -293,7 +293,7 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
 
 
 def _rank_origin_class() -> type:
-    from msprobe_compare.judge.rootcause import Origin  # noqa: PLC0415
+    from msprobe_compare.judge.rootcause import Origin
 
     @dataclass(frozen=True)
     class RankOrigin(Origin):
@@ -317,7 +317,7 @@ RankOrigin = _rank_origin_class()
 def _parents(dumps: list[RankDump], layout: ParallelLayout, dp: int, shards: P.Shards,
              console: Console) -> dict[str, str | None] | None:  # fmt: skip
     """The module tree (construct.json) of the first rank of each pipeline stage, in global names."""
-    from msprobe_compare import api  # noqa: PLC0415
+    from msprobe_compare import api
 
     out: dict[str, str | None] = {}
     found = False
@@ -337,11 +337,11 @@ def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray
              console: Console) -> Any:  # fmt: skip
     """Real-data metrics of the combined rows: the combined tensors are written into a hidden folder of the output
     folder (removed afterwards), then measured as usual."""
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
+    import shutil
+    import tempfile
 
-    from msprobe_compare import api  # noqa: PLC0415
-    from msprobe_compare.load.parallel_tensors import stage_tensors  # noqa: PLC0415
+    from msprobe_compare import api
+    from msprobe_compare.load.parallel_tensors import stage_tensors
 
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".combined_tensors_", dir=out_dir))
@@ -364,7 +364,7 @@ def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray
 def _md5_not_compared(outcome: CompareOutcome) -> CompareOutcome:
     """md5: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be combined; rank-local
     rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
-    from msprobe_compare.judge.verdict import Result  # noqa: PLC0415
+    from msprobe_compare.judge.verdict import Result
 
     npu = outcome.npu
     rows = (outcome.match < 0) & ~npu.dtype_mask("None".__eq__)
@@ -376,7 +376,7 @@ def _unflag(outcome: CompareOutcome, rows: np.ndarray) -> CompareOutcome:
     """Rows of calls the layout adds are listed, not flagged: no colour, no requires_grad note."""
     if not rows.any():
         return outcome
-    from msprobe_compare.judge.verdict import Msg  # noqa: PLC0415
+    from msprobe_compare.judge.verdict import Msg
 
     v = outcome.verdict
     messages = np.where(rows, v.messages & ~np.int8(Msg.REQUIRES_GRAD), v.messages).astype(np.int8)
@@ -407,9 +407,9 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                     with_table: bool = False) -> list[Any]:  # fmt: skip
     """Compare every DP replica of the npu side with its bench replica; one result set per replica (suffix `_dp{d}`).
     Returns api.RankOutcome per replica."""
-    from msprobe_compare import api  # noqa: PLC0415 (api imports this module lazily)
-    from msprobe_compare.render import report  # noqa: PLC0415
-    from msprobe_compare.render.files import prepare_output_dir  # noqa: PLC0415
+    from msprobe_compare import api  # api imports this module lazily
+    from msprobe_compare.render import report
+    from msprobe_compare.render.files import prepare_output_dir
 
     for line in describe(plan):
         console.info(line)

@@ -52,8 +52,8 @@ def framework_of(path: Path) -> str | None:
     from msprobe_compare.load.layout import first_dump, resolve_input  # layout does not need this module
     from msprobe_compare.load.stream import open_dump
 
-    dump = resolve_input(path)
-    if dump.is_dir():
+    dump: Path | None = resolve_input(path)
+    if dump is not None and dump.is_dir():
         dump = first_dump(dump)
     if dump is None or not dump.is_file() or dump.is_symlink():
         return None

@@ -6,7 +6,7 @@ The result is one index array: for NPU row i, `bench[i]` is the matched bench ro
 from __future__ import annotations
 
 from itertools import chain, repeat
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -25,7 +25,8 @@ import shutil
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from types import ModuleType
 
@@ -95,7 +96,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
-    if isinstance(col, Column) and col.kind is not None:
+    if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
