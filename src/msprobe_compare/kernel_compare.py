@@ -181,7 +181,7 @@ def _common_row(name: str, npu_file: str, bench_file: str) -> list[Any]:
         return [name, None, None, None, None, *(["N/A"] * 6), *([None] * 8), "No",
                 kt.check_text([kt.KernelCheck.READ_FAILED], failed), str([npu_file, bench_file])]
     metrics = compare_tensors(npu, bench)
-    cells = []
+    cells: list[Any] = []
     for t in (npu, bench):
         stats = side_stats(t.array)
         cells.extend(kt.csv_stat(v) for v in (stats or (None,) * 4))

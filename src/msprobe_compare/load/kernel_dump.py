@@ -193,7 +193,7 @@ def statistic_rows(folder: Path) -> tuple[list[StatRow], list[str]]:
         except ValueError:
             raise InputError(f"line {line}: timestamp {data[4]!r} is not an integer", path) from None
 
-        def field(name: str) -> str | None:
+        def field(name: str, data: list[str] = data) -> str | None:
             k = index[name]
             return data[k] if k is not None and k < len(data) else None
 
