@@ -272,7 +272,7 @@ def measure_tensors(
     backend = distribute.row_backend(cfg.options.ray, console, cfg.options.jobs) if cfg.options.ray else None
     try:
         return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row,
-                            backend=backend)  # fmt: skip
+                            backend=backend, excess_units=Tolerance.parse(cfg.options.tolerance).excess_units)  # fmt: skip
     finally:
         progress.close()
 

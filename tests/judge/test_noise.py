@@ -245,3 +245,34 @@ def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
     doc = json.loads(run.one("diff_analyze_*.json").read_text())
     assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == "Functional.gelu.1.forward"
     assert doc["rank_2"][0]["root_cause"]["state"] == "suspect"
+
+
+def test_tensor_mode_elements_beyond_rounding(cases, monkeypatch):
+    """The tensor pass counts, per row, the elements whose relative error exceeds excess_units unit roundoffs of the
+    coarser dtype (not a table column); a tensor-mode suspect whose share of such elements stands tensor_confirm
+    times above the share upstream is an origin. The x1.01 bug: 64% of linear.21's output elements beyond 2 bf16
+    units against at most 37% upstream (1.7x); noise-only calls reach 1.5x (matmul.0 of the same run)."""
+    o = _outcome(cases / TENSOR_CASE, monkeypatch)
+    t = o.tensors
+    row = o.npu.names.index("Functional.linear.21.forward.output.0")
+    assert t.beyond_tol[row] == 2 * 2.0**-8 and t.beyond[row] == pytest.approx(0.641, abs=0.002)
+    fp32_row = o.npu.names.index("Functional.layer_norm.1.forward.output.0")
+    assert t.beyond_tol[fp32_row] == 2 * 2.0**-24  # measured at its own dtype; the analysis leaves it out
+    share, floor, tol = o.rootcause.first.evidence.beyond
+    assert (share, tol) == (t.beyond[row], 2 * 2.0**-8) and floor == pytest.approx(0.374, abs=0.002)
+    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in o.rootcause.first.evidence.text()
+    # the norm ratio alone (2.3x) no longer an origin: the share beyond rounding confirms it
+    rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3").rootcause
+    assert [x.entry for x in rc.origins] == ["Functional.linear.21.forward"] and rc.suspects == []
+    assert rc.first.kind is OriginKind.COMPUTATION
+    rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3,tensor_confirm=2").rootcause
+    assert rc.origins == [] and rc.suspects[0].entry == "Functional.linear.21.forward"
+    # the deep model's x1.01 shows as a boundary at layer_norm.2's input: 69% beyond against 29% upstream
+    rc = _outcome(cases / "more_deep_amp_scale_1p01_L2_tensor", monkeypatch, "tensor_origin=3").rootcause
+    assert [x.entry for x in rc.origins][:1] == ["Functional.layer_norm.2.forward"]
+    share, floor, _ = rc.first.evidence.beyond
+    assert share / floor > 2.3
+    # noise only: measured, and nothing named
+    o = _outcome(cases / "more_deep_amp_none_tensor", monkeypatch, "tensor_origin=3")
+    assert np.isfinite(o.tensors.beyond).sum() > 100
+    assert o.rootcause.origins == [] and o.rootcause.suspects == []
