@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -337,13 +338,12 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
     if odd_modules:
         for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
-            stems |= {call_key(k) for k, v in tree.items()
-                      if v in odd_modules and k in nset and k in bset and other.get(k) != v}  # fmt: skip
+            under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
+            stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
     # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
-    # construct.json then puts a name under another module on each side (a set difference of the items, in C)
-    if npu_parents != bench_parents:
-        stems |= {call_key(k) for k, v in npu_parents.items() - bench_parents.items()
-                  if k in bench_parents and k in nset and k in bset and bench_parents[k] != v}  # fmt: skip
+    # construct.json then puts a name under another module on each side (compared in C, item by item)
+    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
+    stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
     if not stems:
         return match, 0
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
