@@ -145,7 +145,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     def read_trees() -> None:
         npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
         tree.append(_module_tree(npu_tree, console))
-        if not tree[0]:
+        if not tree[0] or not rootcause_on():  # the bench tree serves only the root cause's pairing
             tree.append(None)
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
             tree.append(tree[0])
@@ -201,6 +201,14 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
                     parents=tree[0], bench_parents=tree[1] if plain else None,
                     tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
     return replace(outcome, derived_mapping=derived) if derived is not None else outcome
+
+
+NO_ROOTCAUSE_ENV = "MSPROBE_BENCH_NO_ROOTCAUSE"  # "1": no root-cause analysis (bench/README.md: its cost, measured)
+
+
+def rootcause_on() -> bool:
+    """False only when a benchmark turns the analysis off to measure what it costs; never for users' runs."""
+    return os.environ.get(NO_ROOTCAUSE_ENV) != "1"
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
@@ -272,7 +280,8 @@ def measure_tensors(
     backend = distribute.row_backend(cfg.options.ray, console, cfg.options.jobs) if cfg.options.ray else None
     try:
         return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row,
-                            pool=cfg.options.pool or "auto", backend=backend)  # fmt: skip
+                            pool=cfg.options.pool or "auto", backend=backend,
+                            excess_units=Tolerance.parse(cfg.options.tolerance).excess_units)  # fmt: skip
     finally:
         progress.close()
 
@@ -347,6 +356,8 @@ def judge(
         advice = advise(npu.names, failing, unmatched)
     outcome = CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
                              marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
+    if not rootcause_on():
+        return outcome
     return replace(outcome, rootcause=analyse(outcome, parents, bench_parents, tolerance))
 
 

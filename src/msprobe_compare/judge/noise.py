@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.measure.tensor_metrics import EXCESS_UNITS
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Tolerance:
     floor_units: float = 1.0  # the floor is at least this many unit roundoffs of the lowest precision upstream
     min_floor: float = 5e-5  # and at least this (fp32 runs on different hardware; the former fixed 1e-4 / 2)
     extremes: float = 2.0  # Max/Min are single elements, their noise is not averaged: margins x this for them
+    # tensor mode: an element is beyond rounding when its relative error exceeds this many unit roundoffs of the
+    # coarser dtype (measured in the tensor pass); a suspect whose share of such elements stands `tensor_confirm`
+    # times above the share upstream is an origin (two independent measures agree)
+    excess_units: float = EXCESS_UNITS
+    tensor_confirm: float = 1.6
 
     @classmethod
     def parse(cls, text: str | None) -> Tolerance:
@@ -149,6 +156,8 @@ class RowMeasures:
     nonfinite: np.ndarray  # bool: NaN/Inf on one side only
     nonfinite_any: np.ndarray  # bool: NaN/Inf on either side
     names: tuple[str, ...]
+    beyond: np.ndarray | None = None  # tensor mode: the fraction of elements beyond rounding (NaN: not measured)
+    beyond_tol: np.ndarray | None = None  # and the relative error that counts as beyond
 
 
 STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
@@ -252,7 +261,13 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     # one rounding of each element moves a tensor across by up to one unit roundoff of the coarser dtype, and its
     # largest element by as much
     quant = np.where(have[:, None], np.stack([q_radial, stat.unit, stat.unit], axis=1), stat.quant)
-    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES)
+    beyond = getattr(tensors, "beyond", None)
+    if beyond is None or len(beyond) != n:
+        beyond = tol_beyond = None
+    else:
+        beyond = np.where(same, beyond, np.nan)
+        tol_beyond = np.where(same, tensors.beyond_tol, np.nan)
+    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES, beyond, tol_beyond)
 
 
 # -- robust pairing -------------------------------------------------------------------------------------------
@@ -323,8 +338,12 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
     if odd_modules:
         for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
-            stems |= {call_key(k) for k, v in tree.items()
-                      if v in odd_modules and k in nset and k in bset and other.get(k) != v}  # fmt: skip
+            under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
+            stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
+    # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
+    # construct.json then puts a name under another module on each side (compared in C, item by item)
+    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
+    stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
     if not stems:
         return match, 0
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
@@ -368,8 +387,8 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
             suffix = {bench.names[j][blen:]: j for j in brows}
             for i in nrows:
                 out[i] = suffix.get(npu.names[i][nlen:], -1)
-    moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
-    return out, moved
+    n_moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
+    return out, n_moved
 
 
 def _successor(name: str) -> str | None:

@@ -19,6 +19,11 @@ It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, 
 identical; the sums behind Cosine and EucDist are added in another order than numpy/BLAS (fixed, so still
 deterministic whatever the threads, -j or pool), so they may differ from the numpy path in the last bits, as they
 already do between BLAS and einsum (measure/blas.py). Other dtypes always take the numpy path.
+
+Beside the reference's metrics, the same pass counts the elements whose relative error exceeds `excess_units` unit
+roundoffs of the coarser of the two dtypes (`TensorMetrics.beyond`, a fraction; not a table column): the root
+cause's error ratio at a dtype-aware tolerance (docs/rootcause.md), where the one-thousandth ratio uses a fixed
+1e-3 whatever the precision.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import mmap
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -57,6 +62,10 @@ FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; a
 ONE_THOUSANDTH = 0.001
 FIVE_THOUSANDTHS = 0.005
 COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
+# The elements beyond rounding: relative error above this many unit roundoffs of the coarser dtype. Two: one
+# rounding on each side moves an element by at most one unit roundoff each (docs/rootcause.md has the measurement).
+EXCESS_UNITS = 2.0
+UNIT_ROUNDOFF = {BF16: 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
 DEFAULT_CHUNK_ELEMS = 1 << 17  # 128 Ki elements: float64 buffers stay cache-sized (measured faster than 1 Mi)
 
 _F32 = np.dtype(np.float32)
@@ -178,6 +187,10 @@ class TensorMetrics:
     one_thousandth: Metric
     five_thousandths: Metric
     messages: tuple[TensorMsg, ...] = ()
+    # fraction of the elements whose relative error exceeds `beyond_tol` (NaN: not measured); for the root cause,
+    # not a table column, so left out of equality (the reference's six metrics decide that)
+    beyond: float = field(default=math.nan, compare=False)
+    beyond_tol: float = field(default=math.nan, compare=False)
 
     @classmethod
     def uniform(cls, state: MetricState, *messages: TensorMsg) -> TensorMetrics:
@@ -206,13 +219,26 @@ def accuracy_reached(m: TensorMetrics) -> Accuracy:
     return Accuracy.YES
 
 
-def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> TensorMetrics:
+def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS,
+                    excess_units: float | None = None) -> TensorMetrics:  # fmt: skip
     """The real-data metrics of one pair, after the reference's pre-checks (empty, 0-d, shape, unreadable,
-    NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements."""
-    return _compare(npu, bench, chunk_elems, _native_kernel())
+    NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements. With `excess_units`,
+    also the fraction of elements beyond that many unit roundoffs of the coarser dtype (`beyond`)."""
+    return _compare(npu, bench, chunk_elems, _native_kernel(), excess_units)
 
 
-def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: ModuleType | None) -> TensorMetrics:
+def beyond_tolerance(npu: TensorData, bench: TensorData, excess_units: float | None) -> float | None:
+    """`excess_units` unit roundoffs of the coarser of two floating dtypes; None for other dtypes or no units."""
+    if excess_units is None:
+        return None
+    units = [UNIT_ROUNDOFF.get(t.dtype_name) for t in (npu, bench)]
+    if units[0] is None or units[1] is None:
+        return None
+    return excess_units * max(units[0], units[1])
+
+
+def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: ModuleType | None,
+             excess_units: float | None = None) -> TensorMetrics:  # fmt: skip
     """compare_tensors with the compiled kernel `kernel`, or the numpy path only when None."""
     if chunk_elems < 1:
         raise ValueError("chunk_elems must be positive")
@@ -231,7 +257,7 @@ def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: Modul
     if not readable:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.UNREADABLE)
 
-    totals = _accumulate(npu, bench, n_arr, b_arr, chunk_elems, kernel)
+    totals = _accumulate(npu, bench, n_arr, b_arr, chunk_elems, kernel, beyond_tolerance(npu, bench, excess_units))
     if totals is None:
         return TensorMetrics.uniform(MetricState.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
     return totals.finish(dtype_mismatch=npu.compute_dtype != bench.compute_dtype)
@@ -249,17 +275,19 @@ def _native_kernel() -> ModuleType | None:
 
 
 def _accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: np.ndarray, chunk_elems: int,
-                kernel: ModuleType | None) -> _Totals | None:
+                kernel: ModuleType | None, tolerance: float | None = None) -> _Totals | None:  # fmt: skip
     """The sums, maxima and counts of a pair of equal shapes (not 0-d, not empty, readable), by `kernel` when it
-    reads both sides, else by numpy; None when the NaN/inf positions of the two sides differ."""
+    reads both sides, else by numpy; None when the NaN/inf positions of the two sides differ. `tolerance`: count
+    the relative errors above it too."""
     chunk = min(chunk_elems, n_arr.size)
     n_bf16, b_bf16 = _native_side(npu, n_arr), _native_side(bench, b_arr)
     if kernel is not None and n_bf16 is not None and b_bf16 is not None:
         return _accumulate_native(kernel, _Side(npu, n_arr, chunk, "", widen=False), n_bf16,
-                                  _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems)
+                                  _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems,
+                                  tolerance)  # fmt: skip
     n_side, b_side = _Side(npu, n_arr, chunk, "npu bits"), _Side(bench, b_arr, chunk, "bench bits")
     with single_threaded_blas() as blas, np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        acc = _Accumulator(n_arr.size, chunk, _re_dtype(npu.compute_dtype, bench.compute_dtype), blas)
+        acc = _Accumulator(n_arr.size, chunk, _re_dtype(npu.compute_dtype, bench.compute_dtype), blas, tolerance)
         for start in range(0, n_arr.size, chunk_elems):
             stop = min(start + chunk_elems, n_arr.size)
             if not acc.add(n_side.chunk(start, stop), b_side.chunk(start, stop)):
@@ -275,14 +303,14 @@ def _native_side(t: TensorData, arr: np.ndarray) -> bool | None:
 
 
 def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: _Side, b_bf16: bool, size: int,
-                       chunk_elems: int) -> _Totals | None:
+                       chunk_elems: int, tolerance: float | None = None) -> _Totals | None:  # fmt: skip
     """_accumulate by the compiled kernel, one call per chunk (each releases the GIL)."""
     accumulate = kernel.accumulate
     dot = nn = bb = ss = max_abs = max_rel = 0.0
-    count1 = count5 = 0
+    count1 = count5 = beyond = 0
     for start in range(0, size, chunk_elems):
         stop = min(start + chunk_elems, size)
-        part = accumulate(n_side.chunk(start, stop), n_bf16, b_side.chunk(start, stop), b_bf16)
+        part = accumulate(n_side.chunk(start, stop), n_bf16, b_side.chunk(start, stop), b_bf16, tolerance)
         if part is None:
             return None
         dot += part[0]
@@ -293,9 +321,11 @@ def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: 
         max_rel = max(max_rel, part[5])
         count1 += part[6]
         count5 += part[7]
-    totals = _Totals(size)
+        beyond += part[8]
+    totals = _Totals(size, tolerance)
     totals.dot, totals.nn, totals.bb, totals.ss = dot, nn, bb, ss
     totals.max_abs, totals.max_rel, totals.count1, totals.count5 = max_abs, max_rel, count1, count5
+    totals.beyond = beyond
     return totals
 
 
@@ -468,13 +498,15 @@ _min = np.minimum.reduce
 
 class _Totals:
     """Float64 sums (N.B, N.N, B.B, (N-B).(N-B)), MaxAbsErr, MaxRelativeErr and the counts of relative errors below
-    the thresholds, over the `size` elements of one pair; `finish` turns them into the metrics."""
+    the thresholds and of those above `tolerance` (when given), over the `size` elements of one pair; `finish`
+    turns them into the metrics."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, tolerance: float | None = None) -> None:
         self.size = size
+        self.tolerance = tolerance
         self.dot = self.nn = self.bb = self.ss = 0.0
         self.max_abs = self.max_rel = 0.0
-        self.count1 = self.count5 = 0
+        self.count1 = self.count5 = self.beyond = 0
 
     def finish(self, dtype_mismatch: bool) -> TensorMetrics:
         messages: list[TensorMsg] = [TensorMsg.DTYPE_MISMATCH] if dtype_mismatch else []
@@ -484,7 +516,9 @@ class _Totals:
         max_rel = _max_metric(self.max_rel, TensorMsg.MAX_REL_NAN, messages)
         one = Metric.of(_format12(self.count1 / self.size))
         five = Metric.of(_format12(self.count5 / self.size))
-        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages))
+        tol = self.tolerance
+        beyond, beyond_tol = (math.nan, math.nan) if tol is None else (self.beyond / self.size, float(tol))
+        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), beyond, beyond_tol)
 
 
 class _Accumulator(_Totals):
@@ -497,8 +531,12 @@ class _Accumulator(_Totals):
     chunks are still in the CPU caches, and the difference d then overwrites the bench's float64 copy, which is
     no longer needed (a smaller working set; measured 5 to 20% faster than the other order)."""
 
-    def __init__(self, size: int, chunk: int, re_dtype: np.dtype, blas: bool = False) -> None:
-        super().__init__(size)
+    def __init__(self, size: int, chunk: int, re_dtype: np.dtype, blas: bool = False,
+                 tolerance: float | None = None) -> None:  # fmt: skip
+        super().__init__(size, tolerance)
+        # the tolerance in the relative error's dtype, as the kernel compares it (None: +inf, nothing beyond)
+        self.beyond_tx = re_dtype.type(math.inf if tolerance is None else tolerance)
+        self.beyond_limit = float(self.beyond_tx)
         self.chunk = chunk
         self.re_dtype = re_dtype
         self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
@@ -547,13 +585,14 @@ class _Accumulator(_Totals):
         if not rel32:  # float64 relative error |(N-B)/B|, in the diff buffer
             np.divide(diff, b64, out=diff)
             rel_stats = self._relative_stats(n64, b64, diff)
-        top, below1, below5 = rel_stats
+        top, below1, below5, beyond = rel_stats
         self.max_rel = _nan_max(self.max_rel, top)
         self.count1 += below1
         self.count5 += below5
+        self.beyond += beyond
         return True
 
-    def _relative32(self, n: np.ndarray, b: np.ndarray, k: int) -> tuple[float, int, int]:
+    def _relative32(self, n: np.ndarray, b: np.ndarray, k: int) -> tuple[float, int, int, int]:
         """_relative_stats of the float32 relative error |(N-B)/B|, computed in float32 as the reference does."""
         n_re = n if n.dtype == _F32 else n.astype(_F32)
         b_re = b if b.dtype == _F32 else b.astype(_F32)
@@ -563,21 +602,22 @@ class _Accumulator(_Totals):
         np.divide(rel, b_re, out=rel)
         return self._relative_stats(n_re, b_re, rel)
 
-    def _relative_stats(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray) -> tuple[float, int, int]:
-        """(maximum, count below 0.001, count below 0.005) of |rel|, where rel holds (N-B)/B (made absolute
-        here, and fixed where the bench is 0)."""
+    def _relative_stats(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray) -> tuple[float, int, int, int]:
+        """(maximum, count below 0.001, count below 0.005, count above the tolerance) of |rel|, where rel holds
+        (N-B)/B (made absolute here, and fixed where the bench is 0)."""
         k = rel.shape[0]
         np.abs(rel, out=rel)
         top = float(_max(rel))
         if not math.isfinite(top):  # x/0 or 0/0 where the bench is 0 (or a genuine overflow)
             top = self._fix_bench_zeros(n_re, b_re, rel, top)
-        if top < self.limits[0]:
-            return top, k, k
-        t1, t5 = self.thresholds
         below = self.flags if k == self.chunk else self.flags[:k]
+        beyond = 0 if top <= self.beyond_limit else int(np.count_nonzero(np.greater(rel, self.beyond_tx, out=below)))
+        if top < self.limits[0]:
+            return top, k, k, beyond
+        t1, t5 = self.thresholds
         below1 = int(np.count_nonzero(np.less(rel, t1, out=below)))
         below5 = k if top < self.limits[1] else int(np.count_nonzero(np.less(rel, t5, out=below)))
-        return top, below1, below5
+        return top, below1, below5, beyond
 
     def _fix_bench_zeros(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray, top: float) -> float:
         """Where B == 0 the reference divides (N + eps) - (0 + eps) by (0 + eps); returns the new maximum

@@ -1,6 +1,6 @@
 """Real-data compare of every matched row: load both tensor files, measure, keep codes (spec §4.8).
 
-Rows are spread over `jobs` workers, threads or processes (POOL_ENV / the `pool` argument; see `choose_pool`).
+Rows are spread over `jobs` workers, threads or processes (the `pool` argument, Options.pool; see `choose_pool`).
 Each worker holds at most one tensor pair (memory-mapped) and its chunk buffers, and at most a few batches of
 row tasks are queued ahead, so memory stays bounded. Results come back in row order to the main process, which
 alone calls `on_row`. A `RowBackend` (the `backend` argument) runs the batches elsewhere instead, e.g. on a Ray
@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +63,10 @@ class TensorColumns:
     accuracy: np.ndarray  # int8 (n,) Accuracy
     npu_files: list[str]
     bench_files: list[str]
+    # per row, the fraction of elements beyond `excess_units` unit roundoffs of the coarser dtype, and that
+    # tolerance (NaN: not measured); for the root cause only, not a column
+    beyond: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    beyond_tol: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def column(self, field: str) -> np.ndarray:
         """A metric as float with NaN where it is not a number (for the colour rules)."""
@@ -104,7 +108,8 @@ def _collect(
             on_row(t, m, f)
 
 
-def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetrics, Failure]:
+def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
+             excess_units: float | None = None) -> tuple[TensorMetrics, Failure]:  # fmt: skip
     """Pre-checks on the data names, then load and compare."""
     if task.npu_file == "-1":
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.NPU_NO_DATA_FILE), NO_FAILURE
@@ -125,7 +130,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])
         why = "".join(f" {exc}." for _, exc in failed if exc.kind != "missing")
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.READ_FAILED), (files, why)
-    return compare_tensors(loaded[0], loaded[1]), NO_FAILURE
+    return compare_tensors(loaded[0], loaded[1], excess_units=excess_units), NO_FAILURE
 
 
 POOL_KINDS = ("auto", "thread", "process")  # Options.pool (config.py) chooses one
@@ -166,8 +171,9 @@ def choose_pool(pool: str, pair_bytes: Sequence[int], workers: int) -> str:
 
 
 @single_threaded_blas()  # BLAS on one thread (deterministic dot products) also in non-forked workers
-def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path) -> list[tuple[TensorMetrics, Failure]]:
-    return [_measure(t, npu_dir, bench_dir) for t in tasks]
+def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path,
+                   excess_units: float | None = None) -> list[tuple[TensorMetrics, Failure]]:  # fmt: skip
+    return [_measure(t, npu_dir, bench_dir, excess_units) for t in tasks]
 
 
 class RowBackend(Protocol):
@@ -274,11 +280,13 @@ def measure_rows(
     on_row: Callable[[RowTask, TensorMetrics, Failure], None] | None = None,
     pool: str = "auto",
     backend: RowBackend | None = None,
+    excess_units: float | None = None,
 ) -> TensorColumns:
     """Measure every NPU row; `on_row` is called in row order, in this process (per-row logs and progress).
 
     `pool`: "thread", "process" or "auto" (Options.pool).
-    `backend`: run the rows there instead (`jobs` and `pool` are then not used)."""
+    `backend`: run the rows there instead (`jobs` and `pool` are then not used).
+    `excess_units`: also count the elements beyond that many unit roundoffs (`TensorColumns.beyond`)."""
     n = len(npu)
     bench_files = [bench.data_name[j] if j >= 0 else NA for j in match.tolist()]
     tasks = [RowTask(i, npu.names[i], npu.data_name[i], bench_files[i]) for i in range(n)]
@@ -295,16 +303,17 @@ def measure_rows(
         kind = "thread"
     results: list[tuple[TensorMetrics, Failure]] = []
     if backend is not None:
-        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
+        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir, excess_units=excess_units)
         batches = _batches(tasks, pair_bytes, backend.workers, max_rows=backend.max_rows,
                            batch_bytes=backend.batch_bytes)  # fmt: skip
         window = backend.workers * _WINDOW_PER_WORKER
         _collect(tasks, _in_row_order(backend.run(fn, batches, window)), results, on_row)
     elif kind == "serial":
-        stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir) for t in tasks)
+        stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir, excess_units)
+                                                           for t in tasks)  # fmt: skip
         _collect(tasks, stream, results, on_row)
     else:
-        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
+        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir, excess_units=excess_units)
         window = workers * _WINDOW_PER_WORKER
         executor: Executor
         if kind == "thread":  # one row per batch: threads share the GIL-free kernels evenly
@@ -319,10 +328,13 @@ def measure_rows(
     states = np.zeros((n, 6), dtype=np.int8)
     metrics = [m for m, _ in results]
     for i, m in enumerate(metrics):
-        for k, field in enumerate(METRIC_FIELDS):
-            metric = getattr(m, field)
+        for k, name in enumerate(METRIC_FIELDS):
+            metric = getattr(m, name)
             states[i, k] = metric.state
             values[i, k] = metric.value
     accuracy = np.fromiter((accuracy_reached(m) for m in metrics), dtype=np.int8, count=n)
     read_failed = {i: f for i, (_, f) in enumerate(results) if f != NO_FAILURE}
-    return TensorColumns(values, states, metrics, read_failed, accuracy, list(npu.data_name), bench_files)
+    beyond = np.fromiter((m.beyond for m in metrics), dtype=np.float64, count=n)
+    beyond_tol = np.fromiter((m.beyond_tol for m in metrics), dtype=np.float64, count=n)
+    return TensorColumns(values, states, metrics, read_failed, accuracy, list(npu.data_name), bench_files, beyond,
+                         beyond_tol)  # fmt: skip
