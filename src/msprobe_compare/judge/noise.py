@@ -88,6 +88,15 @@ _PRECISIONS = (
 )
 LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
 
+# a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)
+_FLOAT_DTYPE_NAME = re.compile(r"(?:torch\.|mindspore\.)?(?:b?float(?:16|32|64)?|half|double|bf16|fp(?:16|32))",
+                               re.I)
+
+
+def is_float_dtype_name(text: str) -> bool:
+    """A text that names a floating dtype: a cast to it is part of the precision the two runs differ in."""
+    return _FLOAT_DTYPE_NAME.fullmatch(text.strip().strip("'\"")) is not None
+
 
 @functools.lru_cache(maxsize=4096)
 def precision(dtype: str) -> tuple[float, int]:
