@@ -130,6 +130,45 @@ def units(table: RowTable) -> np.ndarray:
     return _per_row(table, 0)
 
 
+def stat_bits(table: RowTable) -> np.ndarray:
+    """Mantissa bits of each row's recorded statistics: its dtype's, or those of the lowest floating precision of
+    the dump where every recorded statistic of a finer row is a value of that format. MindSpore in PyNative
+    computes the dumper's statistics inside the cell, under its `to_float(float16)` cast, so a Float32 tensor of a
+    mixed-precision run has float16 statistics (its Norm 5.65625 for sqrt(32)); a genuine float32 statistic is a
+    float16 value by chance about once in 2^13, all four of a row practically never (round values aside, whose
+    difference shows anyway)."""
+    cached = getattr(table, "_stat_bits", None)
+    if cached is not None and len(cached) == len(table.dtype):
+        return cached
+    bits = _per_row(table, 1)
+    floating = bits[bits > 0]
+    low = float(floating.min()) if len(floating) else 0.0
+    out = bits
+    if low and low < bits.max():
+        finer = np.flatnonzero(bits > low)
+        vals = table.stats[finer, :4]
+        kinds = table.stat_kind[finer, :4]
+        with np.errstate(all="ignore"):
+            number = (kinds == StatKind.NUMBER) & np.isfinite(vals)
+            mant, exp = np.frexp(np.where(number, vals, 0.0))
+            scaled = np.ldexp(mant, int(low) + 1)
+            exact = (scaled == np.round(scaled)) & (np.abs(vals) <= _MAX_OF_BITS.get(int(low), np.inf))
+            if int(low) == 10:  # float16: below its normal range only multiples of 2^-24
+                sub = np.abs(vals) < 2.0**-14
+                exact &= ~sub | (np.ldexp(vals, 24) == np.round(np.ldexp(vals, 24)))
+        coarse = _all_cols(exact | ~number) & _any_cols(number)
+        out = bits.copy()
+        out[finer[coarse]] = low
+    try:
+        table._stat_bits = out  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return out
+
+
+_MAX_OF_BITS = {10: 65504.0}  # the largest finite float16 (bfloat16 has float32's range)
+
+
 def ulp(values: np.ndarray, bits: np.ndarray) -> np.ndarray:
     """One ulp of each value in a float format with `bits` mantissa bits (0 bits: exact, ulp 0)."""
     with np.errstate(all="ignore"):
@@ -174,8 +213,8 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
     nv, nk = npu.stats, npu.stat_kind
     ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
-    nbits = _per_row(npu, 1)
-    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    nbits = stat_bits(npu)
+    bbits = stat_bits(bench)[cols] if len(bench) else np.zeros(n)
     unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
     size = np.fromiter(map(numel, npu.shape), dtype=np.float64, count=n) if n else np.zeros(0)
     with np.errstate(all="ignore"):
@@ -239,7 +278,7 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     cols = np.where(match >= 0, match, 0)
     euc, cos, max_abs = tensors.column("euc_dist"), tensors.column("cosine"), tensors.column("max_abs_err")
     bnorm = np.abs(bench.stats[cols, 3]) if len(bench) else np.zeros(n)
-    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    bbits = stat_bits(bench)[cols] if len(bench) else np.zeros(n)
     with np.errstate(all="ignore"):
         e = euc / np.where(bnorm > 0, bnorm, np.nan)
         c = np.clip(cos, -1.0, 1.0)
