@@ -135,8 +135,8 @@ def stat_bits(table: RowTable) -> np.ndarray:
     the dump where every recorded statistic of a finer row is a value of that format. MindSpore in PyNative
     computes the dumper's statistics inside the cell, under its `to_float(float16)` cast, so a Float32 tensor of a
     mixed-precision run has float16 statistics (its Norm 5.65625 for sqrt(32)); a genuine float32 statistic is a
-    float16 value by chance about once in 2^13, all four of a row practically never (round values aside, whose
-    difference shows anyway)."""
+    float16 value by chance about once in 2^13, all four of a row practically never. Rows whose statistics are
+    all short binary fractions (a tensor of ones: 1, 1, 1, 8) are no evidence and keep their dtype's."""
     cached = getattr(table, "_stat_bits", None)
     if cached is not None and len(cached) == len(table.dtype):
         return cached
@@ -156,7 +156,9 @@ def stat_bits(table: RowTable) -> np.ndarray:
             if int(low) == 10:  # float16: below its normal range only multiples of 2^-24
                 sub = np.abs(vals) < 2.0**-14
                 exact &= ~sub | (np.ldexp(vals, 24) == np.round(np.ldexp(vals, 24)))
-        coarse = _all_cols(exact | ~number) & _any_cols(number)
+            short = np.ldexp(mant, int(low) // 2 + 1)  # a short binary fraction (1, 8, 0.5: constant tensors)
+            long = number & (short != np.round(short))
+        coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
         out = bits.copy()
         out[finer[coarse]] = low
     try:
