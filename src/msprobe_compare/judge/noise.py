@@ -272,7 +272,7 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
     across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
     tensor metrics and fall back to the statistics measures."""
-    from msprobe_compare.measure.tensor_metrics import MetricState
+    from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, MetricState
 
     stat = stat_measures(npu, bench, match)
     n = len(npu)
@@ -288,6 +288,20 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
         radial = np.abs(r - 1.0)
         across = r * np.sqrt(np.maximum(1.0 - c * c, 0.0))
         q_radial = ulp(bnorm, bbits) / np.where(bnorm > 0, bnorm, 1.0) + 1e-12  # the Cosine has 12 digits
+        # the table's Cosine above 0.9999 has 6 decimals (spec §4.8): both parts move with it over half a unit of
+        # its last decimal, the part across by up to sqrt(2 * 5e-7) = 1e-3 near 1. Each part is taken at its
+        # smallest over that interval (no more than the recording supports), the spread is its resolution
+        half = np.where(c > COSINE_SHORT_ROUNDING, 5e-7, 5e-13)
+        lo_radial, lo_across = radial, across
+        q_across = np.zeros(n)
+        for shifted in (np.clip(c - half, -1.0, 1.0), np.clip(c + half, -1.0, 1.0)):
+            r_s = shifted + np.sqrt(np.maximum(shifted * shifted - 1.0 + e * e, 0.0))
+            rad_s, acr_s = np.abs(r_s - 1.0), r_s * np.sqrt(np.maximum(1.0 - shifted * shifted, 0.0))
+            q_radial = np.maximum(q_radial, np.abs(rad_s - radial))
+            q_across = np.maximum(q_across, np.abs(acr_s - across))
+            lo_radial, lo_across = np.fmin(lo_radial, rad_s), np.fmin(lo_across, acr_s)
+        q_radial, q_across = np.nan_to_num(q_radial), np.nan_to_num(q_across)
+        radial, across = lo_radial, lo_across
     have = same & np.isfinite(radial) & np.isfinite(across) & (tensors.states[:, 0] == MetricState.VALUE)
     have |= same & (euc == 0)
     radial = np.where(euc == 0, 0.0, radial)
@@ -301,7 +315,8 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     diff[stat.nonfinite] = np.inf
     # one rounding of each element moves a tensor across by up to one unit roundoff of the coarser dtype, and its
     # largest element by as much
-    quant = np.where(have[:, None], np.stack([q_radial, stat.unit, stat.unit], axis=1), stat.quant)
+    quant = np.where(have[:, None], np.stack([q_radial, np.maximum(stat.unit, q_across), stat.unit], axis=1),
+                     stat.quant)  # fmt: skip
     return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES)
 
 
