@@ -15,7 +15,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from msprobe_compare import __version__, distribute  # noqa: E402 (after the BLAS setting)
-from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
+from msprobe_compare.api import compare_files  # noqa: E402
+from msprobe_compare.folders import compare_directories  # noqa: E402
 from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config, make_config  # noqa: E402
 from msprobe_compare.errors import CompareError, InputError, UsageError  # noqa: E402
 from msprobe_compare.load.framework import framework_of  # noqa: E402

@@ -37,7 +37,8 @@ import numpy as np
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.measure.measured import Measured
 
 
 class CallState(Enum):
@@ -168,7 +169,7 @@ def phase_of(entry: str) -> str:
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
 
 
-def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
+def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
     """Rows of `differs` that are input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
 
     The dumper can hash or measure an in-place call's input after the call has overwritten it; that
@@ -227,7 +228,7 @@ def _is_scalar(dtype: str) -> bool:
     return dtype.startswith("<class")
 
 
-def _config_rows(o: CompareOutcome, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
+def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
     npu, bench = o.npu, o.bench
     out = np.zeros(len(npu), dtype=bool)
@@ -284,7 +285,7 @@ class _PerEntry:
 _DTYPE_OF_UNIT = {2.0**-8: "bfloat16", 2.0**-11: "float16", 2.0**-24: "float32", 2.0**-53: "float64"}
 
 
-def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
+def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
     npu, bench = o.npu, o.bench
     n = len(npu)
     hit = match >= 0
@@ -296,7 +297,7 @@ def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) 
     return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, zeros, zeros, ("md5 differs",))
 
 
-def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
+def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
             tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
     """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
@@ -495,7 +496,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
 
-def _dtype_step(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
+def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
     """md5: calls with an output whose dtype differs between the sides (its md5 must differ)."""
     npu, bench = o.npu, o.bench
     hit = match >= 0

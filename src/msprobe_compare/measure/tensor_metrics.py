@@ -1,5 +1,5 @@
 """Real-data metrics of one NPU/bench tensor pair (spec §4.8): Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the
-one/five-thousandths error ratios, plus the Err_message codes and the `Accuracy Reached or Not` verdict.
+one/five-thousandths error ratios, plus the Err_message codes (the `Accuracy Reached or Not` verdict is judge/accuracy.py's).
 
 Each pair is read once, in C-order chunks of `chunk_elems` elements, with float64 accumulators, so peak memory is a
 few chunk-sized buffers whatever the tensor size. Input arrays (possibly read-only memmaps) are never written.
@@ -41,14 +41,12 @@ from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 
 __all__ = [
-    "Accuracy",
     "MSG_TEXT",
     "Metric",
     "MetricState",
     "STATE_TEXT",
     "TensorMetrics",
     "TensorMsg",
-    "accuracy_reached",
     "compare_tensors",
     "messages_text",
 ]
@@ -133,15 +131,6 @@ def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") ->
                    for m in messages)
 
 
-class Accuracy(enum.IntEnum):
-    """`Accuracy Reached or Not`: Yes / No / Unmatched / None."""
-
-    YES = 0
-    NO = 1
-    UNMATCHED = 2
-    NONE = 3
-
-
 @dataclass(frozen=True, eq=False)
 class Metric:
     """One metric cell: `value` is meaningful only when `state` is VALUE."""
@@ -184,26 +173,6 @@ class TensorMetrics:
         """All six metrics in `state` (rows that are not compared: no data file, unmatched, unreadable...)."""
         m = Metric(state)
         return cls(m, m, m, m, m, m, tuple(sorted(set(messages))))
-
-
-def accuracy_reached(m: TensorMetrics) -> Accuracy:
-    """`Accuracy Reached or Not` from Cosine C and MaxAbsErr A (spec §4.8; D6: a `Nan` Cosine gives No)."""
-    c, a = m.cosine, m.max_abs_err
-    if c.state is MetricState.SHAPE_UNMATCHED:
-        return Accuracy.UNMATCHED
-    if MetricState.NOT_AVAILABLE in (c.state, a.state):
-        return Accuracy.NO
-    if c.state in (MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED) or a.state in (
-        MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED
-    ):
-        return Accuracy.NONE
-    if MetricState.NAN in (c.state, a.state):  # D6 (the reference lets NaN compare as "not below threshold")
-        return Accuracy.NO
-    if c.value < 0.99 and a.value > 0.001:
-        return Accuracy.NO
-    if c.value < 0.9 or a.value > 1:
-        return Accuracy.NO
-    return Accuracy.YES
 
 
 def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> TensorMetrics:

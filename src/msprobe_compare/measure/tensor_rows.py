@@ -29,17 +29,14 @@ from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
     STATE_TEXT,
-    Accuracy,
     MetricState,
     TensorMetrics,
     TensorMsg,
-    accuracy_reached,
     compare_tensors,
     messages_text,
 )
 
 NA = "N/A"
-ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
 METRIC_FIELDS = ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths")
 
 
@@ -59,7 +56,6 @@ class TensorColumns:
     states: np.ndarray  # int8 (n, 6) MetricState
     metrics: list[TensorMetrics]
     read_failed: dict[int, tuple[str, str]]  # row -> (file text of READ_FAILED, why: our extra sentence)
-    accuracy: np.ndarray  # int8 (n,) Accuracy
     npu_files: list[str]
     bench_files: list[str]
 
@@ -75,9 +71,6 @@ class TensorColumns:
             state = MetricState(int(self.states[i, k]))
             out.append(style.number(float(self.values[i, k])) if state is MetricState.VALUE else STATE_TEXT[state])
         return out
-
-    def accuracy_text(self, i: int) -> str:
-        return ACCURACY_TEXT[Accuracy(int(self.accuracy[i]))]
 
     def message(self, i: int, base: str) -> str:
         files, why = self.read_failed.get(i, ("", ""))
@@ -324,6 +317,5 @@ def measure_rows(
             metric = getattr(m, field)
             states[i, k] = metric.state
             values[i, k] = metric.value
-    accuracy = np.fromiter((accuracy_reached(m) for m in metrics), dtype=np.int8, count=n)
     read_failed = {i: f for i, (_, f) in enumerate(results) if f != NO_FAILURE}
-    return TensorColumns(values, states, metrics, read_failed, accuracy, list(npu.data_name), bench_files)
+    return TensorColumns(values, states, metrics, read_failed, list(npu.data_name), bench_files)

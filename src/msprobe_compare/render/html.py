@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import orjson
 
-from msprobe_compare.judge.gate import level_counts
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
@@ -482,7 +481,7 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
         "yellow": int(np.count_nonzero(colour == Colour.YELLOW)) if colour is not None else None,
         "fuzzy": int(np.count_nonzero(outcome.fuzzy)) if outcome.fuzzy is not None else 0,
     }  # fmt: skip
-    levels = level_counts(outcome)
+    levels = outcome.counts
     counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:

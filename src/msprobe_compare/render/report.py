@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
-from msprobe_compare.judge.gate import LevelCounts, level_counts
+from msprobe_compare.judge.gate import LevelCounts
 from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
 from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
 from msprobe_compare.log import Console
@@ -217,7 +217,7 @@ def _write_set(
         with atomic_output(mapping_path) as tmp:
             tmp.write_text(mapping_yaml(outcome.derived_mapping), encoding="utf-8")
         console.info(f"The data mapping is saved in: {mapping_path}")
-    counts = level_counts(outcome)
+    counts = outcome.counts
     log_counts(console, counts, bench_path)
     advisor_path = None
     if outcome.advisor is not None:

@@ -366,7 +366,8 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
         if outcome.mode is Mode.SUMMARY:
             cols.append(_lookup(v.result, texts.RESULT_TEXT))
         else:
-            cols.append(Column([outcome.tensors.accuracy_text(i) for i in range(n)]))
+            assert outcome.accuracy is not None
+            cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy.tolist()]))
         cols.append(_messages(outcome))
     if outcome.show_stack:
         cols.append(_stack_cells(outcome))

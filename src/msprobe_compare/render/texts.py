@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from msprobe_compare.judge.accuracy import Accuracy
 from msprobe_compare.judge.advisor import Advice
 from msprobe_compare.judge.highlight import Reason
 from msprobe_compare.judge.verdict import Msg, Result
@@ -13,6 +14,8 @@ RESULT_TEXT = {
     Result.PASS: "pass",
     Result.DIFFERENT: "Different",
 }
+
+ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
 
 MSG_TEXT = {
     Msg.NO_BENCH: "No bench data matched.",
