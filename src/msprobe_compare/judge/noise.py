@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from msprobe_compare.errors import UsageError
+from msprobe_compare.measure.tensor_metrics import MetricState
 from msprobe_compare.load.rows import RowTable, State, StatKind
 
 
@@ -222,8 +223,6 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
     across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
     tensor metrics and fall back to the statistics measures."""
-    from msprobe_compare.measure.tensor_metrics import MetricState
-
     stat = stat_measures(npu, bench, match)
     n = len(npu)
     same = (match >= 0) & (match == table_match)

@@ -36,7 +36,7 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
+from msprobe_compare.load.rows import RowTable, State, StatKind, phase_of
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 
@@ -158,15 +158,6 @@ class RootCause:
     def compared_calls(self) -> int:
         """Calls with at least one compared row (the others have no bench counterpart); counted once."""
         return len(self.states) - self.states.count(CallState.UNKNOWN)
-
-
-def phase_of(entry: str) -> str:
-    if "backward" not in entry:  # the common case, decided by one or two substring searches
-        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
-    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
-        return "parameters_grad"
-    tail = entry.rsplit(".", 2)
-    return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
 
 
 def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:

@@ -440,6 +440,15 @@ def is_param_grad(op: str) -> bool:
     return last == "parameters_grad"
 
 
+def phase_of(entry: str) -> str:
+    """The call direction of an entry name: "forward", "backward" or "parameters_grad"."""
+    if "backward" not in entry:  # the common case, decided by one or two substring searches
+        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
+    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
+        return "parameters_grad"
+    tail = entry.rsplit(".", 2)
+    return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
+
 def _column(values: array, dtype: type) -> np.ndarray:
     """A typed array as a numpy column, without a copy (it owns the buffer from now on)."""
     if not values:

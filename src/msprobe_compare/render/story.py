@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe_compare.judge.advisor import AdvisorResult
+from msprobe_compare.judge.advisor import AdvisorResult, advice_for
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
-from msprobe_compare.judge.rootcause import CallState, OriginKind, RootCause
-from msprobe_compare.model import Mode
+from msprobe_compare.judge.rootcause import CallState, Origin, OriginKind, RootCause
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.render import texts
 
 # what the reference's advisor reads, per mode (its first-failing-row rule)
 ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}
@@ -163,3 +164,21 @@ def gate_line(levels: frozenset[str], counts: LevelCounts, hits: int) -> str:
         return head + f"failed ({evidence})"
     hint = "; unmatched rows are not gated (add ',unmatched')" if counts.unmatched and "unmatched" not in levels else ""
     return head + f"passed ({evidence}){hint}"
+
+
+def advisor_lines(result: AdvisorResult) -> list[str]:
+    line = "NA" if result.line is None else str(result.line)
+    node = result.node if result.node is not None else "NA"
+    return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
+
+
+def origin_advice(origin: Origin) -> str:
+    if origin.kind is OriginKind.BOUNDARY:
+        after = f"{origin.after}'s output" if origin.after else "the start of the dump"
+        return (f"The data changed between two recorded calls: code the dump did not record (an in-place edit, "
+                f"a hook, an op that is not hooked) changed it after {after} and before {origin.entry} read it. "
+                "Dump that region at level mix or L1, and look for in-place writes.")  # fmt: skip
+    if origin.kind is OriginKind.CONFIGURATION:
+        return (f"The call was made with different arguments ({', '.join(origin.differing_args)}): check the "
+                "code or configuration that passes them.")  # fmt: skip
+    return texts.ADVICE_TEXT[advice_for(origin.entry + ".output")]

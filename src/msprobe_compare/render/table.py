@@ -19,6 +19,12 @@ from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, Sta
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+from msprobe_compare.render.celltext import Cells, Column, object_array
+
+__all__ = ["Cells", "Column", "KIND_FLOAT", "KIND_INT", "KIND_OTHER", "KIND_PERCENT"]  # re-exported for writers
+
+_SAFE_INT = 2.0**53  # larger integers do not survive a float64
 
 COMMON = [
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
@@ -109,86 +115,6 @@ def _take(values: list[Any], match: np.ndarray) -> list[Any]:
     return table[match].tolist()
 
 
-class Cells(list):  # type: ignore[type-arg]
-    """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
-
-    `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
-    itself tells); `values` holds the number of kinds 0-2 (float64). The HTML report reads these.
-    """
-
-    kind: np.ndarray
-    values: np.ndarray
-
-
-KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER = 0, 1, 2, 3
-_SAFE_INT = 2.0**53  # larger integers do not survive a float64
-
-
-class Column:
-    """One column of the result table in compact form, in one of three shapes:
-
-    - `objects` (a list) holds the cell values;
-    - `codes` and `table`: cell i is table[codes[i]] (a column of few distinct values);
-    - `kind`, `values` and `objects` (an object array): `kind[i]` KIND_FLOAT, KIND_INT and KIND_PERCENT
-      mean the number `values[i]` (a float, an int, a float written f"{x!r}%"), KIND_OTHER the value
-      `objects[i]`. Numbers never become Python objects unless `cells()` asks.
-    """
-
-    __slots__ = ("_objects", "kind", "values", "codes", "table")
-
-    def __init__(
-        self, objects: Any = None, kind: np.ndarray | None = None, values: np.ndarray | None = None, *,
-        codes: np.ndarray | None = None, table: list[Any] | None = None,
-    ) -> None:  # fmt: skip
-        self._objects = objects
-        self.kind = kind
-        self.values = values
-        self.codes = codes
-        self.table = table
-
-    @property
-    def objects(self) -> Any:
-        """The cell values (an object array in the numeric shape); made from the codes when coded."""
-        if self._objects is None and self.codes is not None:
-            return _object_array(self.table or [])[self.codes].tolist()
-        return self._objects
-
-    def __len__(self) -> int:
-        return len(self.codes) if self.codes is not None else len(self._objects)
-
-    def cells(self) -> list[Any]:
-        """The cell values as a list: a `Cells` (numbers as float/int/str objects) when the column has kinds."""
-        if self.kind is None:
-            objects = self.objects
-            return objects if isinstance(objects, list) else list(objects)
-        from msprobe_compare.render.celltext import float_reprs
-
-        kind, values = self.kind, self.values
-        assert values is not None
-        out = self._objects.copy()
-        sel = kind == KIND_FLOAT
-        out[sel] = values[sel].astype(object)
-        sel = kind == KIND_INT
-        ints = _object_array([int(v) for v in values[sel].tolist()])  # exact, also beyond 64 bits
-        out[sel] = ints
-        sel = kind == KIND_PERCENT
-        if sel.any():
-            texts = np.empty(int(np.count_nonzero(sel)), dtype=object)
-            texts[:] = [t + "%" for t in float_reprs(values[sel])]
-            out[sel] = texts
-        cells = Cells(out.tolist())
-        cells.values, cells.kind = values, kind
-        return cells
-
-
-def _object_array(items: list[Any]) -> np.ndarray:
-    """A 1-d object array of `items` (which may themselves be sequences)."""
-    out = np.empty(len(items), dtype=object)
-    for k, item in enumerate(items):
-        out[k] = item
-    return out
-
-
 def _coded(values: list[Any]) -> Column:
     """A column of few distinct (hashable) values, coded: equal values share a code."""
     codes, table = coded(values)
@@ -247,7 +173,7 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     raw_rows = np.flatnonzero(kinds == StatKind.RAW)
     if len(raw_rows):
         rows = raw_rows if safe is None else safe[raw_rows]
-        objects[raw_rows] = _object_array(_raw_cells(table, col, rows, style))
+        objects[raw_rows] = object_array(_raw_cells(table, col, rows, style))
     if rows_idx is not None:
         miss = rows_idx < 0
         objects[miss] = NA
@@ -434,7 +360,7 @@ def _values(col: Column, numeric: bool) -> list[Any]:
         number = col.kind != KIND_OTHER
         out[number] = col.values[number].astype(object)
         ints = col.kind == KIND_INT
-        out[ints] = _object_array([int(v) for v in col.values[ints].tolist()])
+        out[ints] = object_array([int(v) for v in col.values[ints].tolist()])
         cells = out.tolist()
     if numeric:
         cells = [math.nan if type(v) is str and v == NAN_TEXT else v for v in cells]
