@@ -24,13 +24,7 @@ from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import measure
-from msprobe_compare.measure.tensor_metrics import (
-    STATE_TEXT,
-    MetricState,
-    TensorMetrics,
-    TensorMsg,
-    messages_text,
-)
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
 from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping
@@ -45,6 +39,7 @@ from msprobe_compare.render import report, table
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
+from msprobe_compare.render.texts import STATE_TEXT, messages_text
 from msprobe_compare.runtime import gc_paused
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from msprobe_compare.api import RankOutcome, check_frameworks, measure_tensors, module_tree, summarize
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.judgement import judge
-from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
+from msprobe_compare.judge.rootcause import OriginKind, RankAttribution, RootCause
 from msprobe_compare.load.dumpjson import read_stack_json
 from msprobe_compare.load.layout import RankDir, find_ranks
 from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
@@ -263,10 +263,8 @@ def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause
         if len(all_ranks) == 1:  # one rank holds the call (a pipeline stage without tensor parallelism)
             r = next(iter(all_ranks))
             local = {v: k for k, v in c.shards.renames.get(r, {}).items()}.get(o.entry, o.entry)
-            label = c.shards.ranks[r]
-            note = f" (on {label}" + (f", whose dump calls it {local}" if local != o.entry else "") + ")"
-            origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
-                                      note=note))  # fmt: skip
+            at = RankAttribution(c.shards.ranks[r], True, local_name=local if local != o.entry else None)
+            origins.append(replace(o, nonfinite=False, on_rank=at))
             continue
         bad, met = _suspects(c, m.bench, m.match, rows)
         rank = None
@@ -279,27 +277,11 @@ def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause
             continue
         label = c.shards.ranks[rank]
         later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
-        rest = sorted(all_ranks - {rank})
-        others = ", ".join(c.shards.ranks[r] for r in rest)
-        seen = (f"; {others} first {'sees' if len(rest) == 1 else 'see'} it at {later}"
-                if later and o.kind is OriginKind.COMPUTATION else "")  # fmt: skip
-        origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
-                                  note=f" (only {label} diverges{seen})"))  # fmt: skip
+        others = tuple(c.shards.ranks[r] for r in sorted(all_ranks - {rank}))
+        seen_at = later if later and o.kind is OriginKind.COMPUTATION else None
+        origins.append(replace(o, nonfinite=False, on_rank=RankAttribution(label, False, others=others,
+                                                                            seen_at=seen_at)))  # fmt: skip
     return replace(rc, origins=origins)
-
-
-@dataclass(frozen=True)
-class RankOrigin(Origin):
-    """An origin seen on one rank of a TP group: `rank1:Functional.linear.10.forward`."""
-
-    rank: str = ""
-    note: str = ""
-
-    @property
-    def description(self) -> str:
-        plain = Origin(f"{self.rank}:{self.entry}", self.kind, self.phase, self.after, self.evidence,
-                       self.differing_args)  # fmt: skip
-        return plain.description + self.note
 
 
 def _parents(dumps: list[RankDump], layout: ParallelLayout, dp: int, shards: P.Shards,

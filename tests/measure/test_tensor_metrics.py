@@ -19,14 +19,13 @@ from msprobe_compare.judge.accuracy import Accuracy, accuracy_reached
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.tensor_metrics import (
     FLOAT_EPSILON,
-    MSG_TEXT,
     Metric,
     MetricState,
     TensorMetrics,
     TensorMsg,
     compare_tensors,
-    messages_text,
 )
+from msprobe_compare.render.texts import TENSOR_MSG_TEXT as MSG_TEXT, messages_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 S = MetricState

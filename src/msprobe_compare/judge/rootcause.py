@@ -95,6 +95,17 @@ def _fmt(x: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class RankAttribution:
+    """Under a parallel layout, the rank an origin was seen on (layouts.attribute_origins); render/ says it."""
+
+    rank: str  # e.g. "rank1"
+    alone: bool  # True: the only rank that holds the call; False: the only one of its group that diverges
+    local_name: str | None = None  # alone: the rank's own name of the call, when it differs
+    others: tuple[str, ...] = ()  # not alone: the other ranks of the group
+    seen_at: str | None = None  # not alone: the later reduction where the others first see it
+
+
+@dataclass(frozen=True)
 class Origin:
     entry: str
     kind: OriginKind
@@ -104,19 +115,7 @@ class Origin:
     differing_args: tuple[str, ...] = ()  # configuration: the non-tensor arguments that differ
     nonfinite: bool = False  # a NaN/Inf appears here
 
-    @property
-    def description(self) -> str:
-        if self.kind is OriginKind.BOUNDARY:
-            before = f"after {self.after}'s output, " if self.after else ""
-            what = " (a NaN/Inf appears)" if self.nonfinite else ""
-            return f"{before}before {self.entry}'s input{what}"
-        if self.kind is OriginKind.CONFIGURATION:
-            return f"{self.entry}: non-tensor arguments differ ({', '.join(self.differing_args)})"
-        if self.nonfinite:
-            return f"{self.entry}: NaN/Inf appears in its outputs, its inputs are finite"
-        if not self.evidence.inputs:
-            return f"{self.entry}: inputs agree, outputs differ"
-        return f"{self.entry}: outputs differ beyond the noise its inputs carry"
+    on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import math
 import mmap
 import sys
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -41,14 +40,11 @@ from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 
 __all__ = [
-    "MSG_TEXT",
     "Metric",
     "MetricState",
-    "STATE_TEXT",
     "TensorMetrics",
     "TensorMsg",
     "compare_tensors",
-    "messages_text",
 ]
 
 FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; also the Cosine zero-norm bound
@@ -73,14 +69,6 @@ class MetricState(enum.IntEnum):
     NOT_AVAILABLE = 4  # "N/A"
 
 
-STATE_TEXT: dict[MetricState, str] = {
-    MetricState.NAN: "Nan",
-    MetricState.UNSUPPORTED: "unsupported",
-    MetricState.SHAPE_UNMATCHED: "shape unmatched",
-    MetricState.NOT_AVAILABLE: "N/A",
-}
-
-
 class TensorMsg(enum.IntEnum):
     """Real-data Err_message sentences; the member order is the order the reference concatenates them in."""
 
@@ -100,35 +88,6 @@ class TensorMsg(enum.IntEnum):
     COSINE_NAN = 14
     MAX_ABS_NAN = 15
     MAX_REL_NAN = 16
-
-
-MSG_TEXT: dict[TensorMsg, str] = {
-    TensorMsg.NPU_NO_DATA_FILE: "NPU does not have data file.",
-    TensorMsg.BENCH_NO_DATA_FILE: "Bench does not have data file.",
-    TensorMsg.BENCH_UNMATCHED: "Bench api/module unmatched.",
-    TensorMsg.READ_FAILED: "Dump file: {} not found or read failed.",
-    TensorMsg.EMPTY: "This is empty data, can not compare.",
-    TensorMsg.ZERO_DIM: (
-        "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
-        "'Five Thousandths Err Ratio'. "
-    ),
-    TensorMsg.SHAPE_MISMATCH: "Shape of NPU and bench tensor do not match. Skipped.",
-    TensorMsg.NAN_INF_MISMATCH: "The position of inf or nan in NPU and bench Tensor do not match.",
-    TensorMsg.UNREADABLE: "Data is unreadable.",
-    TensorMsg.DTYPE_MISMATCH: "Dtype of NPU and bench tensor do not match.",
-    TensorMsg.ONE_ELEMENT: "This is a 1-d tensor of length 1.",
-    TensorMsg.COSINE_NPU_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.",
-    TensorMsg.COSINE_BENCH_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.",
-    TensorMsg.COSINE_NAN: "Cannot compare by Cosine Similarity, the dump data has NaN.",
-    TensorMsg.MAX_ABS_NAN: "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
-    TensorMsg.MAX_REL_NAN: "Cannot compare by MaxRelativeError, the data contains nan/inf/-inf in dump data.",
-}
-
-
-def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
-    """The Err_message text of `messages`: the reference sentences concatenated without separators."""
-    return "".join(MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else MSG_TEXT[m]
-                   for m in messages)
 
 
 @dataclass(frozen=True, eq=False)

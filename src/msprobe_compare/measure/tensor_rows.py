@@ -28,12 +28,10 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
-    STATE_TEXT,
     MetricState,
     TensorMetrics,
     TensorMsg,
     compare_tensors,
-    messages_text,
 )
 
 NA = "N/A"
@@ -63,21 +61,6 @@ class TensorColumns:
         """A metric as float with NaN where it is not a number (for the colour rules)."""
         k = METRIC_FIELDS.index(field)
         return np.where(self.states[:, k] == MetricState.VALUE, self.values[:, k], np.nan)
-
-    # -- rendering helpers ----------------------------------------------------------------------
-    def metric_cells(self, i: int, style: Any) -> list[Any]:
-        out: list[Any] = []
-        for k in range(6):
-            state = MetricState(int(self.states[i, k]))
-            out.append(style.number(float(self.values[i, k])) if state is MetricState.VALUE else STATE_TEXT[state])
-        return out
-
-    def message(self, i: int, base: str) -> str:
-        files, why = self.read_failed.get(i, ("", ""))
-        return base + messages_text(self.metrics[i].messages, files) + why
-
-    def data_name_cell(self, i: int) -> str:
-        return str([self.npu_files[i], self.bench_files[i]])
 
 
 Failure = tuple[str, str]  # (file text of the READ_FAILED message, our explanation; both "" when none)

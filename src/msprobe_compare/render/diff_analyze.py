@@ -15,6 +15,7 @@ from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render.files import new_output
+from msprobe_compare.render.story import item_description
 
 STAT_KEYS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
 
@@ -53,7 +54,7 @@ def _verdict(item: Origin | Suspect) -> dict[str, Any]:
     ev = item.evidence
     out: dict[str, Any] = {"state": "suspect" if isinstance(item, Suspect) else "origin",
                            "kind": item.kind.value if isinstance(item, Origin) else None,
-                           "description": item.description}  # fmt: skip
+                           "description": item_description(item)}  # fmt: skip
     out["evidence"] = {"metric": ev.metric, "inputs": _json_safe(ev.inputs), "outputs": _json_safe(ev.outputs),
                        "noise_floor": _json_safe(ev.floor), "floor_source": ev.floor_source,
                        "threshold": _json_safe(ev.threshold), "ratio": _json_safe(ev.ratio),

@@ -410,7 +410,7 @@ def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
     ev = o.evidence
     return {
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
-        "after": o.after, "description": o.description, "advice": story.origin_advice(o),
+        "after": o.after, "description": story.origin_description(o), "advice": story.origin_advice(o),
         "args": list(o.differing_args),
         "evidence": _evidence_json(ev),
     }  # fmt: skip

@@ -56,7 +56,7 @@ def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, lim
             lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
         else:
             lines.append("No origin the precision of the dump can support.")
-    lines += _ranked([(f"{o.kind.value}, {o.phase}", o.description, o.evidence.text(), "Advice", story.origin_advice(o))
+    lines += _ranked([(f"{o.kind.value}, {o.phase}", story.origin_description(o), o.evidence.text(), "Advice", story.origin_advice(o))
                       for o in rc.origins], limit, "origins")  # fmt: skip
     if rc.suspects:
         lines.append("Suspects (above the noise floor by less than the precision can support; not origins):")
@@ -210,7 +210,7 @@ def _write_set(
     rc = outcome.rootcause
     head = story.headline(rc, counts)
     log_rootcause(console, head)
-    origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
+    origin = (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),

@@ -17,6 +17,8 @@ import numpy as np
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
+from msprobe_compare.measure.tensor_metrics import MetricState
+from msprobe_compare.measure.tensor_rows import TensorColumns
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
@@ -284,7 +286,9 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
             cols += [_diff_column(d.diff[:, c], d.diff_kind[:, c], style, False) for c in range(4)]
             cols += [_diff_column(d.rel[:, c], d.rel_kind[:, c], style, True) for c in range(4)]
         else:
-            metric = [list(c) for c in zip(*(outcome.tensors.metric_cells(i, style) for i in range(n)))] or [[]] * 6
+            tensors = outcome.tensors
+            assert tensors is not None
+            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(n)))] or [[]] * 6
             cols += [Column(c) for c in metric]
         cols += [_stat_column(npu, c, style) for c in range(4)]
         cols += [_stat_column(bench, c, style, match) for c in range(4)]
@@ -298,7 +302,9 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
     if outcome.show_stack:
         cols.append(_stack_cells(outcome))
     if outcome.mode is Mode.ALL:
-        cols.append(Column([outcome.tensors.data_name_cell(i) for i in range(n)]))
+        t = outcome.tensors
+        assert t is not None
+        cols.append(Column([str([t.npu_files[i], t.bench_files[i]]) for i in range(n)]))
     if outcome.layout is not None:
         cols += [_coded(outcome.layout.ranks), _coded(outcome.layout.rules)]
     return cols
@@ -310,9 +316,11 @@ def _messages(outcome: CompareOutcome) -> Column:
     reasons = marks.reasons if marks is not None else np.zeros(n, dtype=np.int32)
     fuzzy = outcome.fuzzy if outcome.fuzzy is not None else np.zeros(n, dtype=bool)
     if outcome.mode is Mode.ALL:
+        tensors = outcome.tensors
+        assert tensors is not None
         out = []
         for i, (flags, why, fz) in enumerate(zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist())):
-            base = outcome.tensors.message(i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
+            base = _tensor_message(tensors, i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
             out.append(texts.join_message(base, texts.reason_lines(why)))
         return Column(out)
     if not n:
@@ -365,3 +373,18 @@ def _values(col: Column, numeric: bool) -> list[Any]:
     if numeric:
         cells = [math.nan if type(v) is str and v == NAN_TEXT else v for v in cells]
     return cells
+
+
+def _metric_cells(t: TensorColumns, i: int, style: Style) -> list[Any]:
+    """The six metric cells of row i: numbers, or the texts of their states."""
+    out: list[Any] = []
+    for k in range(6):
+        state = MetricState(int(t.states[i, k]))
+        out.append(style.number(float(t.values[i, k])) if state is MetricState.VALUE else texts.STATE_TEXT[state])
+    return out
+
+
+def _tensor_message(t: TensorColumns, i: int, base: str) -> str:
+    """Err_message of a real-data row: the base message, then the metrics' own, then why a file failed."""
+    files, why = t.read_failed.get(i, ("", ""))
+    return base + texts.messages_text(t.metrics[i].messages, files) + why
