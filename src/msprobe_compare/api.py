@@ -81,7 +81,7 @@ def read_data_mapping(path: Path) -> dict[str, str]:
     return text_mapping(load_yaml(path, "data mapping"), path, "data mapping", "NPU row names to bench row names")
 
 
-def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str] | None:
+def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str | None] | None:
     """NPU compare keys under -am or -cm (-am wins when both are given, as in the reference), else None."""
     if opts.api_mapping is not None:
         if opts.cell_mapping is not None:

@@ -34,7 +34,6 @@ from msprobe_compare.measure.tensor_metrics import (
     compare_tensors,
 )
 
-NA = "N/A"
 METRIC_FIELDS = ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths")
 
 
@@ -43,7 +42,7 @@ class RowTask:
     row: int
     npu_name: str
     npu_file: str  # data_name or "-1"
-    bench_file: str  # data_name, "-1", or "N/A" (unmatched)
+    bench_file: str | None  # data_name or "-1"; None: the row has no bench counterpart
 
 
 @dataclass
@@ -55,7 +54,7 @@ class TensorColumns:
     metrics: list[TensorMetrics]
     read_failed: dict[int, tuple[str, str]]  # row -> (file text of READ_FAILED, why: our extra sentence)
     npu_files: list[str]
-    bench_files: list[str]
+    bench_files: list[str | None]  # None: unmatched
 
     def column(self, field: str) -> np.ndarray:
         """A metric as float with NaN where it is not a number (for the colour rules)."""
@@ -85,7 +84,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.NPU_NO_DATA_FILE), NO_FAILURE
     if task.bench_file == "-1":
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_NO_DATA_FILE), NO_FAILURE
-    if task.bench_file == NA:
+    if task.bench_file is None:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_UNMATCHED), NO_FAILURE
     failed: list[tuple[str, TensorFileError]] = []
     loaded = []
@@ -257,12 +256,12 @@ def measure_rows(
     `pool`: "thread", "process" or "auto" (None: the MSPROBE_COMPARE_POOL variable, else "auto").
     `backend`: run the rows there instead (`jobs` and `pool` are then not used)."""
     n = len(npu)
-    bench_files = [bench.data_name[j] if j >= 0 else NA for j in match.tolist()]
+    bench_files = [bench.data_name[j] if j >= 0 else None for j in match.tolist()]
     tasks = [RowTask(i, npu.names[i], npu.data_name[i], bench_files[i]) for i in range(n)]
     workers = max(1, jobs or os.cpu_count() or 1)
     # Tensor bytes a row will read (0 when it is settled without reading), estimated from the dump.json shapes.
     pair_bytes = [
-        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", NA)
+        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", None)
         else 2 * _estimated_bytes(npu.shape[t.row], npu.dtype[t.row])
         for t in tasks
     ]  # fmt: skip

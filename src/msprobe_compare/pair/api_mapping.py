@@ -26,7 +26,7 @@ from msprobe_compare.load.rows import RowTable, State
 from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans, keys_by_entry
 
-UNMATCHABLE = "N/A"
+UNMATCHABLE = None  # the compare key of a row that cannot be mapped: it matches nothing (pair.exact)
 TABLE_FILE = "ms_to_pt_api.yaml"
 
 # row state -> (name field, user YAML term)
@@ -130,7 +130,7 @@ def api_mapping_keys(
     bench: RowTable,
     user: list[dict[str, Any]] | None,
     warn: Callable[[str], None] | None = None,
-) -> list[str]:
+) -> list[str | None]:
     """The compare key of every NPU row under `-am` (spec §3.7 with decision D12)."""
     table = builtin_table()
     keys = keys_by_entry(npu, lambda entry: _entry_key(entry, table), lambda name: builtin_key(name, table))
@@ -167,7 +167,7 @@ def _rows_by_api(table: RowTable) -> dict[str, list[int]]:
     return rows_of
 
 
-def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str:
+def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str | None:
     """Row `row` of `rule.ms_api` renamed to `rule.pt_api` with its index translated, or unmatchable."""
     name = rule.pt_api + npu.names[row][len(rule.ms_api):]
     state = State(int(npu.state[row]))

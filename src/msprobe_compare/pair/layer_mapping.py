@@ -21,10 +21,11 @@ from typing import Any
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import read_construct_json, read_json
 from msprobe_compare.load.rows import RowTable
+from msprobe_compare.pair.exact import NO_MATCH_NAME
 from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans
 
-NO_MATCH = "N/A"
+NO_MATCH = NO_MATCH_NAME
 TOP_LAYER = "TopLayer"
 LAYER_TYPES = frozenset({"Cell", "Module"})
 STACKLESS_TYPES = frozenset({"Primitive", "Jit"})  # entries whose stacks are not used

@@ -304,7 +304,8 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
     if outcome.mode is Mode.ALL:
         t = outcome.tensors
         assert t is not None
-        cols.append(Column([str([t.npu_files[i], t.bench_files[i]]) for i in range(n)]))
+        bench_files = [NA if f is None else f for f in t.bench_files]
+        cols.append(Column([str([t.npu_files[i], bench_files[i]]) for i in range(n)]))
     if outcome.layout is not None:
         cols += [_coded(outcome.layout.ranks), _coded(outcome.layout.rules)]
     return cols
