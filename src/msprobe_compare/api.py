@@ -17,7 +17,14 @@ from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.framework import dump_framework
-from msprobe_compare.load.dumpjson import check_input_file, read_construct_json, read_stack_json
+from msprobe_compare.load.dumpjson import (
+    LayerFiles,
+    check_input_file,
+    read_construct_json,
+    read_layer_files,
+    read_stack_json,
+    stacks_of,
+)
 from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
 from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.load.sides import flatten_sides
@@ -103,14 +110,31 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     check_tasks(npu_dump, bench_dump)
     npu_fw, bench_fw = check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
     stack_path = _stack_decision(cfg, console)
+    layer_files: list[LayerFiles] = []  # -lm: stack.json and construct.json of each side, each read once
+    layer_error: list[InputError] = []  # raised where -lm is applied, after the rows are read, as always
+    if cfg.options.layer_mapping is not None:
+        try:
+            layer_files.append(read_layer_files(cfg.npu_path.parent))
+            wanted = layer_files[0].stack and layer_files[0].construct  # else -lm derives nothing
+            layer_files.append(read_layer_files(cfg.bench_path.parent) if wanted else
+                               LayerFiles(cfg.bench_path.parent, None, None))  # fmt: skip
+        except InputError as exc:
+            layer_error.append(exc)
     stacks = {}
     if stack_path is not None:
         check_input_file(stack_path, "stack_path")
-        stacks = read_stack_json(stack_path)
+        same = len(layer_files) == 2 and layer_files[0].stack is not None and _same_file(
+            stack_path, cfg.npu_path.parent / "stack.json")  # fmt: skip
+        stacks = stacks_of(layer_files[0].stack, stack_path) if same else read_stack_json(stack_path)
     tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
 
     def read_trees() -> None:
         npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
+        if len(layer_files) == 2 and layer_files[0].construct:  # the tree -lm read serves the root cause too
+            tree.append(layer_files[0].construct)
+            bench = layer_files[1].construct
+            tree.append(bench if bench is not None else module_tree(bench_tree, console))
+            return
         tree.append(module_tree(npu_tree, console))
         if not tree[0]:
             tree.append(None)
@@ -136,8 +160,9 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     data_map = derived = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
-        data_map = layer_mapping(cfg.npu_path.parent, cfg.bench_path.parent, lm_yaml, npu, bench,
-                                 bench_framework=bench_fw)  # fmt: skip
+        if layer_error:
+            raise layer_error[0]
+        data_map = layer_mapping(*layer_files, lm_yaml, npu, bench, bench_framework=bench_fw)
         derived = data_map  # published with the result files (render.report.write_all), under their stamp
         data_map = data_map or None
     elif opts.data_mapping is not None:
@@ -166,6 +191,13 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
                      parents=tree[0], bench_parents=tree[1] if plain else None,
                      tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
     return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
