@@ -19,11 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
-from msprobe_compare.pair.mapping_file import load_yaml, shown
+from msprobe_compare.pair.mapping_file import load_yaml, parse_yaml, shown
 from msprobe_compare.pair.spans import entry_spans, keys_by_entry
 
 UNMATCHABLE = None  # the compare key of a row that cannot be mapped: it matches nothing (pair.exact)
@@ -43,8 +42,8 @@ _SPELLINGS = {"outputs": ("outputs", "output")}  # D12: documented spelling firs
 @lru_cache(maxsize=1)
 def builtin_table() -> dict[str, str]:
     """The packaged MindSpore -> PyTorch API name table."""
-    text = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE).read_text(encoding="utf-8")
-    table = yaml.safe_load(text)
+    source = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE)
+    table = parse_yaml(source.read_bytes(), "the packaged API table", Path(str(source)))
     assert isinstance(table, dict), f"{TABLE_FILE} must be a mapping"
     return {str(k): str(v) for k, v in table.items()}
 
