@@ -32,7 +32,7 @@ from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
-from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
+from msprobe_compare.measure.tensor_rows import Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping
 from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mapping
@@ -248,13 +248,11 @@ def measure_tensors(
         if metrics.messages and metrics.messages[0] in PRECHECK_MSGS:
             console.info(f"[{task.npu_name}] Compare result: {messages_text(metrics.messages[:1], failure[0])}")
             return
-        values = [getattr(metrics, f) for f in METRIC_FIELDS]
-        shown = [f"{m.value}" if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)] for m in values]
-        console.info(
-            f"[{task.npu_name}] Compare result: cosine {shown[0]}, euc_dist {shown[1]}, max_abs_err {shown[2]}, "
-            f"max_relative_err {shown[3]}, one_thousand_err_ratio {shown[4]}, five_thousand_err_ratio {shown[5]}, "
-            f"{messages_text(metrics.messages)}"
-        )
+        shown = []
+        for metric, (_, log_name) in table.METRIC_COLUMNS.items():
+            m = getattr(metrics, metric.field)
+            shown.append(f"{log_name} {m.value if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)]}")
+        console.info(f"[{task.npu_name}] Compare result: {', '.join(shown)}, {messages_text(metrics.messages)}")
 
     sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
              for i, j in enumerate(match.tolist())]  # fmt: skip

@@ -22,6 +22,7 @@ from msprobe_compare.judge.verdict import BaseVerdict, Msg, Result, md5_verdict,
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import Cell
+from msprobe_compare.measure.tensor_metrics import TensorMetric
 
 @dataclass(frozen=True)
 class Judgement:
@@ -82,12 +83,12 @@ def judge(
             marks = highlight(
                 npu,
                 HighlightInputs(
-                    max_diff=tensors.column("max_abs_err"),
+                    max_diff=tensors.column(TensorMetric.MAX_ABS_ERR),
                     npu_max=stat_max(npu),
                     bench_max=stat_max(bench, match),
                     consistent=verdict.requires_grad_consistent,
-                    one_k=tensors.column("one_thousandth"),
-                    cosine=tensors.column("cosine"),
+                    one_k=tensors.column(TensorMetric.ONE_THOUSANDTH),
+                    cosine=tensors.column(TensorMetric.COSINE),
                 ),
             )
     if auto_analyze:

@@ -42,14 +42,13 @@ from msprobe_compare.measure.blas import single_threaded_blas
 __all__ = [
     "Metric",
     "MetricState",
+    "TensorMetric",
     "TensorMetrics",
     "TensorMsg",
     "compare_tensors",
 ]
 
 FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; also the Cosine zero-norm bound
-ONE_THOUSANDTH = 0.001
-FIVE_THOUSANDTHS = 0.005
 COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
 DEFAULT_CHUNK_ELEMS = 1 << 17  # 128 Ki elements: float64 buffers stay cache-sized (measured faster than 1 Mi)
 
@@ -57,6 +56,31 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _U16 = np.dtype(np.uint16)
 _READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
+
+
+class TensorMetric(enum.Enum):
+    """The real-data metrics, in column order: the `TensorMetrics` field of each and, for an error ratio, the
+    relative-error threshold it counts against (the data render/ and judge/ read; never a display name)."""
+
+    COSINE = ("cosine", None)
+    EUC_DIST = ("euc_dist", None)
+    MAX_ABS_ERR = ("max_abs_err", None)
+    MAX_REL_ERR = ("max_rel_err", None)
+    ONE_THOUSANDTH = ("one_thousandth", 0.001)
+    FIVE_THOUSANDTHS = ("five_thousandths", 0.005)
+
+    def __init__(self, field: str, threshold: float | None) -> None:
+        self.field = field
+        self.threshold = threshold
+
+    @property
+    def column(self) -> int:
+        """Its column in `TensorColumns.values` / `.states`."""
+        return _METRIC_ORDER[self]
+
+
+_METRIC_ORDER = {m: k for k, m in enumerate(TensorMetric)}
+METRIC_FIELDS = tuple(m.field for m in TensorMetric)
 
 
 class MetricState(enum.IntEnum):
@@ -423,7 +447,7 @@ class _Accumulator(_Totals):
         super().__init__(size)
         self.chunk = chunk
         self.re_dtype = re_dtype
-        self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
+        self.thresholds = tuple(re_dtype.type(m.threshold) for m in TensorMetric if m.threshold is not None)
         self.limits = tuple(float(t) for t in self.thresholds)  # the same values, compared with Python floats
         self.eps = re_dtype.type(FLOAT_EPSILON)
         self.n64 = _WORKSPACE.get("n64", chunk, _F64)

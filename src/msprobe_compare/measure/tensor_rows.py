@@ -28,13 +28,14 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
+    METRIC_FIELDS,
     MetricState,
+    TensorMetric,
     TensorMetrics,
     TensorMsg,
     compare_tensors,
 )
 
-METRIC_FIELDS = ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths")
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,16 @@ class RowTask:
 class TensorColumns:
     """Per-row real-data results, used by judge/ and render/."""
 
-    values: np.ndarray  # float64 (n, 6) metric values (NaN unless state VALUE)
-    states: np.ndarray  # int8 (n, 6) MetricState
+    values: np.ndarray  # float64 (n, len(TensorMetric)) metric values (NaN unless state VALUE)
+    states: np.ndarray  # int8 (n, len(TensorMetric)) MetricState
     metrics: list[TensorMetrics]
     read_failed: dict[int, tuple[str, str]]  # row -> (file text of READ_FAILED, why: our extra sentence)
     npu_files: list[str]
     bench_files: list[str | None]  # None: unmatched
 
-    def column(self, field: str) -> np.ndarray:
-        """A metric as float with NaN where it is not a number (for the colour rules)."""
-        k = METRIC_FIELDS.index(field)
+    def column(self, metric: TensorMetric | str) -> np.ndarray:
+        """A metric (or its field name) as float with NaN where it is not a number (for the colour rules)."""
+        k = metric.column if isinstance(metric, TensorMetric) else METRIC_FIELDS.index(metric)
         return np.where(self.states[:, k] == MetricState.VALUE, self.values[:, k], np.nan)
 
 
@@ -291,8 +292,8 @@ def measure_rows(
             batches = _batches(tasks, pair_bytes, workers, max_rows=_BATCH_MAX)
         with executor:
             _collect(tasks, _in_row_order(_finished(executor, fn, batches, window)), results, on_row)
-    values = np.full((n, 6), np.nan)
-    states = np.zeros((n, 6), dtype=np.int8)
+    values = np.full((n, len(TensorMetric)), np.nan)
+    states = np.zeros((n, len(TensorMetric)), dtype=np.int8)
     metrics = [m for m, _ in results]
     for i, m in enumerate(metrics):
         for k, field in enumerate(METRIC_FIELDS):

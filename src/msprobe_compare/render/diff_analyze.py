@@ -14,10 +14,11 @@ import numpy as np
 from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.render import table
 from msprobe_compare.render.files import new_output
 from msprobe_compare.render.story import item_description
 
-STAT_KEYS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
+STAT_KEYS = tuple(table.NPU_STATS)
 
 
 def _json_safe(value: Any) -> Any:

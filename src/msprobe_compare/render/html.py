@@ -365,12 +365,9 @@ def _encode_table(
 def _derivations() -> dict[str, tuple[str, str, str]]:
     """Summary-mode columns the page can recompute: "X diff" = NPU - Bench; "XRelativeErr" = |diff / Bench * 100|."""
     out = {}
-    stats = ("max", "min", "mean", "l2norm")
-    diffs = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
-    rels = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
-    for stat, diff, rel in zip(stats, diffs, rels):
-        out[diff] = ("sub", f"NPU {stat}", f"Bench {stat}")
-        out[rel] = ("relpct", diff, f"Bench {stat}")
+    for npu, bench, diff, rel in zip(table.NPU_STATS, table.BENCH_STATS, table.STAT_DIFFS, table.STAT_RELATIVE):
+        out[diff] = ("sub", npu, bench)
+        out[rel] = ("relpct", diff, bench)
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
-from msprobe_compare.measure.tensor_metrics import MetricState
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
 from msprobe_compare.measure.tensor_rows import TensorColumns
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
@@ -32,14 +32,24 @@ COMMON = [
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
     "NPU Requires_grad", "Bench Requires_grad",
 ]  # fmt: skip
-STAT_NAMES = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
-SUMMARY = COMMON + [
-    "Max diff", "Min diff", "Mean diff", "L2norm diff",
-    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
-] + STAT_NAMES + ["Requires_grad Consistent", "Result", "Err_message"]  # fmt: skip
-REAL = COMMON + [
-    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
-] + STAT_NAMES + ["Requires_grad Consistent", "Accuracy Reached or Not", "Err_message"]  # fmt: skip
+NPU_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm"]
+BENCH_STATS = ["Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+STAT_NAMES = NPU_STATS + BENCH_STATS
+# the real-data metrics' column group: (header, name in the per-row log line) of each metric, in TensorMetric order
+METRIC_COLUMNS: dict[TensorMetric, tuple[str, str]] = {
+    TensorMetric.COSINE: ("Cosine", "cosine"),
+    TensorMetric.EUC_DIST: ("EucDist", "euc_dist"),
+    TensorMetric.MAX_ABS_ERR: ("MaxAbsErr", "max_abs_err"),
+    TensorMetric.MAX_REL_ERR: ("MaxRelativeErr", "max_relative_err"),
+    TensorMetric.ONE_THOUSANDTH: ("One Thousandth Err Ratio", "one_thousand_err_ratio"),
+    TensorMetric.FIVE_THOUSANDTHS: ("Five Thousandths Err Ratio", "five_thousand_err_ratio"),
+}
+assert list(METRIC_COLUMNS) == list(TensorMetric), "one column per metric, in TensorMetric order"
+METRIC_HEADERS = [header for header, _ in METRIC_COLUMNS.values()]
+STAT_DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]  # NPU - bench, per statistic
+STAT_RELATIVE = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]  # |diff / bench| in %
+SUMMARY = COMMON + STAT_DIFFS + STAT_RELATIVE + STAT_NAMES + ["Requires_grad Consistent", "Result", "Err_message"]
+REAL = COMMON + METRIC_HEADERS + STAT_NAMES + ["Requires_grad Consistent", "Accuracy Reached or Not", "Err_message"]
 MD5 = COMMON + ["NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"]
 STACK = "NPU_Stack_Info"
 DATA_NAME = "Data_name"
@@ -288,7 +298,7 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
         else:
             tensors = outcome.tensors
             assert tensors is not None
-            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(n)))] or [[]] * 6
+            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(n)))] or [[]] * len(TensorMetric)
             cols += [Column(c) for c in metric]
         cols += [_stat_column(npu, c, style) for c in range(4)]
         cols += [_stat_column(bench, c, style, match) for c in range(4)]
@@ -379,7 +389,7 @@ def _values(col: Column, numeric: bool) -> list[Any]:
 def _metric_cells(t: TensorColumns, i: int, style: Style) -> list[Any]:
     """The six metric cells of row i: numbers, or the texts of their states."""
     out: list[Any] = []
-    for k in range(6):
+    for k in range(len(TensorMetric)):
         state = MetricState(int(t.states[i, k]))
         out.append(style.number(float(t.values[i, k])) if state is MetricState.VALUE else texts.STATE_TEXT[state])
     return out
