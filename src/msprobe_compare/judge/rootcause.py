@@ -36,7 +36,7 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import RowTable, State, StatKind, phase_of
+from msprobe_compare.load.rows import RowTable, State, StatKind
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 
@@ -334,7 +334,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
     has_out = red.any(tout & measured)
 
-    phases = [phase_of(name) for name in entries]
+    phases = npu.phases
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
     grads = np.fromiter((p == "parameters_grad" for p in phases), dtype=bool, count=n_entries)
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)

@@ -6,6 +6,7 @@ work on the columns: numeric statistics stay numeric, with a small kind code per
 
 from __future__ import annotations
 
+import functools
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -81,6 +82,16 @@ class RowTable:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    @functools.cached_property
+    def entry_bounds(self) -> np.ndarray:
+        """Rows of entry e are [bounds[e], bounds[e + 1]) (rows are in entry order); computed once per table."""
+        return np.searchsorted(self.entry_index, np.arange(len(self.entries) + 1))
+
+    @functools.cached_property
+    def phases(self) -> list[str]:
+        """The call direction of each entry (`phase_of`), parsed once per table."""
+        return [phase_of(e) for e in self.entries]
 
     def dtype_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """`predicate(dtype)` per row, evaluated once per distinct dtype text."""

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
@@ -34,7 +33,7 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
         return []
     npu = outcome.npu
     position = {name: e for e, name in enumerate(npu.entries)}
-    starts = np.searchsorted(npu.entry_index, np.arange(len(npu.entries) + 1))  # rows are in entry order
+    starts = npu.entry_bounds
     items = []
     for origin in [*rc.origins, *rc.suspects]:
         e = position[origin.entry]
