@@ -157,16 +157,16 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     cross = npu_fw == "mindspore" and bench_fw == "pytorch"
     fuzzy = None
     keys = _mapped_keys(opts, npu, bench, console)
-    data_map = derived = None
+    data_map: dict[str, str | None] | None = None
+    derived: dict[str, str] | None = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
         if layer_error:
             raise layer_error[0]
-        data_map = layer_mapping(*layer_files, lm_yaml, npu, bench, bench_framework=bench_fw)
-        derived = data_map  # published with the result files (render.report.write_all), under their stamp
-        data_map = data_map or None
+        derived = layer_mapping(layer_files[0], layer_files[1], lm_yaml, npu, bench, bench_framework=bench_fw)
+        data_map = dict(derived) or None  # derived is published with the result files (render.report.write_all)
     elif opts.data_mapping is not None:
-        data_map = read_data_mapping(opts.data_mapping)
+        data_map = dict(read_data_mapping(opts.data_mapping))
     if data_map is not None:
         if keys is not None:  # as the reference: -cm/-am give the names, -dm/-lm only the name-only join
             console.warning("-cm/-am decide the compare names; the -dm/-lm mapping only makes the match ignore "
@@ -267,7 +267,7 @@ def measure_tensors(
     backend = distribute.row_backend(cfg.options.ray, console, cfg.options.jobs) if cfg.options.ray else None
     try:
         return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row,
-                            backend=backend)  # fmt: skip
+                            pool=cfg.options.pool or "auto", backend=backend)  # fmt: skip
     finally:
         progress.close()
 

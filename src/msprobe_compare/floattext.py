@@ -23,7 +23,7 @@ else, that path falls back to the exact one (repr) and the output stays the same
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import orjson
@@ -71,6 +71,6 @@ def agrees(name: str, check: Callable[[], bool]) -> bool:
     if name not in _VERDICTS:
         try:
             _VERDICTS[name] = bool(check())
-        except Exception:  # noqa: BLE001 - any failure of the fast path means: do not use it
+        except Exception:  # any failure of the fast path means: do not use it
             _VERDICTS[name] = False
     return _VERDICTS[name]

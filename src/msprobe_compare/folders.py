@@ -68,8 +68,8 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
                               npu_rank.suffix, with_table))  # fmt: skip
     workers = min(len(jobs_list), max(1, cfg.options.jobs or os.cpu_count() or 1))
     if workers > 1 or cfg.options.ray:  # ranks already fill the cores: each reads its two files in turn
-        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), *rest)
-                     for c, *rest in jobs_list]  # fmt: skip
+        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), name, suffix, table)
+                     for c, name, suffix, table in jobs_list]  # fmt: skip
     if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
         results = distribute.map_ranks(compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs)
     elif workers <= 1:

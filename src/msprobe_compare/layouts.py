@@ -9,6 +9,7 @@ ranks' own statistics show that only one rank of the group diverges.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from collections import Counter
@@ -390,7 +391,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             measured = measure(mode, npu_c.table, bench_c.table, match, tensors=tensors)
             verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                              parents=parents, layout_only=view.npu_only,
-                             qualify=lambda rc, m=measured, v=view: attribute_origins(rc, m, v))  # fmt: skip
+                             qualify=functools.partial(attribute_origins, m=measured, view=view))  # fmt: skip
             outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_c.table.stacks), layout=view)
             target = prepare_output_dir(out_dir)
             written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,

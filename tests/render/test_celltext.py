@@ -100,7 +100,7 @@ def ref_sheet_rows(rows: list[list[Any]], colours: list[Colour]) -> str:
 
 
 def materialised(columns: Sequence[Column | list[Any]]) -> list[list[Any]]:
-    """The rows of cell values, as table.columns() hands them to per-cell writers."""
+    """The rows of cell values, as per-cell writers take them (oracles.table_columns, row by row)."""
     lists = [c.cells() if isinstance(c, Column) else list(c) for c in columns]
     return [list(r) for r in zip(*lists)] if lists else []
 

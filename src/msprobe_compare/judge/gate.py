@@ -6,7 +6,7 @@ Python API, so that every place counts the same rows as the root cause does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from msprobe_compare.judge.highlight import Colour, Marks
 from msprobe_compare.judge.rootcause import inplace_artifacts
 from msprobe_compare.judge.verdict import BaseVerdict, Result
 from msprobe_compare.load.mode import Mode
+from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.measure.measured import Measured
 
 GATE_LEVELS = ("error", "warning", "unmatched")
@@ -33,6 +34,7 @@ class LevelCounts:
     excluded: int = 0  # error/warning rows not counted: in-place inputs recorded after the write
     excluded_names: tuple[str, ...] = ()  # the first few of them
     layout_only: int = 0  # rows of calls a parallel layout adds (all-reduce, ...): no counterpart expected
+    no_row_entries: int = 0  # dump entries (npu and bench) that yielded no row (each named in a warning)
 
     @property
     def unmatched(self) -> int:
@@ -50,7 +52,8 @@ class LevelCounts:
         return LevelCounts(self.rows + other.rows, self.matched + other.matched, self.errors + other.errors,
                            self.warnings + other.warnings, self.excluded + other.excluded,
                            (self.excluded_names + other.excluded_names)[:NAMES_SHOWN],
-                           self.layout_only + other.layout_only)  # fmt: skip
+                           self.layout_only + other.layout_only,
+                           self.no_row_entries + other.no_row_entries)  # fmt: skip
 
 
 
@@ -97,6 +100,13 @@ def row_levels(m: Measured, verdict: BaseVerdict, marks: Marks | None, accuracy:
     error &= ~excluded
     warning &= ~error & ~excluded & (m.match >= 0)  # e.g. the requires_grad mark of a row without counterpart
     return RowLevels(error, warning, unmatched, excluded, layout_only)
+
+
+def level_counts(levels: RowLevels, npu: RowTable, bench: RowTable) -> LevelCounts:
+    """The row levels counted, with the dump entries (both sides) that yielded no row."""
+    counts = levels.counts(npu.names)
+    no_row = len(empty_entries(npu)) + len(empty_entries(bench))
+    return replace(counts, no_row_entries=no_row) if no_row else counts
 
 
 def gate_hits(levels: frozenset[str], counts: LevelCounts) -> int:

@@ -8,13 +8,13 @@ not flagged), and last the row levels `--fail-on`, the console counts and every 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from msprobe_compare.judge.accuracy import Accuracy, accuracy_column
 from msprobe_compare.judge.advisor import AdvisorResult, advise
-from msprobe_compare.judge.gate import LevelCounts, RowLevels, row_levels
+from msprobe_compare.judge.gate import LevelCounts, RowLevels, level_counts, row_levels
 from msprobe_compare.judge.highlight import HighlightInputs, Marks, highlight, stat_max
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import RootCause, analyse
@@ -101,7 +101,7 @@ def judge(
     if qualify is not None:
         rootcause = qualify(rootcause)
     levels = row_levels(m, verdict, marks, accuracy, layout_only)
-    return Judgement(verdict, accuracy, marks, advice, rootcause, levels, levels.counts(npu.names))
+    return Judgement(verdict, accuracy, marks, advice, rootcause, levels, level_counts(levels, npu, bench))
 
 
 def _md5_not_compared(m: Measured, v: BaseVerdict) -> BaseVerdict:

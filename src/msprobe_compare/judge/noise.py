@@ -423,11 +423,6 @@ def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[in
     return [e for e, name in enumerate(entries) if name in found]
 
 
-def _prefix(key: str) -> str:
-    """The leading text every call of a `call_key` starts with."""
-    return key[: key.index("..")] + "." if ".." in key else key
-
-
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)
 
 

@@ -473,7 +473,10 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             suspects.append(suspect)
 
     origins = _innermost(candidates, parents or {})
-    worst = lambda a: np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))  # noqa: E731
+
+    def worst(a: np.ndarray) -> np.ndarray:
+        return np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))
+
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
     hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False

@@ -171,18 +171,6 @@ def read_json(path: Path) -> Any:
         raise InputError(f"is not valid JSON ({exc})", path) from None
 
 
-def read_dump_json(path: Path) -> DumpFile:
-    """Read a whole dump.json into memory and check `task` and `data` (spec §2.2).
-
-    The pipeline reads dumps with `stream.open_dump` instead; this stays for tools and tests."""
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
-    data = doc.get("data")
-    task, level, framework = check_dump_header(path, doc, type(data) if "data" in doc else None)
-    return DumpFile(path=path, task=task, level=level, framework=framework, data=data)
-
-
 def check_dump_header(path: Path, doc: dict[str, Any], data_type: type | None) -> tuple[str, str | None, str | None]:
     """Check the top-level keys of a dump.json (`data_type`: type of "data", None if missing) -> task, level,
     framework."""

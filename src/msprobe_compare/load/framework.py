@@ -50,8 +50,8 @@ def framework_from_types(path: Path) -> str | None:
 def framework_of(path: Path) -> str | None:
     """The framework of the NPU dump at `path`: a dump.json, a rank folder, or a step folder / mix dump root (its
     first rank); None when it cannot be told."""
-    dump = resolve_input(path)
-    if dump.is_dir():
+    dump: Path | None = resolve_input(path)
+    if dump is not None and dump.is_dir():
         dump = first_dump(dump)
     if dump is None or not dump.is_file() or dump.is_symlink():
         return None

@@ -112,7 +112,7 @@ class RowTable:
         return self.raw[(row, col)]
 
 
-class _Cells(tuple):  # type: ignore[type-arg]
+class _Cells(tuple):
     """The four statistic cells of a row whose raw values differ (`_ABSENT` where not raw)."""
 
 
@@ -518,10 +518,6 @@ def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     for v in dict.fromkeys(values):
         index[v] = len(index)
     return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values)), list(index)
-
-
-def entry_names(table: RowTable) -> Iterable[str]:
-    return (table.entries[i] for i in table.entry_index)
 
 
 def empty_entries(table: RowTable) -> list[str]:

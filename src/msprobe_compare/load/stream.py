@@ -15,7 +15,7 @@ pass reads the top-level keys and skips "data" (so header keys written after "da
 second pass splits "data" into entries. A document whose top level is not an object is parsed whole (it is an error
 report anyway).
 
-Results equal `read_dump_json` + `data.items()`, with one exception: a name repeated inside "data" (which a JSON
+Results equal a whole-document parse's `data.items()`, with one exception: a name repeated inside "data" (which a JSON
 object parse silently merges) is refused with an InputError.
 """
 
@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, Generator, Iterator
+from typing import Any, BinaryIO, TypeAlias
+from collections.abc import Generator, Iterable, Iterator
 
 
 import orjson
@@ -45,7 +46,7 @@ BOM = b"\xef\xbb\xbf"
 JSON_WS = b" \t\r\n"
 
 Entry = tuple[str, Any]
-Batch = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
+Batch: TypeAlias = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
 BATCH = 1 << 20  # bytes of entries parsed by one orjson call on the fast path
 # top-level keys that decide how the dump is read: one of them given twice is refused (a JSON parse keeps the last)
 STRUCTURAL = ("task", "level", "framework", "dump_data_dir", "data")
@@ -76,7 +77,7 @@ class _Layout:
 
 
 def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
-    """Read the header of a dump.json (checked as `read_dump_json` does) and return it with a lazy iterator over
+    """Read the header of a dump.json (`task` and `data` checked by dumpjson.check_dump_header) and return it with a lazy iterator over
     the `(name, body)` entries of "data" in file order. The file is opened again when iteration starts."""
     size, head = _read_head(path)
     layout = _fast_layout(path, size, head)
@@ -122,7 +123,7 @@ class Entries:
     def _start(self) -> Iterator[Entry]:
         path, layout = self._path, self._layout
         if layout.values:
-            batches: Iterator[Batch] = iter([layout.values])
+            batches: Iterator[Batch | _Walked] = iter([layout.values])
         elif layout.empty:
             batches = iter(())
         elif layout.indent:
@@ -622,12 +623,12 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             )
 
 
-def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Batch]:
+def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable[Entry]]:
     """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
     before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
     for batch in batches:
-        if type(batch) is _Walked:
+        if isinstance(batch, _Walked):
             names = batch.names
             if seen.isdisjoint(names) and len(set(names)) == len(names):
                 seen.update(names)

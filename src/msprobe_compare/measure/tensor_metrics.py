@@ -305,6 +305,12 @@ class _ReadAhead:
 
     WINDOW = 8 << 20
     READ_AHEAD = 64 << 20
+    address: int  # these are set only for a view of an mmap (when `mm` is not None)
+    begin: int
+    end: int
+    itemsize: int
+    advised: int
+    vector: bytearray
 
     def __init__(self, flat: np.ndarray | None) -> None:
         self.mm: mmap.mmap | None = None
@@ -503,6 +509,7 @@ class _Accumulator(_Totals):
         """_relative_stats of the float32 relative error |(N-B)/B|, computed in float32 as the reference does."""
         n_re = n if n.dtype == _F32 else n.astype(_F32)
         b_re = b if b.dtype == _F32 else b.astype(_F32)
+        assert self.rel32 is not None  # called only for float32 accumulation, which allocated it
         rel = self.rel32 if k == self.chunk else self.rel32[:k]
         np.subtract(n_re, b_re, out=rel)
         np.divide(rel, b_re, out=rel)

@@ -19,7 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
             loaded.append(load_tensor(directory, name))
         except TensorFileError as exc:
             failed.append((name, exc))
-        except Exception as exc:  # noqa: BLE001 - hostile input: whatever breaks stays this row's problem
+        except Exception as exc:  # hostile input: whatever breaks stays this row's problem
             failed.append((name, TensorFileError("corrupt", name, f"cannot be read ({type(exc).__name__})")))
     if failed:
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])
@@ -103,8 +104,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
     return compare_tensors(loaded[0], loaded[1]), NO_FAILURE
 
 
-POOL_ENV = "MSPROBE_COMPARE_POOL"  # "thread", "process" or "auto" (the default)
-POOL_KINDS = ("auto", "thread", "process")
+POOL_KINDS = ("auto", "thread", "process")  # Options.pool (config.py) chooses one
 # auto: processes (forked) whenever at least this many rows per worker read tensor files, threads otherwise.
 # Measured on 2 cores (bench/TENSOR_RESULTS.md): processes are as fast as threads on large tensors (a 4.5 GB pair
 # of 52 rows: 3.6 s vs 4.0 s) and much faster on many small ones, where the per-row Python work (zip parsing,
@@ -131,13 +131,12 @@ def _estimated_bytes(shape: str, dtype: str) -> int:
     return size * _ITEMSIZE.get(key, 4)
 
 
-def choose_pool(pool: str | None, pair_bytes: Sequence[int], workers: int) -> str:
-    """'thread' or 'process' for `pool` (None: the POOL_ENV variable, else "auto")."""
-    kind = (pool or os.environ.get(POOL_ENV) or "auto").strip().lower()
-    if kind not in POOL_KINDS:
-        raise ValueError(f"{POOL_ENV} / pool must be one of {', '.join(POOL_KINDS)}, not {kind!r}")
-    if kind != "auto":
-        return kind
+def choose_pool(pool: str, pair_bytes: Sequence[int], workers: int) -> str:
+    """'thread' or 'process' for `pool` (one of POOL_KINDS)."""
+    if pool not in POOL_KINDS:
+        raise ValueError(f"pool must be one of {', '.join(POOL_KINDS)}, not {pool!r}")
+    if pool != "auto":
+        return pool
     reading = sum(1 for b in pair_bytes if b > 0)
     return "process" if workers > 1 and reading >= PROCESS_MIN_ROWS_PER_WORKER * workers else "thread"
 
@@ -249,12 +248,12 @@ def measure_rows(
     bench_dir: Path,
     jobs: int | None = None,
     on_row: Callable[[RowTask, TensorMetrics, Failure], None] | None = None,
-    pool: str | None = None,
+    pool: str = "auto",
     backend: RowBackend | None = None,
 ) -> TensorColumns:
     """Measure every NPU row; `on_row` is called in row order, in this process (per-row logs and progress).
 
-    `pool`: "thread", "process" or "auto" (None: the MSPROBE_COMPARE_POOL variable, else "auto").
+    `pool`: "thread", "process" or "auto" (Options.pool).
     `backend`: run the rows there instead (`jobs` and `pool` are then not used)."""
     n = len(npu)
     bench_files = [bench.data_name[j] if j >= 0 else None for j in match.tolist()]

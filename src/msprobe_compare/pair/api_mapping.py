@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 from msprobe_compare.errors import InputError
@@ -174,11 +175,14 @@ def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str | None:
         return UNMATCHABLE
     field, term = _FIELDS[state]
     entry = npu.entries[npu.entry_index[row]].replace(rule.ms_api, rule.pt_api, 1)
-    prefix = f"{entry}.{field}."
+    # a parameter-gradient entry is itself named `...parameters_grad` (or `...parameters_grad.<n>`, 26.x): its
+    # rows are `{entry}.{param}`; the other rows are `{entry}.{field}.{index}`
+    prefix = f"{entry}." if state is State.PARAMETERS_GRAD else f"{entry}.{field}."
     suffix = name[len(prefix):] if name.startswith(prefix) else name
     ms_indices, pt_indices = rule.indices[term]
     key = UNMATCHABLE
     for ms_index, pt_index in zip(ms_indices, pt_indices):
         if suffix == ms_index:
-            key = name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}")
+            key = (prefix + pt_index if state is State.PARAMETERS_GRAD
+                   else name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}"))
     return key

@@ -18,7 +18,8 @@ The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `fla
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson
@@ -222,7 +223,7 @@ def float_reprs(values: np.ndarray) -> list[str]:
 # --- a column in compact form --------------------------------------------------------------------------
 
 
-class Cells(list):  # type: ignore[type-arg]
+class Cells(list):
     """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
 
     `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
@@ -498,6 +499,7 @@ class _Format:
         kind = col.kind[rows]
         if not len(kind):
             return []
+        assert col.values is not None  # the numeric shape has both
         values = np.array(col.values[rows], dtype=np.float64)  # a copy: placeholders go in
         # the numbers of one kind (floats and ints, or percents) in bulk, the other cells afterwards
         if np.count_nonzero(kind == KIND_PERCENT) * 2 > len(kind):
@@ -551,6 +553,7 @@ class _Format:
         numbers = np.flatnonzero(codes < 0)  # numbers of the other kind: each its own text, after the others
         if not len(numbers):
             return texts, codes
+        assert col.values is not None  # the numeric shape has both
         values = col.values[rows[numbers]]
         cells = [int(x) if code == KIND_INT else f"{x!r}%" if code == KIND_PERCENT else x
                  for code, x in zip(kind[numbers].tolist(), values.tolist())]  # fmt: skip

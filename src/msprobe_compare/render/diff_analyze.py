@@ -35,7 +35,8 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
     position = {name: e for e, name in enumerate(npu.entries)}
     starts = npu.entry_bounds
     items = []
-    for origin in [*rc.origins, *rc.suspects]:
+    found: list[Origin | Suspect] = [*rc.origins, *rc.suspects]
+    for origin in found:
         e = position[origin.entry]
         info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
         for i in range(int(starts[e]), int(starts[e + 1])):

@@ -25,7 +25,8 @@ import shutil
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from types import ModuleType
 
@@ -75,12 +76,14 @@ def _n_rows(columns: Columns) -> int:
     return sizes.pop() if sizes else 0
 
 
-def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
-    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column."""
+def write_csv(path: Path, header: Sequence[str], columns: Columns,
+              colours: Sequence[Colour] | np.ndarray | None) -> None:  # fmt: skip
+    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column (none when
+    `colours` is None)."""
     n = _n_rows(columns)
-    cols = [*columns, _colour_column(colours, n)]
+    cols = [*columns, _colour_column(colours, n)] if colours is not None else list(columns)
     head = io.StringIO(newline="")
-    csv.writer(head).writerow(list(header) + ["colour"])
+    csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
     digits = fast is not None and orjson_digits(fast)  # checked here, not again in a forked child
@@ -99,7 +102,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
-    if isinstance(col, Column) and col.kind is not None:
+    if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)

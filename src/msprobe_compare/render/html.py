@@ -26,10 +26,11 @@ import html as _html
 import math
 import operator
 import zlib
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from itertools import chain
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,7 @@ class _Blob:
             self.parts.append(bytes(pad))
             self.size += pad
         ref = {"o": self.size, "n": int(arr.size), "t": _TYPE_NAMES[arr.dtype]}
-        self.parts.append(memoryview(arr).cast("B"))
+        self.parts.append(arr.data.cast("B"))
         self.size += arr.nbytes
         return ref
 
@@ -92,19 +93,19 @@ def _coded(cells: Any) -> bool:
 
 def _pick(cells: list[Any] | table.Column, rows: slice | list[int]) -> list[Any]:
     """Cells at `rows` of a list or of a coded table.Column (whose cells are the objects of its table)."""
-    if _coded(cells):
-        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+    if isinstance(cells, table.Column):  # only coded columns come here
+        assert cells.codes is not None and cells.table is not None
         picked = cells.codes[rows] if isinstance(rows, slice) else cells.codes[np.asarray(rows, dtype=np.int64)]
         return list(map(cells.table.__getitem__, picked.tolist()))
     if isinstance(rows, slice):
-        return cells[rows]  # type: ignore[return-value]
-    return list(map(cells.__getitem__, rows))  # type: ignore[union-attr]
+        return cells[rows]
+    return list(map(cells.__getitem__, rows))
 
 
 def _ids(cells: list[Any] | table.Column) -> np.ndarray:
     """id() of every cell; for a coded column through its table."""
-    if _coded(cells):
-        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+    if isinstance(cells, table.Column):  # only coded columns come here
+        assert cells.codes is not None and cells.table is not None
         return np.fromiter(map(id, cells.table), dtype=np.int64, count=len(cells.table))[cells.codes]
     return np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))
 
@@ -186,6 +187,7 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         if cells.kind is None:
             return _encode_cells(_as_list(cells), strings)
         kind, values, objects = cells.kind, cells.values, cells.objects
+        assert values is not None  # a column with kinds has values
         text_rows = np.flatnonzero(kind == KIND_OTHER)
         if len(text_rows) == len(kind):
             return KIND_STR + strings.codes(list(map(str, objects))), None
@@ -206,8 +208,8 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         inverse = inverse.reshape(-1)
         numbers = kind_u < KIND_OTHER
         return codes_u[inverse], (np.where(numbers, values_u, np.nan)[inverse] if numbers.any() else None)
-    elif _coded(cells):
-        return _encode_cells(cells.objects, strings)  # type: ignore[union-attr]
+    elif isinstance(cells, table.Column):  # coded: the other shapes returned above
+        return _encode_cells(cells.objects, strings)
     else:
         kind, values, texts_only = _classify(cells)
         if texts_only:
@@ -281,22 +283,21 @@ def _partner(header: list[str], k: int) -> int | None:
 
 def _equal(cells: list[Any] | table.Column, ref_cells: list[Any] | table.Column) -> np.ndarray:
     """cells[i] == ref_cells[i] for each row; for two coded columns through a table of their values."""
-    if _coded(cells) and _coded(ref_cells):
-        a, b = cells.table, ref_cells.table  # type: ignore[union-attr]
-        if all(type(x) is str for x in a + b):  # type: ignore[operator]  # str equality is key equality
+    if isinstance(cells, table.Column) and isinstance(ref_cells, table.Column) and _coded(cells) and _coded(ref_cells):
+        a, b, codes_a, codes_b = cells.table, ref_cells.table, cells.codes, ref_cells.codes
+        assert a is not None and b is not None and codes_a is not None and codes_b is not None
+        if all(type(x) is str for x in a + b):  # str equality is key equality
             index: dict[str, int] = {}
-            for x in a + b:  # type: ignore[operator]
+            for x in a + b:
                 index.setdefault(x, len(index))
-            va = np.array([index[x] for x in a], dtype=np.int64)  # type: ignore[union-attr]
-            vb = np.array([index[x] for x in b], dtype=np.int64)  # type: ignore[union-attr]
-            return va[cells.codes] == vb[ref_cells.codes]  # type: ignore[union-attr]
-        eq = np.array([[bool(x == y) for y in b] for x in a], dtype=bool)  # type: ignore[union-attr]
-        return eq.reshape(len(a), len(b))[cells.codes, ref_cells.codes]  # type: ignore[arg-type, union-attr]
-    if _coded(cells):
-        cells = cells.objects  # type: ignore[union-attr]
-    if _coded(ref_cells):
-        ref_cells = ref_cells.objects  # type: ignore[union-attr]
-    return np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
+            va = np.array([index[x] for x in a], dtype=np.int64)
+            vb = np.array([index[x] for x in b], dtype=np.int64)
+            return va[codes_a] == vb[codes_b]
+        eq = np.array([[bool(x == y) for y in b] for x in a], dtype=np.bool_)
+        return eq.reshape(len(a), len(b))[codes_a, codes_b]
+    left = cells.objects if isinstance(cells, table.Column) else cells  # coded (other shapes do not come here)
+    right = ref_cells.objects if isinstance(ref_cells, table.Column) else ref_cells
+    return np.fromiter(map(operator.eq, left, right), dtype=bool, count=len(left))
 
 
 def _encode_like(
@@ -326,7 +327,7 @@ def _numeric(col: Any) -> bool:
 
 
 def _encode_table(
-    header: list[str], cols: list[list[Any]] | list[table.Column], blob: _Blob
+    header: list[str], cols: Sequence[list[Any] | table.Column], blob: _Blob
 ) -> tuple[list[dict[str, Any]], list[_Dict]]:
     """Column metadata (codes and numbers in `blob`) and the dictionaries they index."""
     cols = [_as_list(c) if isinstance(c, table.Column) and c.kind is None and not _coded(c) else c for c in cols]
@@ -438,7 +439,7 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     entries = list(rc.entries)
     n = len(entries)
     position = dict(zip(entries, range(n)))
-    keys, values = list(rc.parents), list(rc.parents.values())
+    keys, values = list(rc.parents), [p or "" for p in rc.parents.values()]  # no parent: falsy either way
     linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
     linked &= np.fromiter(map(operator.ne, keys, values), dtype=bool, count=len(keys))
     rows = np.flatnonzero(linked).tolist()
@@ -511,13 +512,13 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         "rootcause": _rootcause_json(rc, blob) if rc is not None else None,
     }  # fmt: skip
     head = orjson.dumps(meta)
-    body = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
+    body: list[bytes | memoryview] = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
     return b"".join(body + blob.parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
-    return resources.files("msprobe_compare.render").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 check_script(_asset("report.js"), "render/assets/report.js")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,23 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
         console.warning(extra)
 
 
-FORMATS = ("xlsx", "csv", "jsonl", "html")
+def _xlsx(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_xlsx_columns(path, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
+
+
+def _csv(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_csv(path, header, columns, colours)
+
+
+def _jsonl(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_jsonl(path, header, columns, colours)
+
+
+# the writer of each table format: (path, header, columns, colour codes, coloured) -> the file at path
+TABLE_WRITERS: dict[str, Callable[[Path, list[str], list[Any], Any, bool], None]] = {
+    "xlsx": _xlsx, "csv": _csv, "jsonl": _jsonl,
+}  # fmt: skip
+FORMATS = (*TABLE_WRITERS, "html")  # "html": the report, written after the tables
 DEFAULT_FORMATS = ("xlsx", "html")
 
 
@@ -136,7 +153,10 @@ def write_all(
 ) -> Written:
     """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp.
     `prefix`: `debug_` for debug.json compares (`debug_compare_result_{ts}.xlsx`, spec §7.7)."""
-    names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown:  # Options refuses them; a caller that made its own tuple gets no file of a guessed format
+        raise ValueError(f"unknown format {', '.join(map(repr, unknown))}; choose from {', '.join(FORMATS)}")
+    names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt in TABLE_WRITERS}
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
     mapping_name = ["data_mapping_{ts}.yaml"] if outcome.derived_mapping is not None else []  # -lm
@@ -178,12 +198,7 @@ def _write_set(
         if fmt == "xlsx":
             console.info(f"Saving result excel file in progress. The file path is: {path}.")
         with atomic_output(path) as tmp:
-            if fmt == "xlsx":
-                write_xlsx_columns(tmp, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
-            elif fmt == "csv":
-                write_csv(tmp, header, columns, colours)
-            else:
-                write_jsonl(tmp, header, columns, colours)
+            TABLE_WRITERS[fmt](tmp, header, columns, colours, coloured)
         del columns
         console.info(f"Compare result is {path}")
         first = first or path

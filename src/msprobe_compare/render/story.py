@@ -106,6 +106,9 @@ def count_line(counts: LevelCounts) -> str:
     text += f"; {counts.errors:,} error, {counts.warnings:,} warning"
     if counts.excluded:
         text += f"; {excluded_text(counts)}"
+    if counts.no_row_entries:
+        n = counts.no_row_entries
+        text += f"; {n:,} dump entr{'y' if n == 1 else 'ies'} yielded no row (named above)"
     return text + "."
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
-from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
@@ -90,10 +90,6 @@ class Style:
         if isinstance(value, (int, str)):
             return value
         return str(value)
-
-
-def _rg_text(code: int) -> str:
-    return "True" if code == RG_TRUE else "False" if code == RG_FALSE else NA
 
 
 def _stack_cells(outcome: CompareOutcome) -> Column:
@@ -227,7 +223,7 @@ def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: b
     return Column(objects, kind, values)
 
 
-def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
+def _lookup(codes: np.ndarray, table: Mapping[Any, Any]) -> Column:
     """The column of table[code] for each code, coded (KeyError for a code the table lacks)."""
     codes = np.asarray(codes)
     if not len(codes):
@@ -243,25 +239,10 @@ def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
     return Column(codes=lut[shifted], table=values)
 
 
-def colours(outcome: CompareOutcome) -> list[Colour]:
-    marks = outcome.marks
-    return [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
-
-
 def colour_codes(outcome: CompareOutcome) -> np.ndarray:
     """Colour per row as an int8 array (judge.highlight.Colour values)."""
     marks = outcome.marks
     return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
-
-
-def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
-    """Yield (cells, colour) for every result row, in NPU order. Columns are built vectorised first."""
-    return zip(zip(*columns(outcome, style)), colours(outcome))
-
-
-def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
-    """The cell values of each column of `header(outcome)`, one list per column, in NPU row order."""
-    return [c.cells() for c in column_data(outcome, style)]
 
 
 def column_data(outcome: CompareOutcome, style: Style) -> list[Column]:

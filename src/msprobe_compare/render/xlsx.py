@@ -19,7 +19,8 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_
 
 MAX_SHEET_ROWS = 1_048_500
 # style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header
-STYLE = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
+STYLE: dict[int, str] = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
 
 
 _CONTENT_TYPES = (
