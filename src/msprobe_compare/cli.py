@@ -15,7 +15,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
 from msprobe_compare import __version__, distribute
-from msprobe_compare.api import compare_directories, compare_files
+from msprobe_compare.api import compare_files
+from msprobe_compare.folders import compare_directories
 from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
 from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
 from msprobe_compare.load.framework import framework_of

@@ -20,7 +20,9 @@ from msprobe_compare.load.kernel_dump import (GraphRequest, KernelFile, KernelMo
                                               npy_files, rank_step_folders, statistic_rows)  # fmt: skip
 from msprobe_compare.log import Console
 from msprobe_compare.measure.kernel_metrics import load_side, measure_npy, measure_statistic, side_stats
-from msprobe_compare.measure.tensor_metrics import TensorMsg, accuracy_reached, compare_tensors, messages_text
+from msprobe_compare.judge.accuracy import accuracy_reached
+from msprobe_compare.measure.tensor_metrics import TensorMsg, compare_tensors
+from msprobe_compare.render.texts import messages_text
 from msprobe_compare.pair.kernel_pair import pair_kernel
 from msprobe_compare.render import kernel_table as kt
 from msprobe_compare.render.files import atomic_output, new_output

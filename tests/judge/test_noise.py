@@ -27,6 +27,7 @@ from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.log import Console
+from msprobe_compare.render.story import origin_description
 
 NOISE = DATA / "noise"
 STAT_CASES = [
@@ -73,7 +74,7 @@ def test_first_origin_or_suspect_is_the_bug(name, cases, monkeypatch):
     truth = _truth(cases / name)
     origins = [o.entry for o in rc.origins]
     if not truth:  # noise only
-        assert origins == [], [o.description for o in rc.origins]
+        assert origins == [], [origin_description(o) for o in rc.origins]
         assert rc.suspects == [], [s.description for s in rc.suspects]
         assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
         return

@@ -20,7 +20,8 @@ from conftest import DATA
 from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.judge import noise
-from msprobe_compare.judge.rootcause import CallState, OriginKind, phase_of
+from msprobe_compare.judge.rootcause import CallState, OriginKind
+from msprobe_compare.load.rows import phase_of
 from msprobe_compare.log import Console
 
 ARCHIVE = DATA / "noise" / "noise_ms.tar.xz"

@@ -27,7 +27,7 @@ import numpy as np
 
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind
-from msprobe_compare.measure.tensor_metrics import EXCESS_UNITS
+from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, MetricState
 
 
 @dataclass(frozen=True)
@@ -281,8 +281,6 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
     across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
     tensor metrics and fall back to the statistics measures."""
-    from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, MetricState
-
     stat = stat_measures(npu, bench, match)
     n = len(npu)
     same = (match >= 0) & (match == table_match)

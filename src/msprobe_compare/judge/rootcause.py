@@ -36,8 +36,9 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.measure.measured import Measured
 
 
 class CallState(Enum):
@@ -100,6 +101,17 @@ def _fmt(x: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class RankAttribution:
+    """Under a parallel layout, the rank an origin was seen on (layouts.attribute_origins); render/ says it."""
+
+    rank: str  # e.g. "rank1"
+    alone: bool  # True: the only rank that holds the call; False: the only one of its group that diverges
+    local_name: str | None = None  # alone: the rank's own name of the call, when it differs
+    others: tuple[str, ...] = ()  # not alone: the other ranks of the group
+    seen_at: str | None = None  # not alone: the later reduction where the others first see it
+
+
+@dataclass(frozen=True)
 class Origin:
     entry: str
     kind: OriginKind
@@ -109,19 +121,7 @@ class Origin:
     differing_args: tuple[str, ...] = ()  # configuration: the non-tensor arguments that differ
     nonfinite: bool = False  # a NaN/Inf appears here
 
-    @property
-    def description(self) -> str:
-        if self.kind is OriginKind.BOUNDARY:
-            before = f"after {self.after}'s output, " if self.after else ""
-            what = " (a NaN/Inf appears)" if self.nonfinite else ""
-            return f"{before}before {self.entry}'s input{what}"
-        if self.kind is OriginKind.CONFIGURATION:
-            return f"{self.entry}: non-tensor arguments differ ({', '.join(self.differing_args)})"
-        if self.nonfinite:
-            return f"{self.entry}: NaN/Inf appears in its outputs, its inputs are finite"
-        if not self.evidence.inputs:
-            return f"{self.entry}: inputs agree, outputs differ"
-        return f"{self.entry}: outputs differ beyond the noise its inputs carry"
+    on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
 
 @dataclass(frozen=True)
@@ -165,16 +165,7 @@ class RootCause:
         return len(self.states) - self.states.count(CallState.UNKNOWN)
 
 
-def phase_of(entry: str) -> str:
-    if "backward" not in entry:  # the common case, decided by one or two substring searches
-        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
-    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
-        return "parameters_grad"
-    tail = entry.rsplit(".", 2)
-    return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
-
-
-def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
+def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
     """Rows of `differs` that are input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
 
     The dumper can hash or measure an in-place call's input after the call has overwritten it; that
@@ -233,7 +224,7 @@ def _is_scalar(dtype: str) -> bool:
     return dtype.startswith("<class")
 
 
-def _config_rows(o: CompareOutcome, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
+def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
     npu, bench = o.npu, o.bench
     out = np.zeros(len(npu), dtype=bool)
@@ -293,7 +284,7 @@ class _PerEntry:
 _DTYPE_OF_UNIT = {2.0**-8: "bfloat16", 2.0**-11: "float16", 2.0**-24: "float32", 2.0**-53: "float64"}
 
 
-def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
+def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
     npu, bench = o.npu, o.bench
     n = len(npu)
     hit = match >= 0
@@ -305,7 +296,7 @@ def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) 
     return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, zeros, zeros, ("md5 differs",))
 
 
-def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
+def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
             tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
     """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
@@ -352,7 +343,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
     has_out = red.any(tout & measured)
 
-    phases = [phase_of(name) for name in entries]
+    phases = npu.phases
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
     grads = np.fromiter((p == "parameters_grad" for p in phases), dtype=bool, count=n_entries)
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
@@ -556,7 +547,7 @@ def _beyond_floor(m: noise.RowMeasures, red: _PerEntry, tin: np.ndarray, tout: n
     return _Beyond(ex_in, ex_out, floor_in, floor_out, tol, prior > 0)
 
 
-def _dtype_step(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
+def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
     """md5: calls with an output whose dtype differs between the sides (its md5 must differ)."""
     npu, bench = o.npu, o.bench
     hit = match >= 0

@@ -1,5 +1,5 @@
 """Real-data metrics of one NPU/bench tensor pair (spec §4.8): Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the
-one/five-thousandths error ratios, plus the Err_message codes and the `Accuracy Reached or Not` verdict.
+one/five-thousandths error ratios, plus the Err_message codes (the `Accuracy Reached or Not` verdict is judge/accuracy.py's).
 
 Each pair is read once, in C-order chunks of `chunk_elems` elements, with float64 accumulators, so peak memory is a
 few chunk-sized buffers whatever the tensor size. Input arrays (possibly read-only memmaps) are never written.
@@ -34,7 +34,6 @@ import math
 import mmap
 import sys
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -46,21 +45,15 @@ from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 
 __all__ = [
-    "Accuracy",
-    "MSG_TEXT",
     "Metric",
     "MetricState",
-    "STATE_TEXT",
+    "TensorMetric",
     "TensorMetrics",
     "TensorMsg",
-    "accuracy_reached",
     "compare_tensors",
-    "messages_text",
 ]
 
 FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; also the Cosine zero-norm bound
-ONE_THOUSANDTH = 0.001
-FIVE_THOUSANDTHS = 0.005
 COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
 # The elements beyond rounding: relative error above this many unit roundoffs of the coarser dtype. Two: one
 # rounding on each side moves an element by at most one unit roundoff each (docs/rootcause.md has the measurement).
@@ -74,6 +67,31 @@ _U16 = np.dtype(np.uint16)
 _READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
 
 
+class TensorMetric(enum.Enum):
+    """The real-data metrics, in column order: the `TensorMetrics` field of each and, for an error ratio, the
+    relative-error threshold it counts against (the data render/ and judge/ read; never a display name)."""
+
+    COSINE = ("cosine", None)
+    EUC_DIST = ("euc_dist", None)
+    MAX_ABS_ERR = ("max_abs_err", None)
+    MAX_REL_ERR = ("max_rel_err", None)
+    ONE_THOUSANDTH = ("one_thousandth", 0.001)
+    FIVE_THOUSANDTHS = ("five_thousandths", 0.005)
+
+    def __init__(self, field: str, threshold: float | None) -> None:
+        self.field = field
+        self.threshold = threshold
+
+    @property
+    def column(self) -> int:
+        """Its column in `TensorColumns.values` / `.states`."""
+        return _METRIC_ORDER[self]
+
+
+_METRIC_ORDER = {m: k for k, m in enumerate(TensorMetric)}
+METRIC_FIELDS = tuple(m.field for m in TensorMetric)
+
+
 class MetricState(enum.IntEnum):
     """What a metric cell holds: a number, or one of the reference's placeholder states."""
 
@@ -82,14 +100,6 @@ class MetricState(enum.IntEnum):
     UNSUPPORTED = 2  # "unsupported"
     SHAPE_UNMATCHED = 3  # "shape unmatched"
     NOT_AVAILABLE = 4  # "N/A"
-
-
-STATE_TEXT: dict[MetricState, str] = {
-    MetricState.NAN: "Nan",
-    MetricState.UNSUPPORTED: "unsupported",
-    MetricState.SHAPE_UNMATCHED: "shape unmatched",
-    MetricState.NOT_AVAILABLE: "N/A",
-}
 
 
 class TensorMsg(enum.IntEnum):
@@ -111,44 +121,6 @@ class TensorMsg(enum.IntEnum):
     COSINE_NAN = 14
     MAX_ABS_NAN = 15
     MAX_REL_NAN = 16
-
-
-MSG_TEXT: dict[TensorMsg, str] = {
-    TensorMsg.NPU_NO_DATA_FILE: "NPU does not have data file.",
-    TensorMsg.BENCH_NO_DATA_FILE: "Bench does not have data file.",
-    TensorMsg.BENCH_UNMATCHED: "Bench api/module unmatched.",
-    TensorMsg.READ_FAILED: "Dump file: {} not found or read failed.",
-    TensorMsg.EMPTY: "This is empty data, can not compare.",
-    TensorMsg.ZERO_DIM: (
-        "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
-        "'Five Thousandths Err Ratio'. "
-    ),
-    TensorMsg.SHAPE_MISMATCH: "Shape of NPU and bench tensor do not match. Skipped.",
-    TensorMsg.NAN_INF_MISMATCH: "The position of inf or nan in NPU and bench Tensor do not match.",
-    TensorMsg.UNREADABLE: "Data is unreadable.",
-    TensorMsg.DTYPE_MISMATCH: "Dtype of NPU and bench tensor do not match.",
-    TensorMsg.ONE_ELEMENT: "This is a 1-d tensor of length 1.",
-    TensorMsg.COSINE_NPU_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.",
-    TensorMsg.COSINE_BENCH_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.",
-    TensorMsg.COSINE_NAN: "Cannot compare by Cosine Similarity, the dump data has NaN.",
-    TensorMsg.MAX_ABS_NAN: "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
-    TensorMsg.MAX_REL_NAN: "Cannot compare by MaxRelativeError, the data contains nan/inf/-inf in dump data.",
-}
-
-
-def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
-    """The Err_message text of `messages`: the reference sentences concatenated without separators."""
-    return "".join(MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else MSG_TEXT[m]
-                   for m in messages)
-
-
-class Accuracy(enum.IntEnum):
-    """`Accuracy Reached or Not`: Yes / No / Unmatched / None."""
-
-    YES = 0
-    NO = 1
-    UNMATCHED = 2
-    NONE = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,26 +169,6 @@ class TensorMetrics:
         """All six metrics in `state` (rows that are not compared: no data file, unmatched, unreadable...)."""
         m = Metric(state)
         return cls(m, m, m, m, m, m, tuple(sorted(set(messages))))
-
-
-def accuracy_reached(m: TensorMetrics) -> Accuracy:
-    """`Accuracy Reached or Not` from Cosine C and MaxAbsErr A (spec §4.8; D6: a `Nan` Cosine gives No)."""
-    c, a = m.cosine, m.max_abs_err
-    if c.state is MetricState.SHAPE_UNMATCHED:
-        return Accuracy.UNMATCHED
-    if MetricState.NOT_AVAILABLE in (c.state, a.state):
-        return Accuracy.NO
-    if c.state in (MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED) or a.state in (
-        MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED
-    ):
-        return Accuracy.NONE
-    if MetricState.NAN in (c.state, a.state):  # D6 (the reference lets NaN compare as "not below threshold")
-        return Accuracy.NO
-    if c.value < 0.99 and a.value > 0.001:
-        return Accuracy.NO
-    if c.value < 0.9 or a.value > 1:
-        return Accuracy.NO
-    return Accuracy.YES
 
 
 def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS,
@@ -539,7 +491,7 @@ class _Accumulator(_Totals):
         self.beyond_limit = float(self.beyond_tx)
         self.chunk = chunk
         self.re_dtype = re_dtype
-        self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
+        self.thresholds = tuple(re_dtype.type(m.threshold) for m in TensorMetric if m.threshold is not None)
         self.limits = tuple(float(t) for t in self.thresholds)  # the same values, compared with Python floats
         self.eps = re_dtype.type(FLOAT_EPSILON)
         self.n64 = _WORKSPACE.get("n64", chunk, _F64)

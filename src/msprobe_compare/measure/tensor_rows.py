@@ -29,19 +29,14 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
-    STATE_TEXT,
-    Accuracy,
+    METRIC_FIELDS,
     MetricState,
+    TensorMetric,
     TensorMetrics,
     TensorMsg,
-    accuracy_reached,
     compare_tensors,
-    messages_text,
 )
 
-NA = "N/A"
-ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
-METRIC_FIELDS = ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths")
 
 
 @dataclass(frozen=True)
@@ -49,47 +44,28 @@ class RowTask:
     row: int
     npu_name: str
     npu_file: str  # data_name or "-1"
-    bench_file: str  # data_name, "-1", or "N/A" (unmatched)
+    bench_file: str | None  # data_name or "-1"; None: the row has no bench counterpart
 
 
 @dataclass
 class TensorColumns:
     """Per-row real-data results, used by judge/ and render/."""
 
-    values: np.ndarray  # float64 (n, 6) metric values (NaN unless state VALUE)
-    states: np.ndarray  # int8 (n, 6) MetricState
+    values: np.ndarray  # float64 (n, len(TensorMetric)) metric values (NaN unless state VALUE)
+    states: np.ndarray  # int8 (n, len(TensorMetric)) MetricState
     metrics: list[TensorMetrics]
     read_failed: dict[int, tuple[str, str]]  # row -> (file text of READ_FAILED, why: our extra sentence)
-    accuracy: np.ndarray  # int8 (n,) Accuracy
     npu_files: list[str]
-    bench_files: list[str]
+    bench_files: list[str | None]  # None: unmatched
     # per row, the fraction of elements beyond `excess_units` unit roundoffs of the coarser dtype, and that
     # tolerance (NaN: not measured); for the root cause only, not a column
     beyond: np.ndarray = field(default_factory=lambda: np.zeros(0))
     beyond_tol: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def column(self, field: str) -> np.ndarray:
-        """A metric as float with NaN where it is not a number (for the colour rules)."""
-        k = METRIC_FIELDS.index(field)
+    def column(self, metric: TensorMetric | str) -> np.ndarray:
+        """A metric (or its field name) as float with NaN where it is not a number (for the colour rules)."""
+        k = metric.column if isinstance(metric, TensorMetric) else METRIC_FIELDS.index(metric)
         return np.where(self.states[:, k] == MetricState.VALUE, self.values[:, k], np.nan)
-
-    # -- rendering helpers ----------------------------------------------------------------------
-    def metric_cells(self, i: int, style: Any) -> list[Any]:
-        out: list[Any] = []
-        for k in range(6):
-            state = MetricState(int(self.states[i, k]))
-            out.append(style.number(float(self.values[i, k])) if state is MetricState.VALUE else STATE_TEXT[state])
-        return out
-
-    def accuracy_text(self, i: int) -> str:
-        return ACCURACY_TEXT[Accuracy(int(self.accuracy[i]))]
-
-    def message(self, i: int, base: str) -> str:
-        files, why = self.read_failed.get(i, ("", ""))
-        return base + messages_text(self.metrics[i].messages, files) + why
-
-    def data_name_cell(self, i: int) -> str:
-        return str([self.npu_files[i], self.bench_files[i]])
 
 
 Failure = tuple[str, str]  # (file text of the READ_FAILED message, our explanation; both "" when none)
@@ -115,7 +91,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.NPU_NO_DATA_FILE), NO_FAILURE
     if task.bench_file == "-1":
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_NO_DATA_FILE), NO_FAILURE
-    if task.bench_file == NA:
+    if task.bench_file is None:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_UNMATCHED), NO_FAILURE
     failed: list[tuple[str, TensorFileError]] = []
     loaded = []
@@ -288,12 +264,12 @@ def measure_rows(
     `backend`: run the rows there instead (`jobs` and `pool` are then not used).
     `excess_units`: also count the elements beyond that many unit roundoffs (`TensorColumns.beyond`)."""
     n = len(npu)
-    bench_files = [bench.data_name[j] if j >= 0 else NA for j in match.tolist()]
+    bench_files = [bench.data_name[j] if j >= 0 else None for j in match.tolist()]
     tasks = [RowTask(i, npu.names[i], npu.data_name[i], bench_files[i]) for i in range(n)]
     workers = max(1, jobs or os.cpu_count() or 1)
     # Tensor bytes a row will read (0 when it is settled without reading), estimated from the dump.json shapes.
     pair_bytes = [
-        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", NA)
+        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", None)
         else 2 * _estimated_bytes(npu.shape[t.row], npu.dtype[t.row])
         for t in tasks
     ]  # fmt: skip
@@ -324,17 +300,16 @@ def measure_rows(
             batches = _batches(tasks, pair_bytes, workers, max_rows=_BATCH_MAX)
         with executor:
             _collect(tasks, _in_row_order(_finished(executor, fn, batches, window)), results, on_row)
-    values = np.full((n, 6), np.nan)
-    states = np.zeros((n, 6), dtype=np.int8)
+    values = np.full((n, len(TensorMetric)), np.nan)
+    states = np.zeros((n, len(TensorMetric)), dtype=np.int8)
     metrics = [m for m, _ in results]
     for i, m in enumerate(metrics):
         for k, name in enumerate(METRIC_FIELDS):
             metric = getattr(m, name)
             states[i, k] = metric.state
             values[i, k] = metric.value
-    accuracy = np.fromiter((accuracy_reached(m) for m in metrics), dtype=np.int8, count=n)
     read_failed = {i: f for i, (_, f) in enumerate(results) if f != NO_FAILURE}
     beyond = np.fromiter((m.beyond for m in metrics), dtype=np.float64, count=n)
     beyond_tol = np.fromiter((m.beyond_tol for m in metrics), dtype=np.float64, count=n)
-    return TensorColumns(values, states, metrics, read_failed, accuracy, list(npu.data_name), bench_files, beyond,
+    return TensorColumns(values, states, metrics, read_failed, list(npu.data_name), bench_files, beyond,
                          beyond_tol)  # fmt: skip

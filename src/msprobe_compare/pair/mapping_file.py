@@ -45,6 +45,12 @@ def load_yaml(path: Path, what: str) -> Any:
     raw = read_bytes(path, f"{what} file", "a YAML file")
     if len(raw) > MAX_YAML_BYTES:
         raise InputError(f"{what} file is larger than {MAX_YAML_BYTES >> 20} MiB; refused", path)
+    return parse_yaml(raw, what, path)
+
+
+def parse_yaml(raw: bytes, what: str, path: Path) -> Any:
+    """The one YAML reader (user files and the packaged API table): a safe load with at most MAX_YAML_ALIASES
+    aliases; errors name `path`."""
     try:
         loader = _BoundedLoader(raw.decode("utf-8"))
         try:

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from msprobe_compare.judge.rootcause import phase_of
+from msprobe_compare.load.rows import phase_of
 from msprobe_compare.pair.parallel import Shards
 
 _API = re.compile(r"^((?:Functional|Tensor|Torch|Distributed|NPU|Aten|Jit|Mint|MintFunctional|Primitive|"

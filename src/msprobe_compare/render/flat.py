@@ -34,13 +34,15 @@ import numpy as np
 
 from msprobe_compare import floattext, native
 from msprobe_compare.render import celltext
+from msprobe_compare.render.cellkind import check_native
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap
 from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
-from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+from msprobe_compare.render.celltext import Column
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -49,6 +51,10 @@ BLOCK_ROWS = 65536  # rows formatted at a time: bounds the memory of the cell te
 PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
 
 Columns = Sequence["Column | Sequence[Any]"]
+
+_NATIVE_ROWS = native.load("_csvrows")
+if _NATIVE_ROWS is not None:  # its cell kinds must be ours
+    check_native(_NATIVE_ROWS, "_csvrows")
 
 
 def _colour_column(colours: Sequence[Colour] | np.ndarray, n: int) -> Column:

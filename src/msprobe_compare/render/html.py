@@ -36,15 +36,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from msprobe_compare.judge.gate import level_counts
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, check_script
 
-KIND_FLOAT, KIND_INT, KIND_PCT, KIND_STR = 0, 1, 2, 3
+KIND_STR = KIND_OTHER  # text codes of the payload start here (assets/report.js: K_STR)
 STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3,
               CallState.NOISE: 4, CallState.SUSPECT: 5}
 BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
@@ -162,7 +162,7 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
     """(kind per cell as table.Cells has it, float64 values, all cells are str) for a plain list."""
     n = len(cells)
-    kind = np.full(n, table.KIND_OTHER, dtype=np.int8)
+    kind = np.full(n, KIND_OTHER, dtype=np.int8)
     values = np.full(n, np.nan)
     if set(map(type, cells)) <= {str}:
         return kind, values, True
@@ -172,12 +172,12 @@ def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
     is_float, is_int = tid == id(float), tid == id(int)
     if is_float.any():
         values[is_float] = obj[is_float].astype(np.float64)
-        kind[is_float] = table.KIND_FLOAT
+        kind[is_float] = KIND_FLOAT
     if is_int.any():
         where = np.flatnonzero(is_int)
         safe = np.fromiter((-MAX_SAFE_INT <= v <= MAX_SAFE_INT for v in obj[where].tolist()), bool, len(where))
         values[where[safe]] = obj[where[safe]].astype(np.float64)
-        kind[where[safe]] = table.KIND_INT
+        kind[where[safe]] = KIND_INT
     return kind, values, False
 
 
@@ -188,13 +188,13 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
             return _encode_cells(_as_list(cells), strings)
         kind, values, objects = cells.kind, cells.values, cells.objects
         assert values is not None  # a column with kinds has values
-        text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+        text_rows = np.flatnonzero(kind == KIND_OTHER)
         if len(text_rows) == len(kind):
             return KIND_STR + strings.codes(list(map(str, objects))), None
         codes = kind.astype(np.int64)
         if len(text_rows):
             codes[text_rows] = KIND_STR + strings.codes(list(map(str, objects[text_rows].tolist())))
-        return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
+        return codes, np.where(kind < KIND_OTHER, values, np.nan)
     if isinstance(cells, table.Cells):
         kind, values = cells.kind, cells.values
     elif _few_objects(cells):  # classify each distinct object once
@@ -202,11 +202,11 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         objects = _pick(cells, first.tolist())
         kind_u, values_u, _ = _classify(objects)
         codes_u = kind_u.astype(np.int64)
-        texts = np.flatnonzero(kind_u == table.KIND_OTHER)
+        texts = np.flatnonzero(kind_u == KIND_OTHER)
         texts = texts[np.argsort(first[texts], kind="stable")]  # first appearance
         codes_u[texts] = KIND_STR + strings.add([str(objects[k]) for k in texts.tolist()])
         inverse = inverse.reshape(-1)
-        numbers = kind_u < table.KIND_OTHER
+        numbers = kind_u < KIND_OTHER
         return codes_u[inverse], (np.where(numbers, values_u, np.nan)[inverse] if numbers.any() else None)
     elif isinstance(cells, table.Column):  # coded: the other shapes returned above
         return _encode_cells(cells.objects, strings)
@@ -214,13 +214,13 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         kind, values, texts_only = _classify(cells)
         if texts_only:
             return KIND_STR + strings.codes(cells), None
-    text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+    text_rows = np.flatnonzero(kind == KIND_OTHER)
     if len(text_rows) == len(cells):
         return KIND_STR + strings.codes(list(map(str, cells))), None
     codes = kind.astype(np.int64)
     if len(text_rows):
         codes[text_rows] = KIND_STR + strings.codes(list(map(str, map(cells.__getitem__, text_rows.tolist()))))
-    return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
+    return codes, np.where(kind < KIND_OTHER, values, np.nan)
 
 
 def _numbers(nums: np.ndarray, blob: _Blob) -> dict[str, Any]:
@@ -366,12 +366,9 @@ def _encode_table(
 def _derivations() -> dict[str, tuple[str, str, str]]:
     """Summary-mode columns the page can recompute: "X diff" = NPU - Bench; "XRelativeErr" = |diff / Bench * 100|."""
     out = {}
-    stats = ("max", "min", "mean", "l2norm")
-    diffs = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
-    rels = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
-    for stat, diff, rel in zip(stats, diffs, rels):
-        out[diff] = ("sub", f"NPU {stat}", f"Bench {stat}")
-        out[rel] = ("relpct", diff, f"Bench {stat}")
+    for npu, bench, diff, rel in zip(table.NPU_STATS, table.BENCH_STATS, table.STAT_DIFFS, table.STAT_RELATIVE):
+        out[diff] = ("sub", npu, bench)
+        out[rel] = ("relpct", diff, bench)
     return out
 
 
@@ -408,12 +405,10 @@ def _num(x: float | None) -> Any:
 
 
 def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
-    from msprobe_compare.render.report import origin_advice  # report imports this module
-
     ev = o.evidence
     return {
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
-        "after": o.after, "description": o.description, "advice": origin_advice(o),
+        "after": o.after, "description": story.origin_description(o), "advice": story.origin_advice(o),
         "args": list(o.differing_args),
         "evidence": _evidence_json(ev),
     }  # fmt: skip
@@ -483,13 +478,11 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
         "yellow": int(np.count_nonzero(colour == Colour.YELLOW)) if colour is not None else None,
         "fuzzy": int(np.count_nonzero(outcome.fuzzy)) if outcome.fuzzy is not None else 0,
     }  # fmt: skip
-    levels = level_counts(outcome)
+    levels = outcome.counts
     counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:
-        from msprobe_compare.render.report import advisor_lines
-
-        advisor = [*advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
+        advisor = [*story.advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
     head = story.headline(outcome.rootcause, levels)
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
             "headline": {"state": head.state, "text": head.text} if head is not None else None,
@@ -526,6 +519,9 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
 @cache
 def _asset(name: str) -> str:
     return resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+
+
+check_script(_asset("report.js"), "render/assets/report.js")
 
 
 def page(data: bytes, title: str, *, compress: bool | None = None) -> str:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from msprobe_compare.measure.kernel_metrics import KernelCheck, NpyRow, RelState, Side, StatPair
-from msprobe_compare.measure.tensor_metrics import (STATE_TEXT, Accuracy, Metric, MetricState, TensorMetrics,
-                                                    accuracy_reached, messages_text)  # fmt: skip
+from msprobe_compare.judge.accuracy import accuracy_reached
+from msprobe_compare.measure.tensor_metrics import Metric, MetricState, TensorMetrics
+from msprobe_compare.render.texts import ACCURACY_TEXT, STATE_TEXT, messages_text
 from msprobe_compare.render.flat import write_csv
 from msprobe_compare.render.xlsx import write_xlsx_columns
 
@@ -39,7 +40,6 @@ CHECK_TEXT = {
     KernelCheck.STAT_SHAPE: "Tensor shapes do not match.\n",
     KernelCheck.STAT_DTYPE: "Dtype of NPU and bench Tensor do not match. Skipped.\n",
 }
-ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
 
 
 def number(value: Any) -> Any:
