@@ -15,8 +15,12 @@ GB/s = bytes of both sides / CPU seconds of the calling thread (1e9 bytes). CPU 
 time slices lost to other processes on a busy machine do not count (cache and memory-bandwidth contention still
 do). No file I/O: this is the kernel alone, on one core, with BLAS pinned to one thread as in the tool.
 
+The working tree's variants count the elements beyond rounding as the tool does (`excess_units` =
+EXCESS_UNITS). `--baseline-kernel FILE` gives the baseline a compiled kernel of its own (a `_tensorkernel*.so` built
+from the baseline's C file and copied aside): without it the baseline's Python runs on the working tree's kernel.
+
 Usage: python3 bench/bench_kernel.py [--elems 16777216] [--repeat 7] [--baseline HEAD] [--chunk N] [--only f32,bf16]
-           [--zeros 0.001] [--paths native,numpy]
+           [--zeros 0.001] [--paths native,numpy] [--baseline-kernel old/_tensorkernel.so]
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ def main() -> int:
                     help="fraction of elements that are 0 on both sides (default 0, as gen_tensors.py)")
     ap.add_argument("--paths", default="native,numpy",
                     help="working-tree variants: native (compiled kernel), numpy (its fallback), or both")
+    ap.add_argument("--baseline-kernel", default="", help="the baseline's own compiled _tensorkernel (.so file)")
     args = ap.parse_args()
     if args.elems <= 0 or args.elems % 4096:
         ap.error("--elems must be a positive multiple of 4096 (rows of 4096 elements)")
@@ -104,6 +109,15 @@ def main() -> int:
     variants: dict[str, Callable[[Any, Any], Any]] = {}
     if args.baseline:
         base_mod = load_revision(args.baseline)
+        if args.baseline_kernel:
+            import importlib.machinery
+
+            loader = importlib.machinery.ExtensionFileLoader("_tensorkernel", args.baseline_kernel)
+            spec = importlib.util.spec_from_loader("_tensorkernel", loader)
+            assert spec is not None
+            old_kernel = importlib.util.module_from_spec(spec)
+            loader.exec_module(old_kernel)
+            base_mod._native_kernel = lambda: old_kernel
         variants[f"baseline ({args.baseline})"] = base_mod.compare_tensors
     chunk = args.chunk or current.DEFAULT_CHUNK_ELEMS
     paths = set(args.paths.split(","))
@@ -113,13 +127,15 @@ def main() -> int:
         from msprobe_compare import native
 
         kernel = native.load("_tensorkernel")
+    units = getattr(current, "EXCESS_UNITS", None)
+    extra = () if units is None else (units,)
     if split is None:
         variants["working tree"] = lambda n, b: current.compare_tensors(n, b, chunk_elems=chunk)
     else:
         if "numpy" in paths:
-            variants["working tree, numpy"] = lambda n, b: split(n, b, chunk, None)
+            variants["working tree, numpy"] = lambda n, b: split(n, b, chunk, None, *extra)
         if "native" in paths and kernel is not None:
-            variants[f"working tree, native ({kernel.SIMD})"] = lambda n, b: split(n, b, chunk, kernel)
+            variants[f"working tree, native ({kernel.SIMD})"] = lambda n, b: split(n, b, chunk, kernel, *extra)
     if not variants:
         ap.error("no variant to run (is the native module built?)")
     pairs = make_pairs(args.elems, args.seed, set(args.only.split(",")), args.zeros)

@@ -103,14 +103,17 @@ def same(col: str, a: Any, b: Any) -> bool:
 
 
 def mismatches(ours: Path, expected: Path, *, colours: bool = True, limit: int = 20,
-               drop: Callable[[str], bool] | None = None) -> list[str]:  # fmt: skip
+               drop: Callable[[str], bool] | None = None,
+               rewrite: Callable[[Any], Any] | None = None) -> list[str]:  # fmt: skip
     """Differences between our xlsx and the reference CSV; empty when they agree.
 
     Decision D3: a row whose NPU max/min is NaN must be red with the nan/inf reason even where the
     reference left it uncoloured. `drop`: our rows whose NPU Name it accepts are left out first (rows the
-    reference does not have, by a listed deviation).
+    reference does not have, by a listed deviation). `rewrite`: applied to each of our cells first.
     """
     oh, ob, of = read_xlsx(ours)
+    if rewrite is not None:  # e.g. absolute paths in cells made relative, as the reference's CSV holds them
+        ob = [[rewrite(v) for v in r] for r in ob]
     if drop is not None:
         kept = [k for k, r in enumerate(ob) if not drop(str(r[0]))]
         ob, of = [ob[k] for k in kept], [of[k] for k in kept]

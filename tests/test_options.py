@@ -54,3 +54,50 @@ def test_options_are_normalised():
 def test_defaults_are_valid():
     opts = Options(framework="pytorch")
     assert opts.formats == ("xlsx", "html") and opts.jobs is None and opts.output_dir == Path("./output")
+
+
+def test_pool_option_and_its_environment_default(monkeypatch):
+    monkeypatch.delenv("MSPROBE_COMPARE_POOL", raising=False)
+    assert Options(framework="pytorch").pool == "auto"
+    assert Options(framework="pytorch", pool=" Thread ").pool == "thread"
+    monkeypatch.setenv("MSPROBE_COMPARE_POOL", "process")
+    assert Options(framework="pytorch").pool == "process"  # the variable is only the default ...
+    assert Options(framework="pytorch", pool="thread").pool == "thread"  # ... the option wins
+    monkeypatch.setenv("MSPROBE_COMPARE_POOL", "")
+    assert Options(framework="pytorch").pool == "auto"
+
+
+@pytest.mark.parametrize(
+    "pool,env,message",
+    [
+        ("fork", None, "option 'pool' must be one of auto, thread, process, got str 'fork'"),
+        (2, None, "option 'pool' must be one of auto, thread, process, got int 2"),
+        (None, "threads", "environment variable MSPROBE_COMPARE_POOL must be one of auto, thread, process, "
+                          "got str 'threads'"),
+    ],
+)
+def test_bad_pool(pool, env, message, monkeypatch):
+    if env is None:
+        monkeypatch.delenv("MSPROBE_COMPARE_POOL", raising=False)
+    else:
+        monkeypatch.setenv("MSPROBE_COMPARE_POOL", env)
+    with pytest.raises(OptionError) as info:
+        Options(framework="pytorch", pool=pool)
+    assert str(info.value) == message
+
+
+def test_every_format_has_a_writer():
+    from msprobe_compare.render import report
+
+    assert report.FORMATS == ("xlsx", "csv", "jsonl", "html")
+    assert set(report.TABLE_WRITERS) == set(report.FORMATS) - {"html"}
+    assert set(report.DEFAULT_FORMATS) <= set(report.FORMATS)
+
+
+def test_write_all_refuses_a_format_it_has_no_writer_for(tmp_path):
+    """A tuple made without Options (an unknown name) writes nothing, rather than JSON lines under that name."""
+    from msprobe_compare.render import report
+
+    with pytest.raises(ValueError, match="unknown format 'parquet'; choose from xlsx, csv, jsonl, html"):
+        report.write_all(None, tmp_path, None, suffix="", coloured=True, formats=("csv", "parquet"))  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

@@ -198,7 +198,7 @@ def test_python_api_reads_proc_step_folders(tmp_path):
 
 
 def test_numbered_parameter_gradients_are_gradients_for_the_root_cause():
-    from msprobe_compare.judge.rootcause import phase_of
+    from msprobe_compare.load.rows import phase_of
 
     assert phase_of("Module.fc1.Linear.parameters_grad.0") == phase_of("Module.fc1.Linear.parameters_grad")
     assert phase_of("Module.fc1.Linear.parameters_grad.12") == "parameters_grad"

@@ -23,6 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The cell kinds of a numeric column (render/cellkind.py checks them against CellKind at import). */
+enum { KIND_FLOAT = 0, KIND_INT = 1, KIND_PERCENT = 2, KIND_OTHER = 3 };
+
 typedef struct {
     char *p;
     Py_ssize_t len, cap;
@@ -242,7 +245,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                     tok_n = q - tok;
                     s->num = q < s->num_end ? q + 1 : q;
                 }
-                if (kind == 3) {
+                if (kind == KIND_OTHER) {
                     int32_t code = ((const int32_t *)s->codes.buf)[i];
                     if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
                         PyErr_SetString(PyExc_IndexError, "csv_block: a code out of its texts");
@@ -255,11 +258,11 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                     if (json) { /* as orjson writes the value: floats in its own layout, texts quoted */
                         int finite = Py_IS_FINITE(v) && !(tok_n == 4 && memcmp(tok, "null", 4) == 0);
                         bad = out_put(&o, s->pre, s->pre_n) < 0;
-                        if (kind == 2 || !finite) {
+                        if (kind == KIND_PERCENT || !finite) {
                             bad = bad || out_put(&o, "\"", 1) < 0 ||
                                   (finite ? put_float(&o, v, tok, tok_n) : put_repr(&o, v, 0)) < 0 ||
-                                  (kind == 2 && out_put(&o, "%", 1) < 0) || out_put(&o, "\"", 1) < 0;
-                        } else if (kind == 1) {
+                                  (kind == KIND_PERCENT && out_put(&o, "%", 1) < 0) || out_put(&o, "\"", 1) < 0;
+                        } else if (kind == KIND_INT) {
                             bad = bad || put_integral(&o, v, tok, tok_n) < 0;
                         } else {
                             bad = bad || put_float(&o, v, tok, tok_n) < 0;
@@ -268,12 +271,12 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                         continue;
                     }
                     if (!Py_IS_FINITE(v) || (tok_n == 4 && memcmp(tok, "null", 4) == 0)) {
-                        bad = kind == 1 ? put_int(&o, v) : put_repr(&o, v, kind == 2);
-                    } else if (kind == 1) {
+                        bad = kind == KIND_INT ? put_int(&o, v) : put_repr(&o, v, kind == KIND_PERCENT);
+                    } else if (kind == KIND_INT) {
                         bad = put_integral(&o, v, tok, tok_n);
                     } else {
-                        bad = kind == 2 && signbit(v) && out_put(&o, "'", 1) < 0; /* "-x%" is text: neutralised */
-                        bad = bad || put_float(&o, v, tok, tok_n) < 0 || (kind == 2 && out_put(&o, "%", 1) < 0);
+                        bad = kind == KIND_PERCENT && signbit(v) && out_put(&o, "'", 1) < 0; /* "-x%" is text: neutralised */
+                        bad = bad || put_float(&o, v, tok, tok_n) < 0 || (kind == KIND_PERCENT && out_put(&o, "%", 1) < 0);
                     }
                     if (bad) goto done;
                     continue;
@@ -298,4 +301,15 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_csvrows", "Native CSV row assembly.", -1, methods};
 
-PyMODINIT_FUNC PyInit__csvrows(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__csvrows(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "KIND_FLOAT", KIND_FLOAT) < 0 ||
+        PyModule_AddIntConstant(m, "KIND_INT", KIND_INT) < 0 ||
+        PyModule_AddIntConstant(m, "KIND_PERCENT", KIND_PERCENT) < 0 ||
+        PyModule_AddIntConstant(m, "KIND_OTHER", KIND_OTHER) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

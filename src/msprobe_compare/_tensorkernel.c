@@ -1,12 +1,13 @@
 /* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
  * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
  *
- * accumulate(npu, npu_is_bf16, bench, bench_is_bf16) takes two 1-D buffers of the same length (buffer protocol:
- * float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
- *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5)
+ * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes two 1-D buffers of the same length (buffer
+ * protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
+ *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond)
  * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
  * RE = |(N'-B')/B'| and the counts of RE < float32(0.001) and RE < float32(0.005), where N' = N + e, B' = B + e and
- * e is eps (float64 machine epsilon, in float32) where B == 0, else 0 -- or None when the NaN/inf positions of the
+ * e is eps (float64 machine epsilon, in float32) where B == 0, else 0; `beyond` counts RE > float32(tolerance)
+ * (the root cause's elements beyond rounding; none without a tolerance) -- or None when the NaN/inf positions of the
  * two sides differ. NaN/inf at the same positions count as 0 on both sides. The GIL is released while computing.
  *
  * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no FMA: setup.py builds
@@ -67,7 +68,7 @@ static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2"};
 typedef struct {
     double dot, nn, bb, ss, max_abs;
     float max_rel;
-    int64_t count1, count5;
+    int64_t count1, count5, beyond;
 } Totals;
 
 /* State of one block, as every loop leaves it: LANES partial sums; maxima and counts in any lanes; `padding`
@@ -76,8 +77,8 @@ typedef struct {
     double dot[LANES], nn[LANES], bb[LANES], ss[LANES];
     double max_abs[MAX_WIDTH];
     float max_rel[MAX_WIDTH];
-    int32_t count1[MAX_WIDTH], count5[MAX_WIDTH], mismatch[MAX_WIDTH];
-    int32_t padding;
+    int32_t count1[MAX_WIDTH], count5[MAX_WIDTH], beyond[MAX_WIDTH], mismatch[MAX_WIDTH];
+    int32_t padding; /* padded pairs have RE 0: never beyond a tolerance >= 0 */
 } Lanes;
 
 /* `count` (<= width) values of one side starting at p, widened to float32, then zeros up to `width`. */
@@ -102,7 +103,7 @@ INLINE void load_floats(float *out, const char *p, Py_ssize_t stride, SideKind k
 
 /* Folds LANES element pairs into the lanes. With `masked`, NaN/inf at the same positions on both sides become 0 on
  * both sides, and a mismatch flag is set where the positions differ. */
-INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked) {
+INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked, float tx) {
     for (int j = 0; j < LANES; j++) {
         if (masked && (!isfinite(nf[j]) || !isfinite(bf[j]))) {
             a->mismatch[j] |= (!isnan(nf[j]) != !isnan(bf[j])) | (!isinf(nf[j]) != !isinf(bf[j]));
@@ -120,17 +121,18 @@ INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked) {
         a->max_rel[j] = rel > a->max_rel[j] ? rel : a->max_rel[j];
         a->count1[j] += rel < T1;
         a->count5[j] += rel < T5;
+        a->beyond[j] += rel > tx;
     }
 }
 
 INLINE void block_portable(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
-                           SideKind bk, Py_ssize_t len, int masked) {
+                           SideKind bk, Py_ssize_t len, int masked, float tx) {
     float nf[LANES], bf[LANES];
     for (Py_ssize_t i = 0; i < len; i += LANES) {
         const int count = len - i < LANES ? (int)(len - i) : LANES;
         load_floats(nf, np + i * ns, ns, nk, count, LANES);
         load_floats(bf, bp + i * bs, bs, bk, count, LANES);
-        step_portable(a, nf, bf, masked);
+        step_portable(a, nf, bf, masked, tx);
         a->padding += LANES - count;
     }
 }
@@ -141,7 +143,7 @@ INLINE void block_portable(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk,
 typedef struct {
     __m128d dot[2], nn[2], bb[2], ss[2], max_abs[2];
     __m128 max_rel;
-    __m128i count1, count5, mismatch;
+    __m128i count1, count5, beyond, mismatch;
 } Sse2;
 
 INLINE __m128 sse2_load(const char *p, Py_ssize_t stride, SideKind kind) {
@@ -154,7 +156,7 @@ INLINE __m128 sse2_load(const char *p, Py_ssize_t stride, SideKind kind) {
     return _mm_loadu_ps(v);
 }
 
-INLINE void sse2_step(Sse2 *v, __m128 nf, __m128 bf, int masked) {
+INLINE void sse2_step(Sse2 *v, __m128 nf, __m128 bf, int masked, __m128 tx) {
     const __m128 abs32 = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
     const __m128d abs64 = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
     if (masked) {
@@ -187,23 +189,25 @@ INLINE void sse2_step(Sse2 *v, __m128 nf, __m128 bf, int masked) {
     v->max_rel = _mm_max_ps(rel, v->max_rel);
     v->count1 = _mm_sub_epi32(v->count1, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T1)))); /* true = -1 */
     v->count5 = _mm_sub_epi32(v->count5, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T5))));
+    v->beyond = _mm_sub_epi32(v->beyond, _mm_castps_si128(_mm_cmpgt_ps(rel, tx)));
 }
 
 INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
-                       SideKind bk, Py_ssize_t len, int masked) {
+                       SideKind bk, Py_ssize_t len, int masked, float tolerance) {
     Sse2 v;
+    const __m128 tx = _mm_set1_ps(tolerance);
     for (int k = 0; k < 2; k++)
         v.dot[k] = v.nn[k] = v.bb[k] = v.ss[k] = v.max_abs[k] = _mm_setzero_pd();
     v.max_rel = _mm_setzero_ps();
-    v.count1 = v.count5 = v.mismatch = _mm_setzero_si128();
+    v.count1 = v.count5 = v.beyond = v.mismatch = _mm_setzero_si128();
     Py_ssize_t i = 0;
     for (; i + 4 <= len; i += 4)
-        sse2_step(&v, sse2_load(np + i * ns, ns, nk), sse2_load(bp + i * bs, bs, bk), masked);
+        sse2_step(&v, sse2_load(np + i * ns, ns, nk), sse2_load(bp + i * bs, bs, bk), masked, tx);
     if (i < len) { /* the tail, padded with zeros */
         float nf[4], bf[4];
         load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 4);
         load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 4);
-        sse2_step(&v, _mm_loadu_ps(nf), _mm_loadu_ps(bf), masked);
+        sse2_step(&v, _mm_loadu_ps(nf), _mm_loadu_ps(bf), masked, tx);
         a->padding = (int32_t)(4 - (len - i));
     }
     for (int k = 0; k < 2; k++) {
@@ -216,6 +220,7 @@ INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, con
     _mm_storeu_ps(a->max_rel, v.max_rel);
     _mm_storeu_si128((__m128i *)a->count1, v.count1);
     _mm_storeu_si128((__m128i *)a->count5, v.count5);
+    _mm_storeu_si128((__m128i *)a->beyond, v.beyond);
     _mm_storeu_si128((__m128i *)a->mismatch, v.mismatch);
 }
 #endif
@@ -229,7 +234,7 @@ INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, con
 typedef struct {
     __m256d dot, nn, bb, ss, max_abs;
     __m256 max_rel;
-    __m256i count1, count5, mismatch;
+    __m256i count1, count5, beyond, mismatch;
 } Avx2;
 
 AVX2_INLINE __m256 avx2_load(const char *p, Py_ssize_t stride, SideKind kind) {
@@ -254,7 +259,7 @@ AVX2_INLINE void avx2_sums(Avx2 *v, __m256d n, __m256d b) {
     v->max_abs = _mm256_max_pd(_mm256_and_pd(d, abs64), v->max_abs);
 }
 
-AVX2_INLINE void avx2_step(Avx2 *v, __m256 nf, __m256 bf, int masked) {
+AVX2_INLINE void avx2_step(Avx2 *v, __m256 nf, __m256 bf, int masked, __m256 tx) {
     const __m256 abs32 = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     if (masked) {
         const __m256 inf = _mm256_set1_ps(INFINITY);
@@ -275,22 +280,24 @@ AVX2_INLINE void avx2_step(Avx2 *v, __m256 nf, __m256 bf, int masked) {
     v->max_rel = _mm256_max_ps(rel, v->max_rel);
     v->count1 = _mm256_sub_epi32(v->count1, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T1), _CMP_LT_OQ)));
     v->count5 = _mm256_sub_epi32(v->count5, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T5), _CMP_LT_OQ)));
+    v->beyond = _mm256_sub_epi32(v->beyond, _mm256_castps_si256(_mm256_cmp_ps(rel, tx, _CMP_GT_OQ)));
 }
 
 AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
-                            SideKind bk, Py_ssize_t len, int masked) {
+                            SideKind bk, Py_ssize_t len, int masked, float tolerance) {
     Avx2 v;
+    const __m256 tx = _mm256_set1_ps(tolerance);
     v.dot = v.nn = v.bb = v.ss = v.max_abs = _mm256_setzero_pd();
     v.max_rel = _mm256_setzero_ps();
-    v.count1 = v.count5 = v.mismatch = _mm256_setzero_si256();
+    v.count1 = v.count5 = v.beyond = v.mismatch = _mm256_setzero_si256();
     Py_ssize_t i = 0;
     for (; i + 8 <= len; i += 8)
-        avx2_step(&v, avx2_load(np + i * ns, ns, nk), avx2_load(bp + i * bs, bs, bk), masked);
+        avx2_step(&v, avx2_load(np + i * ns, ns, nk), avx2_load(bp + i * bs, bs, bk), masked, tx);
     if (i < len) { /* the tail, padded with zeros */
         float nf[8], bf[8];
         load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 8);
         load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 8);
-        avx2_step(&v, _mm256_loadu_ps(nf), _mm256_loadu_ps(bf), masked);
+        avx2_step(&v, _mm256_loadu_ps(nf), _mm256_loadu_ps(bf), masked, tx);
         a->padding = (int32_t)(8 - (len - i));
     }
     _mm256_storeu_pd(a->dot, v.dot);
@@ -301,6 +308,7 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
     _mm256_storeu_ps(a->max_rel, v.max_rel);
     _mm256_storeu_si256((__m256i *)a->count1, v.count1);
     _mm256_storeu_si256((__m256i *)a->count5, v.count5);
+    _mm256_storeu_si256((__m256i *)a->beyond, v.beyond);
     _mm256_storeu_si256((__m256i *)a->mismatch, v.mismatch);
 }
 #endif
@@ -319,13 +327,14 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
     const double nn = sum_lanes(a->nn), bb = sum_lanes(a->bb);
     if (!masked && !(isfinite(nn) && isfinite(bb)))
         return BLOCK_NONFINITE;
-    int32_t mismatch = 0, count1 = -a->padding, count5 = -a->padding;
+    int32_t mismatch = 0, count1 = -a->padding, count5 = -a->padding, beyond = 0;
     double max_abs = t->max_abs;
     float max_rel = t->max_rel;
     for (int j = 0; j < MAX_WIDTH; j++) {
         mismatch |= a->mismatch[j];
         count1 += a->count1[j];
         count5 += a->count5[j];
+        beyond += a->beyond[j];
         max_abs = a->max_abs[j] > max_abs ? a->max_abs[j] : max_abs;
         max_rel = a->max_rel[j] > max_rel ? a->max_rel[j] : max_rel;
     }
@@ -339,6 +348,7 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
     t->max_rel = max_rel;
     t->count1 += count1;
     t->count5 += count5;
+    t->beyond += beyond;
     return BLOCK_OK;
 }
 
@@ -351,9 +361,9 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
             Lanes a;                                                                                          \
             memset(&a, 0, sizeof a);                                                                          \
             if (masked)                                                                                       \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 1);                                                   \
+                block(&a, nb, ns, nk, bb, bs, bk, size, 1, tx);                                               \
             else                                                                                              \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 0);                                                   \
+                block(&a, nb, ns, nk, bb, bs, bk, size, 0, tx);                                               \
             const int status = fold_block(&a, masked, t);                                                     \
             if (status == BLOCK_MISMATCH)                                                                     \
                 return -1;                                                                                    \
@@ -363,12 +373,12 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
     }                                                                                                         \
     return 0;
 
-typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssize_t, Totals *);
+typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssize_t, float, Totals *);
 
 /* One function per loop and pair of side kinds, with unit strides known at compile time or general strides. */
 #define DEFINE_RUN(attrs, name, block, nk_, bk_)                                                              \
     static attrs int name##_unit(const char *np, Py_ssize_t ns_, const char *bp, Py_ssize_t bs_,              \
-                                 Py_ssize_t len, Totals *t) {                                                 \
+                                 Py_ssize_t len, float tx, Totals *t) {                                       \
         const SideKind nk = nk_, bk = bk_;                                                                    \
         const Py_ssize_t ns = SIZE_OF(nk_), bs = SIZE_OF(bk_);                                                \
         (void)ns_;                                                                                            \
@@ -376,7 +386,7 @@ typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssiz
         RUN_BODY(block)                                                                                       \
     }                                                                                                         \
     static attrs int name##_strided(const char *np, Py_ssize_t ns, const char *bp, Py_ssize_t bs,             \
-                                    Py_ssize_t len, Totals *t) {                                              \
+                                    Py_ssize_t len, float tx, Totals *t) {                                    \
         const SideKind nk = nk_, bk = bk_;                                                                    \
         RUN_BODY(block)                                                                                       \
     }
@@ -466,7 +476,18 @@ static int get_side(PyObject *obj, int is_bf16, Py_buffer *view, const char *whi
     return 0;
 }
 
-static PyObject *accumulate_with(LoopKind loop, PyObject *const *args) {
+static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_t nargs) {
+    float tx = INFINITY; /* no tolerance: nothing is beyond it */
+    if (nargs == 5 && args[4] != Py_None) {
+        const double tolerance = PyFloat_AsDouble(args[4]);
+        if (tolerance == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(tolerance >= 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
+            return NULL;
+        }
+        tx = (float)tolerance;
+    }
     const int n_bf16 = PyObject_IsTrue(args[1]), b_bf16 = PyObject_IsTrue(args[3]);
     if (n_bf16 < 0 || b_bf16 < 0)
         return NULL;
@@ -486,41 +507,42 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args) {
     }
     const Py_ssize_t ns = nv.strides[0], bs = bv.strides[0];
     const RunFn fn = pick(loop, n_bf16, b_bf16, ns != nv.itemsize || bs != bv.itemsize);
-    Totals t = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0};
+    Totals t = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, &t);
+    status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &t);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&nv);
     PyBuffer_Release(&bv);
     if (status < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(ddddddLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
-                         (long long)t.count1, (long long)t.count5);
+    return Py_BuildValue("(ddddddLLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
+                         (long long)t.count1, (long long)t.count5, (long long)t.beyond);
 }
 
 static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "accumulate(npu, npu_is_bf16, bench, bench_is_bf16) takes 4 arguments");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes 4 or 5 arguments");
         return NULL;
     }
-    return accumulate_with(best_loop, args);
+    return accumulate_with(best_loop, args, nargs);
 }
 
 static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5 || !PyUnicode_Check(args[0])) {
+    if ((nargs != 5 && nargs != 6) || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
-                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16) takes a loop name and 4 "
-                        "arguments");
+                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes a loop "
+                        "name and 4 or 5 arguments");
         return NULL;
     }
     for (int loop = 0; loop < N_LOOPS; loop++) {
         if (PyUnicode_CompareWithASCIIString(args[0], LOOP_NAMES[loop]) == 0) {
             if (!loop_available((LoopKind)loop))
                 break;
-            return accumulate_with((LoopKind)loop, args + 1);
+            return accumulate_with((LoopKind)loop, args + 1, nargs - 1);
         }
     }
     PyErr_Format(PyExc_ValueError, "loop %R is not available here", args[0]);
@@ -528,8 +550,8 @@ static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssi
 }
 
 #define ACCUMULATE_DOC                                                                                         \
-    "(npu, npu_is_bf16, bench, bench_is_bf16) -> (dot, nn, bb, ss, max_abs, max_rel, count1, count5), or None " \
-    "when the NaN/inf positions differ"
+    "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) -> (dot, nn, bb, ss, max_abs, max_rel, count1, "  \
+    "count5, beyond), or None when the NaN/inf positions differ"
 
 static PyMethodDef methods[] = {
     {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},

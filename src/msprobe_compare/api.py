@@ -1,4 +1,5 @@
-"""The compare pipeline: load -> pair -> measure -> judge -> render. Used by the CLI and by Python callers."""
+"""The compare pipeline for one pair of dump.json files: load -> pair -> measure -> judge -> render. Step folders
+(ranks) are folders.py's."""
 
 from __future__ import annotations
 
@@ -12,29 +13,27 @@ import numpy as np
 from msprobe_compare import distribute
 from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError
-from msprobe_compare.judge.advisor import advise
-from msprobe_compare.judge.highlight import Colour, HighlightInputs, highlight, stat_max
+from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.judge.rootcause import analyse
-from msprobe_compare.judge.verdict import Result, md5_verdict, real_data_verdict, summary_verdict
-from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
 from msprobe_compare.load.framework import dump_framework
-from msprobe_compare.load.dumpjson import check_input_file, read_construct_json, read_stack_json
+from msprobe_compare.load.dumpjson import (
+    LayerFiles,
+    check_input_file,
+    read_construct_json,
+    read_layer_files,
+    read_stack_json,
+    stacks_of,
+)
+from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
 from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
-from msprobe_compare.measure.stats import Cell, stat_diffs
-from msprobe_compare.measure.tensor_metrics import (
-    STATE_TEXT,
-    Accuracy,
-    MetricState,
-    TensorMetrics,
-    TensorMsg,
-    messages_text,
-)
-from msprobe_compare.measure.tensor_rows import METRIC_FIELDS, Failure, RowTask, TensorColumns, measure_rows
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.measure.measured import measure
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
+from msprobe_compare.measure.tensor_rows import Failure, RowTask, TensorColumns, measure_rows
+from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping
 from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mapping
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
@@ -47,32 +46,8 @@ from msprobe_compare.render import report, table
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
+from msprobe_compare.render.texts import STATE_TEXT, messages_text
 from msprobe_compare.runtime import gc_paused
-
-
-def check_tasks(npu: DumpHeader, bench: DumpHeader) -> None:
-    """Both dumps must have the same task, one that can be compared (spec §2.7); checked before reading entries."""
-    if npu.task != bench.task:
-        raise InputError(
-            f"the dump tasks differ: npu is '{npu.task}' but bench ({bench.path}) is '{bench.task}'; "
-            "compare dumps made with the same task",
-            npu.path,
-        )
-    if npu.task not in ("tensor", "statistics"):
-        raise InputError(f"task '{npu.task}' cannot be compared; only 'tensor' and 'statistics' dumps", npu.path)
-
-
-def detect_mode(npu: DumpHeader, bench: DumpHeader, npu_md5: bool, bench_md5: bool) -> Mode:
-    """Dump mode from the two tasks and the presence of md5 fields (spec §2.7; `RowTable.has_md5`)."""
-    check_tasks(npu, bench)
-    if npu.task == "tensor":
-        return Mode.ALL
-    if npu_md5 != bench_md5:
-        with_md5 = npu.path if npu_md5 else bench.path
-        raise InputError(
-            f"only one side has md5 values ({with_md5}); dump both sides with the same summary_mode", npu.path
-        )
-    return Mode.MD5 if npu_md5 else Mode.SUMMARY
 
 
 def check_frameworks(
@@ -113,7 +88,7 @@ def read_data_mapping(path: Path) -> dict[str, str]:
     return text_mapping(load_yaml(path, "data mapping"), path, "data mapping", "NPU row names to bench row names")
 
 
-def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str] | None:
+def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str | None] | None:
     """NPU compare keys under -am or -cm (-am wins when both are given, as in the reference), else None."""
     if opts.api_mapping is not None:
         if opts.cell_mapping is not None:
@@ -135,21 +110,38 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     check_tasks(npu_dump, bench_dump)
     npu_fw, bench_fw = check_frameworks(cfg.options.framework, npu_dump, bench_dump, console)
     stack_path = _stack_decision(cfg, console)
+    layer_files: list[LayerFiles] = []  # -lm: stack.json and construct.json of each side, each read once
+    layer_error: list[InputError] = []  # raised where -lm is applied, after the rows are read, as always
+    if cfg.options.layer_mapping is not None:
+        try:
+            layer_files.append(read_layer_files(cfg.npu_path.parent))
+            wanted = layer_files[0].stack and layer_files[0].construct  # else -lm derives nothing
+            layer_files.append(read_layer_files(cfg.bench_path.parent) if wanted else
+                               LayerFiles(cfg.bench_path.parent, None, None))  # fmt: skip
+        except InputError as exc:
+            layer_error.append(exc)
     stacks = {}
     if stack_path is not None:
         check_input_file(stack_path, "stack_path")
-        stacks = read_stack_json(stack_path)
+        same = len(layer_files) == 2 and layer_files[0].stack is not None and _same_file(
+            stack_path, cfg.npu_path.parent / "stack.json")  # fmt: skip
+        stacks = stacks_of(layer_files[0].stack, stack_path) if same else read_stack_json(stack_path)
     tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
 
     def read_trees() -> None:
         npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
-        tree.append(_module_tree(npu_tree, console))
-        if not tree[0]:
+        if len(layer_files) == 2 and layer_files[0].construct:  # the tree -lm read serves the root cause too
+            tree.append(layer_files[0].construct)
+            bench = layer_files[1].construct
+            tree.append(bench if bench is not None else module_tree(bench_tree, console))
+            return
+        tree.append(module_tree(npu_tree, console))
+        if not tree[0] or not rootcause_on():  # the bench tree serves only the root cause's pairing
             tree.append(None)
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
             tree.append(tree[0])
         else:  # the root cause's module-local pairing (judge.noise.analysis_match)
-            tree.append(_module_tree(bench_tree, console))
+            tree.append(module_tree(bench_tree, console))
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
@@ -165,15 +157,16 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     cross = npu_fw == "mindspore" and bench_fw == "pytorch"
     fuzzy = None
     keys = _mapped_keys(opts, npu, bench, console)
-    data_map = derived = None
+    data_map: dict[str, str | None] | None = None
+    derived: dict[str, str] | None = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
-        data_map = layer_mapping(cfg.npu_path.parent, cfg.bench_path.parent, lm_yaml, npu, bench,
-                                 bench_framework=bench_fw)  # fmt: skip
-        derived = data_map  # published with the result files (render.report.write_all), under their stamp
-        data_map = data_map or None
+        if layer_error:
+            raise layer_error[0]
+        derived = layer_mapping(layer_files[0], layer_files[1], lm_yaml, npu, bench, bench_framework=bench_fw)
+        data_map = dict(derived) or None  # derived is published with the result files (render.report.write_all)
     elif opts.data_mapping is not None:
-        data_map = read_data_mapping(opts.data_mapping)
+        data_map = dict(read_data_mapping(opts.data_mapping))
     if data_map is not None:
         if keys is not None:  # as the reference: -cm/-am give the names, -dm/-lm only the name-only join
             console.warning("-cm/-am decide the compare names; the -dm/-lm mapping only makes the match ignore "
@@ -191,15 +184,28 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
         match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
-    tensors = None
-    if mode is Mode.ALL:
-        tensors = measure_tensors(cfg, npu, bench, match, console)
+    tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
+    measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
-    outcome = judge(mode, npu, bench, match, show_stack=stack_path is not None, tensors=tensors, fuzzy=fuzzy,
-                    highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                    parents=tree[0], bench_parents=tree[1] if plain else None,
-                    tolerance=Tolerance.parse(opts.tolerance))  # fmt: skip
-    return replace(outcome, derived_mapping=derived) if derived is not None else outcome
+    verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
+                     parents=tree[0], bench_parents=tree[1] if plain else None,
+                     tolerance=Tolerance.parse(opts.tolerance), rootcause_on=rootcause_on())  # fmt: skip
+    return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
+NO_ROOTCAUSE_ENV = "MSPROBE_BENCH_NO_ROOTCAUSE"  # "1": no root-cause analysis (bench/README.md: its cost, measured)
+
+
+def rootcause_on() -> bool:
+    """False only when a benchmark turns the analysis off to measure what it costs; never for users' runs."""
+    return os.environ.get(NO_ROOTCAUSE_ENV) != "1"
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
@@ -224,7 +230,7 @@ def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> Non
                             f"{len(rows.entries)} yield no row{more}")  # fmt: skip
 
 
-def _module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
+def module_tree(path: Path, console: Console) -> dict[str, str | None] | None:
     """construct.json of the NPU dump, for naming the innermost origin; optional."""
     if not os.path.lexists(path):
         return None
@@ -250,13 +256,11 @@ def measure_tensors(
         if metrics.messages and metrics.messages[0] in PRECHECK_MSGS:
             console.info(f"[{task.npu_name}] Compare result: {messages_text(metrics.messages[:1], failure[0])}")
             return
-        values = [getattr(metrics, f) for f in METRIC_FIELDS]
-        shown = [f"{m.value}" if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)] for m in values]
-        console.info(
-            f"[{task.npu_name}] Compare result: cosine {shown[0]}, euc_dist {shown[1]}, max_abs_err {shown[2]}, "
-            f"max_relative_err {shown[3]}, one_thousand_err_ratio {shown[4]}, five_thousand_err_ratio {shown[5]}, "
-            f"{messages_text(metrics.messages)}"
-        )
+        shown = []
+        for metric, (_, log_name) in table.METRIC_COLUMNS.items():
+            m = getattr(metrics, metric.field)
+            shown.append(f"{log_name} {m.value if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)]}")
+        console.info(f"[{task.npu_name}] Compare result: {', '.join(shown)}, {messages_text(metrics.messages)}")
 
     sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
              for i, j in enumerate(match.tolist())]  # fmt: skip
@@ -271,7 +275,8 @@ def measure_tensors(
     backend = distribute.row_backend(cfg.options.ray, console, cfg.options.jobs) if cfg.options.ray else None
     try:
         return measure_rows(npu, bench, match, npu_dir, bench_dir, jobs=cfg.options.jobs, on_row=on_row,
-                            backend=backend)  # fmt: skip
+                            pool=cfg.options.pool or "auto", backend=backend,
+                            excess_units=Tolerance.parse(cfg.options.tolerance).excess_units)  # fmt: skip
     finally:
         progress.close()
 
@@ -286,67 +291,6 @@ def _pair_bytes(npu_dir: Path, npu_name: str, bench_dir: Path, bench_name: str) 
             except (OSError, ValueError):
                 pass
     return total
-
-
-def judge(
-    mode: Mode,
-    npu: RowTable,
-    bench: RowTable,
-    match: np.ndarray,
-    *,
-    show_stack: bool,
-    highlight_on: bool,
-    auto_analyze: bool,
-    tensors: TensorColumns | None = None,
-    fuzzy: np.ndarray | None = None,
-    parents: dict[str, str | None] | None = None,
-    bench_parents: dict[str, str | None] | None = None,
-    tolerance: Tolerance | None = None,
-) -> CompareOutcome:
-    """Measure and judge matched rows of one rank (real-data metrics come measured in `tensors`)."""
-    diffs = marks = advice = None
-    unmatched = None
-    if mode is Mode.MD5:
-        verdict = md5_verdict(npu, bench, match)
-        failing = verdict.result == Result.DIFFERENT
-    elif mode is Mode.SUMMARY:
-        diffs = stat_diffs(npu, bench, match)
-        verdict = summary_verdict(npu, bench, match, diffs)
-        failing = verdict.result == Result.WARNING
-        if highlight_on:
-            valued = (diffs.diff_kind == Cell.VALUE) | (diffs.diff_kind == Cell.INT)
-            marks = highlight(
-                npu,
-                HighlightInputs(
-                    max_diff=np.where(valued[:, 0], diffs.diff[:, 0], np.nan),
-                    npu_max=stat_max(npu),
-                    bench_max=stat_max(bench, match),
-                    consistent=verdict.requires_grad_consistent,
-                    max_rel=np.where(diffs.rel_kind[:, 0] == Cell.VALUE, diffs.rel[:, 0] / 100, np.nan),
-                ),
-            )
-    else:
-        assert tensors is not None
-        verdict = real_data_verdict(npu, bench, match)
-        failing = tensors.accuracy == Accuracy.NO
-        unmatched = tensors.accuracy == Accuracy.UNMATCHED
-        if highlight_on:
-            marks = highlight(
-                npu,
-                HighlightInputs(
-                    max_diff=tensors.column("max_abs_err"),
-                    npu_max=stat_max(npu),
-                    bench_max=stat_max(bench, match),
-                    consistent=verdict.requires_grad_consistent,
-                    one_k=tensors.column("one_thousandth"),
-                    cosine=tensors.column("cosine"),
-                ),
-            )
-    if auto_analyze:
-        advice = advise(npu.names, failing, unmatched)
-    outcome = CompareOutcome(mode, npu, bench, match, verdict, show_stack, diffs=diffs, tensors=tensors,
-                             marks=marks, advisor=advice, fuzzy=fuzzy)  # fmt: skip
-    return replace(outcome, rootcause=analyse(outcome, parents, bench_parents, tolerance))
 
 
 @dataclass(frozen=True)
@@ -406,30 +350,7 @@ class RankOutcome:
     summary: PairSummary | None = None
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    """What a compare of step folders produced. `ok` is False when any rank failed."""
-
-    ranks: list[RankOutcome]
-    unpaired: list[str]
-
-    @property
-    def ok(self) -> bool:
-        return all(r.error is None for r in self.ranks) and not self.unpaired
-
-
-def _rank_config(cfg: CompareConfig, npu_rank: RankDir, bench_rank: RankDir, out_dir: Path) -> CompareConfig:
-    stack = npu_rank.path / "stack.json"
-    return replace(
-        cfg,
-        npu_path=rank_dump(npu_rank.path),
-        bench_path=rank_dump(bench_rank.path),
-        stack_path=stack if stack.is_file() else None,
-        options=replace(cfg.options, output_dir=out_dir, stack_mode=stack.is_file()),
-    )
-
-
-def _compare_rank(cfg: CompareConfig, label: str, suffix: str, with_table: bool = False) -> RankOutcome:
+def compare_rank(cfg: CompareConfig, label: str, suffix: str, with_table: bool = False) -> RankOutcome:
     """One rank, in a worker process: its own log prefix; errors become a result, not an exception."""
     console = Console(prefix=f"[{label}] ", quiet=cfg.options.quiet)
     try:
@@ -450,55 +371,3 @@ def _compare_rank(cfg: CompareConfig, label: str, suffix: str, with_table: bool 
     if written.xlsx is not None:
         console.banner()
     return RankOutcome(label, written, None, done.summary)
-
-
-def compare_directories(cfg: CompareConfig, console: Console, *, with_table: bool = False) -> RunSummary:
-    """Compare step folders rank by rank (ranks paired by number), or every step of a mix dump.
-
-    `with_table`: each rank's outcome also carries its table cells (`PairSummary.columns`)."""
-    steps = mix_steps(cfg.npu_path, cfg.bench_path)
-    roots = [Path()] if steps is None else steps
-    jobs_list: list[tuple[CompareConfig, str, str, bool]] = []
-    unpaired: list[str] = []
-    layout_results: list[RankOutcome] = []
-    for rel in roots:
-        prefix = "" if steps is None else f"{rel.as_posix()}/"
-        out_dir = cfg.options.output_dir / rel
-        plan = _layout_plan(cfg, rel)
-        if plan is not None:  # the runs were split differently across cards: ranks combined (layouts.py)
-            from msprobe_compare.layouts import compare_layouts  # noqa: PLC0415
-
-            layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
-            continue
-        pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
-        console.info(("process folders paired in sorted order: " if pairing.by_order else "rank pairing: ")
-                     + ", ".join(f"npu {prefix}{n.name} <-> bench {prefix}{b.name}"
-                                 for n, b in pairing.pairs))  # fmt: skip
-        for side, only in (("npu", pairing.npu_only), ("bench", pairing.bench_only)):
-            for rank in only:
-                console.error(f"{prefix}{rank.name} exists only on the {side} side ({rank.path}); it is not compared")
-                unpaired.append(f"{side} {prefix}{rank.name}")
-        for npu_rank, bench_rank in pairing.pairs:
-            jobs_list.append((_rank_config(cfg, npu_rank, bench_rank, out_dir), prefix + npu_rank.name,
-                              npu_rank.suffix, with_table))  # fmt: skip
-    workers = min(len(jobs_list), max(1, cfg.options.jobs or os.cpu_count() or 1))
-    if workers > 1 or cfg.options.ray:  # ranks already fill the cores: each reads its two files in turn
-        jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), *rest)
-                     for c, *rest in jobs_list]  # fmt: skip
-    if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
-        results = distribute.map_ranks(_compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs)
-    elif workers <= 1:
-        results = [_compare_rank(*job) for job in jobs_list]
-    else:
-        from concurrent.futures import ProcessPoolExecutor  # only for ranks in processes (start-up speed)
-
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_compare_rank, *zip(*jobs_list)))
-    return RunSummary(layout_results + results, unpaired)
-
-
-def _layout_plan(cfg: CompareConfig, rel: Path) -> Any:
-    """layouts.LayoutPlan when the two step folders hold runs of different parallel layouts, else None."""
-    from msprobe_compare.layouts import plan_layouts  # noqa: PLC0415
-
-    return plan_layouts(cfg.npu_path / rel, cfg.bench_path / rel, cfg.options.npu_layout, cfg.options.bench_layout)

@@ -12,21 +12,22 @@ from pathlib import Path
 
 # Our BLAS work always runs on one thread (measure/blas.py pins it); without this, OpenBLAS starts its own
 # threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
-from msprobe_compare import __version__, distribute  # noqa: E402 (after the BLAS setting)
-from msprobe_compare.api import compare_directories, compare_files  # noqa: E402
-from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, load_config, make_config  # noqa: E402
-from msprobe_compare.errors import CompareError, InputError, UsageError  # noqa: E402
-from msprobe_compare.load.framework import framework_of  # noqa: E402
-from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits  # noqa: E402
-from msprobe_compare.log import Console  # noqa: E402
-from msprobe_compare.merge import merge_results  # noqa: E402
-from msprobe_compare.render.files import prepare_output_dir  # noqa: E402
-from msprobe_compare.render import report  # noqa: E402
-from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written  # noqa: E402
-from msprobe_compare.render.story import gate_line  # noqa: E402
-from msprobe_compare.runtime import tune_malloc  # noqa: E402
+from msprobe_compare import __version__, distribute
+from msprobe_compare.api import compare_files
+from msprobe_compare.folders import compare_directories
+from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
+from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
+from msprobe_compare.load.framework import framework_of
+from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits
+from msprobe_compare.log import Console
+from msprobe_compare.merge import merge_results
+from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.render import report
+from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
+from msprobe_compare.render.story import gate_line
+from msprobe_compare.runtime import tune_malloc
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 COMMANDS = ("compare", "merge_result")
@@ -69,8 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("-lm", "--layer_mapping", nargs="?", const=True, default=None,
                      help="MindSpore: derive a data mapping from the layer structure (optional YAML)")  # fmt: skip
     cmp.add_argument("--format", default=",".join(DEFAULT_FORMATS), type=_formats,
-                     help="output formats, comma-separated: xlsx, csv, jsonl, html (an interactive report); "
-                          "default xlsx,html")  # fmt: skip
+                     help=f"output formats, comma-separated: {', '.join(FORMATS)} (html: an interactive report); "
+                          f"default {','.join(DEFAULT_FORMATS)}")  # fmt: skip
     cmp.add_argument("-da", "--diff_analyze", action="store_true",
                      help="write diff_analyze_{ts}.json with the origins of every rank")  # fmt: skip
     cmp.add_argument("--fail-on", type=_fail_levels, default=None, metavar="LEVELS",
@@ -247,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                else make_config(args.target_path, args.golden_path, options))  # fmt: skip
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
+        if cfg.graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): kernel_compare.py
+            return _graph_compare(cfg, console)
         if cfg.is_directory_compare:
             summary = compare_directories(cfg, console)
             report.log_directory_summary(console, summary)
@@ -372,11 +375,11 @@ def _misplaced_framework(argv: list[str]) -> str | None:
 
 
 def _formats(text: str) -> tuple[str, ...]:
-    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    bad = [f for f in chosen if f not in FORMATS]
-    if not chosen or bad:
-        raise argparse.ArgumentTypeError(f"unknown format {bad or text!r}; choose from {', '.join(FORMATS)}")
-    return chosen
+    """--format: the check of Options.formats, as a usage error."""
+    try:
+        return formats_option(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(exc.problem.replace(" in option 'formats'", "")) from None
 
 
 def _tolerance(text: str) -> str:
@@ -394,8 +397,21 @@ def _tolerance(text: str) -> str:
 def _mapping_arg(value: object) -> Path | bool | None:
     """-cm/-am/-lm: absent -> None, bare flag -> True, with a value -> the YAML path."""
     if value is None or value is True:
-        return value  # type: ignore[return-value]
+        return value
     return Path(str(value))
+
+
+def _graph_compare(cfg: CompareConfig, console: Console) -> int:
+    """The kernel-dump or single-point compare; only -i, -o and -j apply (as the reference: no highlight,
+    advisor or gate)."""
+    from msprobe_compare import kernel_compare
+
+    assert cfg.graph is not None
+    console.info("Please check whether the input data belongs to you. If not, there may be security risks.")
+    run = kernel_compare.compare_kernel_dumps if cfg.graph.kind == "kernel" else kernel_compare.compare_common
+    written = run(cfg.npu_path, cfg.bench_path, cfg.graph, cfg.options.output_dir, console, cfg.options.jobs)
+    console.info(f"Written: {len(written)} result file{'s' if len(written) != 1 else ''}.")
+    return EXIT_OK if written else EXIT_ERROR
 
 
 def _with_output(cfg: CompareConfig, out_dir: Path) -> CompareConfig:

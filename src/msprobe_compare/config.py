@@ -9,10 +9,13 @@ from typing import Any
 
 from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
+from msprobe_compare.load.kernel_dump import GraphRequest, graph_request
 from msprobe_compare.load.layout import resolve_input
 from msprobe_compare.load.parallel_layout import parse_layout
+from msprobe_compare.measure.tensor_rows import POOL_KINDS
 
 FRAMEWORKS = ("pytorch", "mindspore")
+POOL_ENV = "MSPROBE_COMPARE_POOL"  # the default of Options.pool
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Options:
     npu_layout: Any = None  # parallel layout of the npu run ("tp=2,pp=2,dp=2" or a dict; None: detected)
     bench_layout: Any = None
     tolerance: str | None = None  # root cause: `origin=3,suspect=1.5` over judge.noise.Tolerance (issue #13)
+    pool: str | None = None  # tensor rows on "thread"s, "process"es or "auto" (None: $MSPROBE_COMPARE_POOL, else auto)
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""
@@ -59,10 +63,11 @@ class Options:
         if self.jobs is not None and (type(self.jobs) is not int or self.jobs < 1):
             raise OptionError(f"option 'jobs' must be a whole number >= 1 (or None: all cores), got "
                               f"{_shown(self.jobs)}")  # fmt: skip
-        self._set("formats", _formats_option(self.formats))
+        self._set("formats", formats_option(self.formats))
         for name in ("npu_layout", "bench_layout"):
             if getattr(self, name) is not None:
                 self._set(name, parse_layout(getattr(self, name), f"option '{name}'"))
+        self._set("pool", _pool_option(self.pool))
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
             self._set("ray", None)
         elif not (self.ray is None or self.ray is True or isinstance(self.ray, str)):
@@ -86,9 +91,20 @@ def path_option(name: str, value: Any, expected: str = "a path") -> Path:
     raise OptionError(f"option '{name}' must be {expected}, got {_shown(value)}")
 
 
-def _formats_option(value: Any) -> tuple[str, ...]:
+def _pool_option(value: Any) -> str:
+    """The pool kind, lower case; None reads POOL_ENV (unset or empty: "auto")."""
+    source = "option 'pool'"
+    if value is None:
+        value, source = os.environ.get(POOL_ENV) or "auto", f"environment variable {POOL_ENV}"
+    kind = value.strip().lower() if isinstance(value, str) else None
+    if kind not in POOL_KINDS:
+        raise OptionError(f"{source} must be one of {', '.join(POOL_KINDS)}, got {_shown(value)}")
+    return kind
+
+
+def formats_option(value: Any) -> tuple[str, ...]:
     """Formats as a tuple without repeats; a string is read as a comma-separated list."""
-    from msprobe_compare.render.report import FORMATS  # noqa: PLC0415 (render is heavy; config is not)
+    from msprobe_compare.render.report import FORMATS  # render is heavy; config is not
 
     parts = value.split(",") if isinstance(value, str) else value
     if not isinstance(parts, (tuple, list)) or not all(isinstance(p, str) for p in parts):
@@ -109,6 +125,7 @@ class CompareConfig:
     stack_path: Path | None  # from compare.json; None when absent
     print_compare_log: bool
     options: Options
+    graph: GraphRequest | None = None  # the MindSpore graph-mode compare compare.json asks for, if any
 
     @property
     def is_directory_compare(self) -> bool:
@@ -131,12 +148,15 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
-    graph_mode = "rank_id" in doc or "step_id" in doc or doc.get("common") is True
-    if graph_mode and options.framework == "mindspore" and npu.is_dir():
-        kind = ("static-graph single-point compare ('common': true, spec §7.6)" if "rank_id" not in doc
-                else "kernel-dump compare of graph-mode statistic.csv / .npy files ('rank_id'/'step_id', spec §7.5)")
-        raise InputError(f"asks for the MindSpore {kind}, which msprobe-compare does not implement; for dumps of "
-                         "msprobe's PrecisionDebugger (dump.json), remove those keys", input_path)  # fmt: skip
+    graph = graph_request(doc, input_path) if options.framework == "mindspore" else None
+    if graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): two dump folders, nothing else applies
+        for key, path in (("npu_path", npu), ("bench_path", bench)):
+            if not path.is_dir():
+                raise InputError(f"{key} must be a folder for the MindSpore graph-mode compare ('rank_id' or "
+                                 "'common' in compare.json)", path)  # fmt: skip
+        return CompareConfig(input_path=input_path, npu_path=npu, bench_path=bench, stack_path=None,
+                             print_compare_log=bool(doc.get("is_print_compare_log", True)), options=options,
+                             graph=graph)  # fmt: skip
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)
@@ -146,7 +166,8 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
     for key, name in (("npu_parallel", "npu_layout"), ("bench_parallel", "bench_layout")):
         if doc.get(key) is not None and getattr(options, name) is None:  # the command line wins
             try:
-                options = replace(options, **{name: parse_layout(doc[key], f"'{key}'")})
+                layout: dict[str, Any] = {name: parse_layout(doc[key], f"'{key}'")}
+                options = replace(options, **layout)
             except OptionError as exc:
                 raise InputError(exc.problem, input_path) from None
     return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,

@@ -25,7 +25,7 @@ path without checking (`worth`): a small compare starts faster and writes the sa
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import orjson
@@ -80,6 +80,6 @@ def agrees(name: str, check: Callable[[], bool]) -> bool:
     if name not in _VERDICTS:
         try:
             _VERDICTS[name] = bool(check())
-        except Exception:  # noqa: BLE001 - any failure of the fast path means: do not use it
+        except Exception:  # any failure of the fast path means: do not use it
             _VERDICTS[name] = False
     return _VERDICTS[name]

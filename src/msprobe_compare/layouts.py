@@ -9,6 +9,9 @@ ranks' own statistics show that only one rank of the group diverges.
 
 from __future__ import annotations
 
+import functools
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,9 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare.api import RankOutcome, check_frameworks, measure_tensors, module_tree, summarize
 from msprobe_compare.errors import CompareError, InputError
+from msprobe_compare.judge.judgement import judge
+from msprobe_compare.judge.rootcause import OriginKind, RankAttribution, RootCause
 from msprobe_compare.load.dumpjson import read_stack_json
 from msprobe_compare.load.layout import RankDir, find_ranks
+from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
 from msprobe_compare.load.parallel_layout import (
     ParallelLayout,
     check_layout,
@@ -28,11 +35,17 @@ from msprobe_compare.load.parallel_layout import (
     plain_class_name,
 )
 from msprobe_compare.load.rows import RowTable, State, StatKind, flatten
+from msprobe_compare.measure.parallel_tensors import stage_tensors
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.measure.measured import Measured, measure
+from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair import parallel as P
 from msprobe_compare.pair.exact import apply_dtype_gate
+from msprobe_compare.pair.parallel import LayoutView
+from msprobe_compare.pair.stages import merge_stages
+from msprobe_compare.render import report
+from msprobe_compare.render.files import prepare_output_dir
 
 
 @dataclass
@@ -125,17 +138,6 @@ def _same(a: ParallelLayout, b: ParallelLayout) -> bool:
 # -- one data-parallel replica ------------------------------------------------------------------------------------
 
 
-@dataclass
-class LayoutView:
-    """What the table shows per NPU row: the ranks combined into it and the rule (`render.table` adds the columns)."""
-
-    ranks: list[str]
-    rules: list[str]  # texts
-    codes: list[str]  # P.REPLICATED, P.SPLIT, ...
-    npu_only: np.ndarray  # bool: rows of calls the layout adds (listed, not flagged)
-    combined: Any = None  # P.Combined of the npu side
-
-
 def _group(dumps: list[RankDump], layout: ParallelLayout, dp: int) -> list[list[RankDump]]:
     """The dumps of one DP replica: per pipeline stage, in TP order."""
     return [[dumps[pos] for pos in stage] for stage in layout.groups()[dp]]
@@ -143,8 +145,6 @@ def _group(dumps: list[RankDump], layout: ParallelLayout, dp: int) -> list[list[
 
 def _shards(stages: list[list[RankDump]]) -> P.Shards:
     if len(stages) > 1:
-        from msprobe_compare.pair.stages import merge_stages  # noqa: PLC0415
-
         out = merge_stages([P.align([d.table for d in st], [d.rank.name for d in st]) for st in stages])
     else:
         out = P.align([d.table for d in stages[0]], [d.rank.name for d in stages[0]])
@@ -243,15 +243,12 @@ def _suspects(c: P.Combined, bench: RowTable, match: np.ndarray, rows: list[int]
     return bad, met
 
 
-def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
+def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause:
     """The root cause with origins qualified by rank where only one rank of the group diverges."""
-    rc = outcome.rootcause
     c = view.combined
-    if rc is None or not rc.origins or c is None or len(c.shards.tables) < 2:
+    if not rc.origins or c is None or len(c.shards.tables) < 2:
         return rc
-    from msprobe_compare.judge.rootcause import OriginKind  # noqa: PLC0415
-
-    npu = outcome.npu
+    npu = m.npu
     position = {name: e for e, name in enumerate(npu.entries)}
     ei = npu.entry_index
     origins = []
@@ -267,12 +264,10 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
         if len(all_ranks) == 1:  # one rank holds the call (a pipeline stage without tensor parallelism)
             r = next(iter(all_ranks))
             local = {v: k for k, v in c.shards.renames.get(r, {}).items()}.get(o.entry, o.entry)
-            label = c.shards.ranks[r]
-            note = f" (on {label}" + (f", whose dump calls it {local}" if local != o.entry else "") + ")"
-            origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
-                                      note=note))  # fmt: skip
+            at = RankAttribution(c.shards.ranks[r], True, local_name=local if local != o.entry else None)
+            origins.append(replace(o, nonfinite=False, on_rank=at))
             continue
-        bad, met = _suspects(c, outcome.bench, outcome.match, rows)
+        bad, met = _suspects(c, m.bench, m.match, rows)
         rank = None
         if len(bad) == 1:
             rank = next(iter(bad))
@@ -283,47 +278,21 @@ def attribute_origins(outcome: CompareOutcome, view: LayoutView) -> Any:
             continue
         label = c.shards.ranks[rank]
         later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
-        rest = sorted(all_ranks - {rank})
-        others = ", ".join(c.shards.ranks[r] for r in rest)
-        seen = (f"; {others} first {'sees' if len(rest) == 1 else 'see'} it at {later}"
-                if later and o.kind is OriginKind.COMPUTATION else "")  # fmt: skip
-        origins.append(RankOrigin(o.entry, o.kind, o.phase, o.after, o.evidence, o.differing_args, rank=label,
-                                  note=f" (only {label} diverges{seen})"))  # fmt: skip
+        others = tuple(c.shards.ranks[r] for r in sorted(all_ranks - {rank}))
+        seen_at = later if later and o.kind is OriginKind.COMPUTATION else None
+        origins.append(replace(o, nonfinite=False, on_rank=RankAttribution(label, False, others=others,
+                                                                            seen_at=seen_at)))  # fmt: skip
     return replace(rc, origins=origins)
-
-
-def _rank_origin_class() -> type:
-    from msprobe_compare.judge.rootcause import Origin  # noqa: PLC0415
-
-    @dataclass(frozen=True)
-    class RankOrigin(Origin):
-        """An origin seen on one rank of a TP group: `rank1:Functional.linear.10.forward`."""
-
-        rank: str = ""
-        note: str = ""
-
-        @property
-        def description(self) -> str:
-            plain = Origin(f"{self.rank}:{self.entry}", self.kind, self.phase, self.after, self.evidence,
-                           self.differing_args)  # fmt: skip
-            return plain.description + self.note
-
-    return RankOrigin
-
-
-RankOrigin = _rank_origin_class()
 
 
 def _parents(dumps: list[RankDump], layout: ParallelLayout, dp: int, shards: P.Shards,
              console: Console) -> dict[str, str | None] | None:  # fmt: skip
     """The module tree (construct.json) of the first rank of each pipeline stage, in global names."""
-    from msprobe_compare import api  # noqa: PLC0415
-
     out: dict[str, str | None] = {}
     found = False
     stages = _group(dumps, layout, dp)
     for k, stage in enumerate(stages):
-        tree = api._module_tree(stage[0].rank.path / "construct.json", console)
+        tree = module_tree(stage[0].rank.path / "construct.json", console)
         if tree is None:
             continue
         found = True
@@ -337,12 +306,6 @@ def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray
              console: Console) -> Any:  # fmt: skip
     """Real-data metrics of the combined rows: the combined tensors are written into a hidden folder of the output
     folder (removed afterwards), then measured as usual."""
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
-    from msprobe_compare import api  # noqa: PLC0415
-    from msprobe_compare.load.parallel_tensors import stage_tensors  # noqa: PLC0415
-
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".combined_tensors_", dir=out_dir))
     try:
@@ -356,36 +319,9 @@ def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray
 
         npu_root = stage_tensors(npu_c, work / "npu", reference)
         local = replace(cfg, npu_path=npu_root / "dump.json", bench_path=bench_root / "dump.json")
-        return api.measure_tensors(local, npu_c.table, bench_c.table, match, console)
+        return measure_tensors(local, npu_c.table, bench_c.table, match, console)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _md5_not_compared(outcome: CompareOutcome) -> CompareOutcome:
-    """md5: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be combined; rank-local
-    rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
-    from msprobe_compare.judge.verdict import Result  # noqa: PLC0415
-
-    npu = outcome.npu
-    rows = (outcome.match < 0) & ~npu.dtype_mask("None".__eq__)
-    v = outcome.verdict
-    return replace(outcome, verdict=replace(v, result=np.where(rows, Result.NA, v.result).astype(v.result.dtype)))
-
-
-def _unflag(outcome: CompareOutcome, rows: np.ndarray) -> CompareOutcome:
-    """Rows of calls the layout adds are listed, not flagged: no colour, no requires_grad note."""
-    if not rows.any():
-        return outcome
-    from msprobe_compare.judge.verdict import Msg  # noqa: PLC0415
-
-    v = outcome.verdict
-    messages = np.where(rows, v.messages & ~np.int8(Msg.REQUIRES_GRAD), v.messages).astype(np.int8)
-    v = replace(v, requires_grad_consistent=v.requires_grad_consistent | rows, messages=messages)
-    marks = outcome.marks
-    if marks is not None:
-        marks = replace(marks, reasons=np.where(rows, 0, marks.reasons).astype(marks.reasons.dtype),
-                        colour=np.where(rows, 0, marks.colour).astype(marks.colour.dtype))  # fmt: skip
-    return replace(outcome, verdict=v, marks=marks)
 
 
 # -- the whole compare --------------------------------------------------------------------------------------------
@@ -406,11 +342,7 @@ def rule_counts(view: LayoutView) -> str:
 def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path, prefix: str = "",
                     with_table: bool = False) -> list[Any]:  # fmt: skip
     """Compare every DP replica of the npu side with its bench replica; one result set per replica (suffix `_dp{d}`).
-    Returns api.RankOutcome per replica."""
-    from msprobe_compare import api  # noqa: PLC0415 (api imports this module lazily)
-    from msprobe_compare.render import report  # noqa: PLC0415
-    from msprobe_compare.render.files import prepare_output_dir  # noqa: PLC0415
-
+    Returns a RankOutcome per replica."""
     for line in describe(plan):
         console.info(line)
     opts = cfg.options
@@ -419,11 +351,11 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
     if ignored:
         console.warning(f"{', '.join(ignored)} not applied: runs of different layouts are matched by name only")
     npu_head, bench_head = plan.npu_dumps[0].header, plan.bench_dumps[0].header
-    api.check_tasks(npu_head, bench_head)
-    api.check_frameworks(cfg.options.framework, npu_head, bench_head, console)
+    check_tasks(npu_head, bench_head)
+    check_frameworks(cfg.options.framework, npu_head, bench_head, console)
 
     def mode_of(npu: RowTable, bench: RowTable) -> Mode:
-        return api.detect_mode(npu_head, bench_head, npu.has_md5, bench.has_md5)
+        return detect_mode(npu_head, bench_head, npu.has_md5, bench.has_md5)
 
     results = []
     for dp in range(plan.npu.dp):
@@ -456,20 +388,18 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 for i in npu_c.interleaved:
                     view.rules[i] += ("; real data: the shards interleave in blocks (a fused dim such as batch x "
                                       "heads), the block size closest to the bench tensor was taken")  # fmt: skip
-            outcome = api.judge(mode, npu_c.table, bench_c.table, match, show_stack=bool(npu_c.table.stacks),
-                                highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, tensors=tensors,
-                                parents=parents)  # fmt: skip
-            outcome = replace(_unflag(outcome, view.npu_only), layout=view)
-            if mode is Mode.MD5:
-                outcome = _md5_not_compared(outcome)
-            outcome = replace(outcome, rootcause=attribute_origins(outcome, view))
+            measured = measure(mode, npu_c.table, bench_c.table, match, tensors=tensors)
+            verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
+                             parents=parents, layout_only=view.npu_only,
+                             qualify=functools.partial(attribute_origins, m=measured, view=view))  # fmt: skip
+            outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_c.table.stacks), layout=view)
             target = prepare_output_dir(out_dir)
             written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
                                        formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
-            results.append(api.RankOutcome(label, written, None, api.summarize(outcome, with_table)))
+            results.append(RankOutcome(label, written, None, summarize(outcome, with_table)))
             if written.xlsx is not None:
                 rank_console.banner()
         except CompareError as exc:
             rank_console.error(exc.message)
-            results.append(api.RankOutcome(label, None, exc.message))
+            results.append(RankOutcome(label, None, exc.message))
     return results

@@ -23,10 +23,8 @@ from msprobe_compare.render.xlsx import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_(rank\d+(?:-rank\d+)?)_(\d{14})\.xlsx$")
 SINGLE_RANK_NAME = re.compile(r"^compare_result_rank_\d{14}\.xlsx$")
-SUMMARY_INDEX = ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-                 "MeanRelativeErr", "NormRelativeErr", "Requires_grad Consistent"]  # fmt: skip
-REAL_INDEX = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-              "Five Thousandths Err Ratio", "Requires_grad Consistent"]  # fmt: skip
+SUMMARY_INDEX = [*table.STAT_DIFFS, *table.STAT_RELATIVE, "Requires_grad Consistent"]
+REAL_INDEX = [*table.METRIC_HEADERS, "Requires_grad Consistent"]
 NO_NUMBER = ("N/A", "unsupported", "Nan")
 
 

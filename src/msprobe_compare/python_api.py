@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_compare import distribute
-from msprobe_compare.api import PairResult, RunSummary, compare_directories, compare_pair
+from msprobe_compare.api import PairResult, compare_pair
+from msprobe_compare.folders import RunSummary, compare_directories
 from msprobe_compare.config import (
     FRAMEWORKS,
     OPTION_NAMES,

@@ -27,6 +27,7 @@ from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.log import Console
+from msprobe_compare.render.story import origin_description
 
 NOISE = DATA / "noise"
 STAT_CASES = [
@@ -73,7 +74,7 @@ def test_first_origin_or_suspect_is_the_bug(name, cases, monkeypatch):
     truth = _truth(cases / name)
     origins = [o.entry for o in rc.origins]
     if not truth:  # noise only
-        assert origins == [], [o.description for o in rc.origins]
+        assert origins == [], [origin_description(o) for o in rc.origins]
         assert rc.suspects == [], [s.description for s in rc.suspects]
         assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
         return
@@ -245,3 +246,90 @@ def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
     doc = json.loads(run.one("diff_analyze_*.json").read_text())
     assert doc["rank_0"] == [] and doc["rank_1"][0]["op_name"] == "Functional.gelu.1.forward"
     assert doc["rank_2"][0]["root_cause"]["state"] == "suspect"
+
+
+def test_tensor_mode_elements_beyond_rounding(cases, monkeypatch):
+    """The tensor pass counts, per row, the elements whose relative error exceeds excess_units unit roundoffs of the
+    coarser dtype (not a table column); a tensor-mode suspect whose share of such elements stands tensor_confirm
+    times above the share upstream is an origin. The x1.01 bug: 64% of linear.21's output elements beyond 2 bf16
+    units against at most 37% upstream (1.7x); noise-only calls reach 1.5x (matmul.0 of the same run)."""
+    o = _outcome(cases / TENSOR_CASE, monkeypatch)
+    t = o.tensors
+    row = o.npu.names.index("Functional.linear.21.forward.output.0")
+    assert t.beyond_tol[row] == 2 * 2.0**-8 and t.beyond[row] == pytest.approx(0.641, abs=0.002)
+    fp32_row = o.npu.names.index("Functional.layer_norm.1.forward.output.0")
+    assert t.beyond_tol[fp32_row] == 2 * 2.0**-24  # measured at its own dtype; the analysis leaves it out
+    share, floor, tol = o.rootcause.first.evidence.beyond
+    assert (share, tol) == (t.beyond[row], 2 * 2.0**-8) and floor == pytest.approx(0.374, abs=0.002)
+    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in o.rootcause.first.evidence.text()
+    # the norm ratio alone (2.3x) no longer an origin: the share beyond rounding confirms it
+    rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3").rootcause
+    assert [x.entry for x in rc.origins] == ["Functional.linear.21.forward"] and rc.suspects == []
+    assert rc.first.kind is OriginKind.COMPUTATION
+    rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3,tensor_confirm=2").rootcause
+    assert rc.origins == [] and rc.suspects[0].entry == "Functional.linear.21.forward"
+    # the deep model's x1.01 shows as a boundary at layer_norm.2's input: 69% beyond against 29% upstream
+    rc = _outcome(cases / "more_deep_amp_scale_1p01_L2_tensor", monkeypatch, "tensor_origin=3").rootcause
+    assert [x.entry for x in rc.origins][:1] == ["Functional.layer_norm.2.forward"]
+    share, floor, _ = rc.first.evidence.beyond
+    assert share / floor > 2.3
+    # noise only: measured, and nothing named
+    o = _outcome(cases / "more_deep_amp_none_tensor", monkeypatch, "tensor_origin=3")
+    assert np.isfinite(o.tensors.beyond).sum() > 100
+    assert o.rootcause.origins == [] and o.rootcause.suspects == []
+
+
+def _extra_and_missing_call(src: Path, dst: Path) -> None:
+    """A copy of a real dump whose npu side has one extra `Functional.linear` call inside block 0's o_proj and lacks
+    block 3's mlp.2 call: the npu's forward counters are renumbered between the two, so both sides end up with the
+    same call names (linear.4 is the extra call on the npu, block 0's mlp.0 on the bench)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    rank = dst / "npu/step0/rank"
+    doc = json.loads((rank / "dump.json").read_text())
+    tree = json.loads((rank / "construct.json").read_text())
+    data, new_tree = {}, {}
+    counter = 0
+    for name, value in doc["data"].items():
+        calls = [value] if name != "Functional.linear.3.forward" else [value, value]  # the extra call
+        if name == "Functional.linear.23.forward":  # the missing call
+            continue
+        for v in calls:
+            new = name
+            if name.startswith("Functional.linear.") and name.endswith(".forward"):
+                new = f"Functional.linear.{counter}.forward"
+                counter += 1
+            data[new] = v
+            if name in tree:
+                new_tree[new] = tree[name]
+    new_tree.update({k: v for k, v in tree.items() if k not in new_tree and not k.startswith("Functional.linear.")
+                     or k.endswith(".backward")})  # fmt: skip
+    doc["data"] = data
+    (rank / "dump.json").write_text(json.dumps(doc))
+    (rank / "construct.json").write_text(json.dumps(new_tree))
+    assert counter == 25
+
+
+def test_repairing_when_both_sides_keep_the_same_names(cases, monkeypatch, tmp_path):
+    """An extra call on one side and a missing one on the other of the same API leave both sides with the same names,
+    but construct.json puts them under other modules: the analysis pairs them inside their modules (k-th call), so
+    nothing between the two is compared with an unrelated call."""
+    case = tmp_path / "case"
+    _extra_and_missing_call(cases / "tfm_amp_nobug_stat", case)
+    o = _outcome(case, monkeypatch)
+    rc = o.rootcause
+    assert rc.origins == [] and rc.suspects == [], [x.description for x in rc.origins + rc.suspects]
+    assert rc.repaired >= 20  # linear.4 .. linear.23 of the npu, each with its module call's neighbours
+    npu, bench = o.npu, o.bench
+    match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
+    pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
+    assert pairs["Functional.linear.3.forward.input.0"] == "Functional.linear.3.forward.input.0"
+    assert pairs["Functional.linear.5.forward.input.0"] == "Functional.linear.4.forward.input.0"  # block 0 mlp.0
+    assert pairs["Functional.linear.23.forward.output.0"] == "Functional.linear.22.forward.output.0"
+    assert pairs["Functional.linear.24.forward.output.0"] == "Functional.linear.24.forward.output.0"  # the head
+    assert "Functional.linear.23.forward.output.0" not in pairs.values()  # block 3's mlp.2: npu has none
+    assert pairs["Functional.linear.7.forward.input.0"] == "Functional.linear.6.forward.input.0"  # block 1 q_proj
+    # the table keeps the reference's pairing by name (block 1's q_proj with k_proj: same shapes)
+    table = {npu.names[i]: bench.names[j] for i, j in enumerate(o.match.tolist()) if j >= 0}
+    assert table["Functional.linear.7.forward.input.0"] == "Functional.linear.7.forward.input.0"

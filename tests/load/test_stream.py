@@ -17,7 +17,8 @@ import pytest
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load import stream
-from msprobe_compare.load.dumpjson import has_md5, read_dump_json, read_json
+from msprobe_compare.load.dumpjson import has_md5, read_json
+from oracles import read_dump_json
 from msprobe_compare.load.rows import RowTable, flatten
 from msprobe_compare.load.stream import open_dump
 

@@ -16,6 +16,11 @@ from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure import blas
 from msprobe_compare.measure.tensor_metrics import TensorMetrics, compare_tensors
 
+def _pinned_now() -> bool:
+    """Whether numpy's BLAS is pinned to one thread now (the state `single_threaded_blas` keeps)."""
+    return blas._pinned
+
+
 CHUNK = 1 << 15  # several chunks, each long enough for OpenBLAS to split a ddot over its threads
 
 
@@ -47,12 +52,12 @@ def _blas_threads() -> list[int]:
 def test_pin_is_counted_and_restored() -> None:
     before = _blas_threads()
     with blas.single_threaded_blas() as outer:
-        assert blas.fast_dot() == outer
+        assert _pinned_now() == outer
         if outer:
             assert _blas_threads() and all(n == 1 for n in _blas_threads())
         with blas.single_threaded_blas() as inner:
             assert inner == outer
-        assert blas.fast_dot() == outer  # still pinned: the outer user has not left
+        assert _pinned_now() == outer  # still pinned: the outer user has not left
         done = threading.Event()
 
         def other_thread() -> None:
@@ -62,8 +67,8 @@ def test_pin_is_counted_and_restored() -> None:
 
         threading.Thread(target=other_thread).start()
         assert done.wait(10)
-        assert blas.fast_dot() == outer
-    assert not blas.fast_dot()
+        assert _pinned_now() == outer
+    assert not _pinned_now()
     assert _blas_threads() == before
 
 

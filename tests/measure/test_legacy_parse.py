@@ -17,9 +17,8 @@ from tests.native_helpers import native_module
 from msprobe_compare.measure.legacy_parse import (
     reference_parse,
     reference_parse_numpy,
-    reference_parse_one,
-    reference_parse_text,
 )
+from oracles import reference_parse_one, reference_parse_text
 
 # (value, pd.to_numeric(pd.Series([value]).astype(str), errors="coerce")) as observed from
 # pandas 2.0.3 (numpy 1.26.4) to_numeric; not computed by this project.

@@ -15,19 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes
 
+from msprobe_compare.judge.accuracy import Accuracy, accuracy_reached
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.tensor_metrics import (
     FLOAT_EPSILON,
-    MSG_TEXT,
-    Accuracy,
     Metric,
     MetricState,
     TensorMetrics,
     TensorMsg,
-    accuracy_reached,
     compare_tensors,
-    messages_text,
 )
+from msprobe_compare.render.texts import TENSOR_MSG_TEXT as MSG_TEXT, messages_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 S = MetricState

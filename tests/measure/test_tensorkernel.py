@@ -2,7 +2,8 @@
 
 On hypothesis-generated float32 and bfloat16 pairs (zeros of both signs, subnormals, huge values, NaN/inf at the
 same or different positions, sizes around the unroll width and the block size, strided, reversed, unaligned and
-memory-mapped views, any chunk size) the maxima, counts and messages must be identical and the sums equal within
+memory-mapped views, any chunk size) the maxima, counts (the root cause's count of relative errors beyond a
+dtype-aware tolerance too) and messages must be identical and the sums equal within
 1e-12 relative (the dot product relative to sqrt(N.N * B.B), its bound by Cauchy-Schwarz). Every loop the machine
 can run (portable C, SSE2, AVX2) must give bit-identical results.
 
@@ -63,9 +64,10 @@ def _with_loop(kernel: types.ModuleType, loop: str) -> types.SimpleNamespace:
     return types.SimpleNamespace(accumulate=functools.partial(kernel.accumulate_loop, loop), SIMD=loop)
 
 
-def _totals(npu: TensorData, bench: TensorData, chunk: int, kernel: object | None) -> tensor_metrics._Totals | None:
+def _totals(npu: TensorData, bench: TensorData, chunk: int, kernel: object | None,
+            tolerance: float | None = None) -> tensor_metrics._Totals | None:  # fmt: skip
     n_arr, b_arr = np.asarray(npu.array), np.asarray(bench.array)
-    return tensor_metrics._accumulate(npu, bench, n_arr, b_arr, chunk, kernel)  # type: ignore[arg-type]
+    return tensor_metrics._accumulate(npu, bench, n_arr, b_arr, chunk, kernel, tolerance)  # type: ignore[arg-type]
 
 
 def assert_same_totals(native: tensor_metrics._Totals | None, ref: tensor_metrics._Totals | None) -> None:
@@ -73,8 +75,8 @@ def assert_same_totals(native: tensor_metrics._Totals | None, ref: tensor_metric
     assert (native is None) == (ref is None)
     if native is None or ref is None:
         return
-    assert (native.max_abs, native.max_rel, native.count1, native.count5) == (
-        ref.max_abs, ref.max_rel, ref.count1, ref.count5)
+    assert (native.max_abs, native.max_rel, native.count1, native.count5, native.beyond) == (
+        ref.max_abs, ref.max_rel, ref.count1, ref.count5, ref.beyond)
     for name in ("nn", "bb", "ss"):  # sums of squares: no cancellation
         a, b = getattr(native, name), getattr(ref, name)
         assert a == pytest.approx(b, rel=SUM_RTOL, abs=1e-300), name
@@ -85,6 +87,8 @@ def assert_same_totals(native: tensor_metrics._Totals | None, ref: tensor_metric
 def assert_same_metrics(native: TensorMetrics, ref: TensorMetrics) -> None:
     """Identical messages, states, maxima and ratios; Cosine and EucDist as close as their sums."""
     assert native.messages == ref.messages
+    assert (native.beyond, native.beyond_tol) == (ref.beyond, ref.beyond_tol) or (
+        math.isnan(native.beyond) and math.isnan(ref.beyond))
     for name in ("max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths"):
         assert getattr(native, name) == getattr(ref, name), name
     for name in ("cosine", "euc_dist"):
@@ -97,14 +101,16 @@ def assert_same_metrics(native: TensorMetrics, ref: TensorMetrics) -> None:
 def check_pair(kernel: types.ModuleType, npu: TensorData, bench: TensorData, chunk: int) -> None:
     """Every loop against the numpy path, the loops bit-identical to each other, inputs untouched."""
     before = (np.array(npu.array, copy=True), np.array(bench.array, copy=True))
-    ref_metrics = tensor_metrics._compare(npu, bench, chunk, None)
+    units = tensor_metrics.EXCESS_UNITS
+    ref_metrics = tensor_metrics._compare(npu, bench, chunk, None, units)
+    tol = tensor_metrics.beyond_tolerance(npu, bench, units)
     per_loop = []
     for loop in kernel.LOOPS:
         shim = _with_loop(kernel, loop)
-        assert_same_metrics(tensor_metrics._compare(npu, bench, chunk, shim), ref_metrics)
+        assert_same_metrics(tensor_metrics._compare(npu, bench, chunk, shim, units), ref_metrics)
         if npu.size and np.ndim(npu.array) and npu.shape == bench.shape:  # what reaches the kernel
-            native_totals = _totals(npu, bench, chunk, shim)
-            assert_same_totals(native_totals, _totals(npu, bench, chunk, None))
+            native_totals = _totals(npu, bench, chunk, shim, tol)
+            assert_same_totals(native_totals, _totals(npu, bench, chunk, None, tol))
             per_loop.append(None if native_totals is None else vars(native_totals))
     assert all(t == per_loop[0] for t in per_loop), per_loop
     np.testing.assert_array_equal(npu.array, before[0])
@@ -265,9 +271,9 @@ def test_read_only_memmaps(kernel: types.ModuleType, tmp_path: Path) -> None:
 
 def test_empty_and_zero_dim(kernel: types.ModuleType) -> None:
     empty = np.zeros(0, np.float32)
-    assert kernel.accumulate(empty, False, empty, False) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+    assert kernel.accumulate(empty, False, empty, False) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
     for loop in kernel.LOOPS:
-        assert kernel.accumulate_loop(loop, _bf16(empty), True, empty, False) == (0.0,) * 6 + (0, 0)
+        assert kernel.accumulate_loop(loop, _bf16(empty), True, empty, False) == (0.0,) * 6 + (0, 0, 0)
     check_pair(kernel, _side(empty.reshape(0, 3), "float32"), _side(empty.reshape(0, 3), BF16), 10)
     check_pair(kernel, _side(np.float32(2.5), "float32"), _side(np.float32(0.0), BF16), 10)  # 0-d: numpy only
 
@@ -282,6 +288,33 @@ def test_relative_errors_at_the_thresholds(kernel: types.ModuleType) -> None:
         check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 8)
     ours = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 8, kernel)
     assert (ours.one_thousandth.value, ours.five_thousandths.value) == (1 / 8, 5 / 8)
+
+
+def test_elements_beyond_a_tolerance(kernel: types.ModuleType) -> None:
+    """`beyond` counts RE > float32(tolerance): an RE equal to it is not beyond; without a tolerance nothing is;
+    the tolerance is excess_units unit roundoffs of the coarser dtype (bf16 2^-8, fp32 2^-24)."""
+    b = np.array([1000, 1000, 1000, 1000, 0, 1000, 1000, 1000, 1000], np.float32)
+    n = np.array([1000, 1001, 1010, 1007.8125, 0, 999, 990, -1000, 1000.001], np.float32)
+    rel = np.abs((n - b) / np.where(b == 0, 1, b))
+    tol = 2.0**-7  # 2 units of bfloat16
+    assert rel[3] == np.float32(tol)
+    expected = int(np.count_nonzero(rel > np.float32(tol)))
+    assert expected == 3  # 1010, 990, -1000
+    for loop in kernel.LOOPS:
+        assert kernel.accumulate_loop(loop, n, False, b, False, tol)[8] == expected
+        assert kernel.accumulate_loop(loop, n, False, b, False)[8] == 0
+        assert kernel.accumulate_loop(loop, n, False, b, False, None)[8] == 0
+    with pytest.raises(ValueError):
+        kernel.accumulate(n, False, b, False, -1.0)
+    ours = tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, kernel, 2.0)
+    assert (ours.beyond, ours.beyond_tol) == (expected / n.size, tol)
+    numpy = tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, None, 2.0)
+    assert (numpy.beyond, numpy.beyond_tol) == (ours.beyond, ours.beyond_tol)
+    fp32 = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 4, kernel, 2.0)
+    assert fp32.beyond_tol == 2.0**-23 and fp32.beyond == 7 / 9  # every differing element (1000.001 too)
+    assert math.isnan(tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, kernel).beyond)
+    ints = TensorData(np.arange(9, dtype=np.int32), "int32")
+    assert math.isnan(tensor_metrics._compare(ints, ints, 4, None, 2.0).beyond)
 
 
 def test_negative_zero_and_subnormals(kernel: types.ModuleType) -> None:
@@ -360,4 +393,4 @@ def test_interface_errors(kernel: types.ModuleType) -> None:
     with pytest.raises(ValueError):
         kernel.accumulate_loop("no such loop", f32, False, f32, False)
     assert kernel.SIMD in kernel.LOOPS and "portable" in kernel.LOOPS
-    assert kernel.accumulate(memoryview(f32), 0, memoryview(bits), 1)[6:] == (8, 8)  # any buffer
+    assert kernel.accumulate(memoryview(f32), 0, memoryview(bits), 1)[6:] == (8, 8, 0)  # any buffer

@@ -11,6 +11,7 @@ import yaml
 from msprobe_compare.errors import InputError
 from msprobe_compare.pair.api_mapping import (
     TABLE_FILE,
+    UNMATCHABLE,
     api_mapping_keys,
     builtin_key,
     builtin_table,
@@ -74,11 +75,11 @@ def test_user_entry_translates_listed_indices_and_drops_the_rest():
     k = keys(USER)
     assert k["Functional.dense.0.forward.input.0"] == "Functional.linear.0.forward.input.0"
     assert k["Functional.dense.0.forward.input.2"] == "Functional.linear.0.forward.input.1"
-    assert k["Functional.dense.0.forward.input.1"] == "N/A"  # not listed
-    assert k["Functional.dense.0.forward.input.bias"] == "N/A"  # kwargs use ms_args too
+    assert k["Functional.dense.0.forward.input.1"] is UNMATCHABLE  # not listed
+    assert k["Functional.dense.0.forward.input.bias"] is UNMATCHABLE  # kwargs use ms_args too
     assert k["Functional.dense.0.forward.output.0"] == "Functional.linear.0.forward.output.0"
     assert k["Functional.dense.0.backward.input.0"] == "Functional.linear.0.backward.input.0"
-    assert k["Functional.dense.0.backward.output.2"] == "N/A"  # backward outputs use the output lists
+    assert k["Functional.dense.0.backward.output.2"] is UNMATCHABLE  # backward outputs use the output lists
     assert k["Mint.flatten.0.forward.input.0"] == "Torch.flatten.0.forward.input.0"  # other APIs: built-in only
 
 
@@ -116,3 +117,21 @@ def test_read_api_mapping(tmp_path: Path):
         with pytest.raises(InputError, match=message) as err:
             read_api_mapping(bad)
         assert str(bad) in err.value.message and "\n" not in err.value.message
+
+
+def test_user_entry_maps_parameter_gradients():
+    """ms_parameters_grad/pt_parameters_grad (spec §3.7) translate the rows of a parameter-gradient entry, named
+    `...parameters_grad` (8.3.3) or `...parameters_grad.0` (26.x), whose rows are `{entry}.{param}`."""
+    npu = table({"Cell.fc1.Dense.forward": call(parameters={"weight": tensor(), "bias": tensor()}),
+                 "Cell.fc1.Dense.parameters_grad": {"weight": tensor(), "bias": tensor(), "extra": tensor()},
+                 "Cell.fc1.Dense.parameters_grad.0": {"weight": tensor()}})  # fmt: skip
+    bench = table({"Module.fc1.Dense.parameters_grad": {"w": tensor(), "b": tensor()}})
+    user = [{"ms_api": "Cell.fc1", "pt_api": "Module.fc1", "ms_parameters": ["weight"], "pt_parameters": ["w"],
+             "ms_parameters_grad": ["weight", "bias"], "pt_parameters_grad": ["w", "b"]}]  # fmt: skip
+    k = dict(zip(npu.names, api_mapping_keys(npu, bench, user)))
+    assert k["Cell.fc1.Dense.parameters_grad.weight"] == "Module.fc1.Dense.parameters_grad.w"
+    assert k["Cell.fc1.Dense.parameters_grad.bias"] == "Module.fc1.Dense.parameters_grad.b"
+    assert k["Cell.fc1.Dense.parameters_grad.extra"] is UNMATCHABLE  # not listed
+    assert k["Cell.fc1.Dense.parameters_grad.0.weight"] == "Module.fc1.Dense.parameters_grad.0.w"
+    assert k["Cell.fc1.Dense.forward.parameters.weight"] == "Module.fc1.Dense.forward.parameters.w"
+    assert k["Cell.fc1.Dense.forward.parameters.bias"] is UNMATCHABLE

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.pair.cell_mapping import _CellRenamer, _row_key, cell_mapping_keys, read_cell_mapping
+from msprobe_compare.pair.cell_mapping import UNMATCHABLE, _CellRenamer, _row_key, cell_mapping_keys, read_cell_mapping
 
 from .helpers import call, table, tensor
 
@@ -31,7 +31,7 @@ def test_bare_flag_turns_cells_into_modules():
     assert k["Cell.backbone.fc2.Dense.forward.0.input.0"] == "Module.backbone.fc2.Dense.forward.0.input.0"
     assert k["Cell.backbone.fc2.Dense.parameters_grad.weight"] == "Module.backbone.fc2.Dense.parameters_grad.weight"
     assert k["Functional.relu.0.forward.output.0"] == "Functional.relu.0.forward.output.0"  # APIs keep their names
-    assert k["x.0.debug.a"] == "N/A"  # neither a call nor parameters_grad
+    assert k["x.0.debug.a"] is UNMATCHABLE  # neither a call nor parameters_grad
 
 
 def test_full_path_keys():

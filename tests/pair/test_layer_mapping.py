@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.load.dumpjson import read_layer_files
 from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
 
 from .helpers import call, table, tensor
@@ -27,7 +28,8 @@ def side(folder: Path, data: dict[str, Any], construct: dict[str, Any] | None, s
 def run(tmp_path: Path, npu: tuple, bench: tuple, mapping: dict | None = None) -> dict[str, str]:
     n = side(tmp_path / "npu", *npu)
     b = side(tmp_path / "bench", *bench)
-    return layer_mapping(n, b, mapping, table(npu[0]), table(bench[0]), bench_framework="pytorch")
+    return layer_mapping(read_layer_files(n), read_layer_files(b), mapping, table(npu[0]), table(bench[0]),
+                         bench_framework="pytorch")  # fmt: skip
 
 
 MS = {

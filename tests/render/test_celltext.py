@@ -100,7 +100,7 @@ def ref_sheet_rows(rows: list[list[Any]], colours: list[Colour]) -> str:
 
 
 def materialised(columns: Sequence[Column | list[Any]]) -> list[list[Any]]:
-    """The rows of cell values, as table.columns() hands them to per-cell writers."""
+    """The rows of cell values, as per-cell writers take them (oracles.table_columns, row by row)."""
     lists = [c.cells() if isinstance(c, Column) else list(c) for c in columns]
     return [list(r) for r in zip(*lists)] if lists else []
 
@@ -359,3 +359,22 @@ def test_cells_are_cut_at_excel_limit_in_utf16_units(text):
         assert units >= 32767 - len(celltext.CUT_MARK) - 1
     assert celltext.cell_xml(text) == ref_cell_xml(text)
     assert celltext.XmlFormat().cells([text, "b"], np.arange(2)) == [ref_cell_xml(text), ref_cell_xml("b")]
+
+
+def test_cell_kinds_are_one_set() -> None:
+    """The C row assembly and the report script use CellKind's codes; a differing copy is refused at import."""
+    from msprobe_compare import native
+    from msprobe_compare.render import cellkind, html
+
+    fast = native.load("_csvrows")
+    if fast is not None:
+        cellkind.check_native(fast, "_csvrows")
+    cellkind.check_script(html._asset("report.js"), "report.js")
+    with pytest.raises(ImportError, match="K_STR"):
+        cellkind.check_script("const K_FLOAT = 0, K_INT = 1, K_PCT = 2, K_STR = 4;", "report.js")
+
+    class Stale:
+        KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER = 0, 1, 3, 2
+
+    with pytest.raises(ImportError, match="KIND_PERCENT"):
+        cellkind.check_native(Stale, "_csvrows")

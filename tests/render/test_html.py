@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from conftest import DATA
+from oracles import table_columns
 from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.log import Console
@@ -66,7 +67,7 @@ def py_text(value: Any) -> str:
 
 
 def expected_cells(o: CompareOutcome) -> list[list[str]]:
-    cols = table.columns(o, table.Style(text_booleans=False))
+    cols = table_columns(o, table.Style(text_booleans=False))
     return [[py_text(v) for v in col] for col in cols]
 
 

@@ -6,14 +6,17 @@ Python API, so that every place counts the same rows as the root cause does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.accuracy import Accuracy
+from msprobe_compare.judge.highlight import Colour, Marks
 from msprobe_compare.judge.rootcause import inplace_artifacts
-from msprobe_compare.judge.verdict import Result
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.judge.verdict import BaseVerdict, Result
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.load.rows import RowTable, empty_entries
+from msprobe_compare.measure.measured import Measured
 
 GATE_LEVELS = ("error", "warning", "unmatched")
 MOSTLY_UNMATCHED = 0.5  # above this share of unmatched NPU rows the console warns about bench_path
@@ -31,6 +34,7 @@ class LevelCounts:
     excluded: int = 0  # error/warning rows not counted: in-place inputs recorded after the write
     excluded_names: tuple[str, ...] = ()  # the first few of them
     layout_only: int = 0  # rows of calls a parallel layout adds (all-reduce, ...): no counterpart expected
+    no_row_entries: int = 0  # dump entries (npu and bench) that yielded no row (each named in a warning)
 
     @property
     def unmatched(self) -> int:
@@ -48,7 +52,8 @@ class LevelCounts:
         return LevelCounts(self.rows + other.rows, self.matched + other.matched, self.errors + other.errors,
                            self.warnings + other.warnings, self.excluded + other.excluded,
                            (self.excluded_names + other.excluded_names)[:NAMES_SHOWN],
-                           self.layout_only + other.layout_only)  # fmt: skip
+                           self.layout_only + other.layout_only,
+                           self.no_row_entries + other.no_row_entries)  # fmt: skip
 
 
 
@@ -70,35 +75,38 @@ class RowLevels:
                            int(self.warning.sum()), int(self.excluded.sum()), shown, layout_only)  # fmt: skip
 
 
-def row_levels(o: CompareOutcome) -> RowLevels:
+def row_levels(m: Measured, verdict: BaseVerdict, marks: Marks | None, accuracy: np.ndarray | None,
+               layout_only: np.ndarray | None = None) -> RowLevels:  # fmt: skip
     """Errors: red rows, md5 `Different`, real-data `Accuracy No`. Warnings: yellow rows and summary `Warning`
     rows that are not errors. Input rows of in-place APIs that the dumper recorded after the write (see
-    `judge.rootcause.inplace_artifacts`) are excluded from both, as the root cause excludes them."""
-    n = len(o)
+    `judge.rootcause.inplace_artifacts`) are excluded from both, as the root cause excludes them. `layout_only`:
+    rows of calls a parallel layout adds (no counterpart expected)."""
+    n = len(m)
     error = np.zeros(n, dtype=bool)
     warning = np.zeros(n, dtype=bool)
-    if o.marks is not None:
-        error |= o.marks.colour == Colour.RED
-        warning |= o.marks.colour == Colour.YELLOW
-    if o.mode is Mode.MD5:
-        error |= o.verdict.result == Result.DIFFERENT
-    elif o.mode is Mode.SUMMARY:
-        warning |= o.verdict.result == Result.WARNING
-    elif o.tensors is not None:
-        from msprobe_compare.measure.tensor_metrics import Accuracy
-
-        error |= o.tensors.accuracy == Accuracy.NO
+    if marks is not None:
+        error |= marks.colour == Colour.RED
+        warning |= marks.colour == Colour.YELLOW
+    if m.mode is Mode.MD5:
+        error |= verdict.result == Result.DIFFERENT
+    elif m.mode is Mode.SUMMARY:
+        warning |= verdict.result == Result.WARNING
+    elif accuracy is not None:
+        error |= accuracy == Accuracy.NO
     flagged = error | warning
-    excluded = inplace_artifacts(o, flagged) if flagged.any() else np.zeros(n, dtype=bool)
-    layout_only = np.asarray(o.layout.npu_only, dtype=bool) if o.layout is not None else np.zeros(n, dtype=bool)
-    unmatched = (o.match < 0) & ~layout_only
+    excluded = inplace_artifacts(m, flagged) if flagged.any() else np.zeros(n, dtype=bool)
+    layout_only = np.asarray(layout_only, dtype=bool) if layout_only is not None else np.zeros(n, dtype=bool)
+    unmatched = (m.match < 0) & ~layout_only
     error &= ~excluded
-    warning &= ~error & ~excluded & (o.match >= 0)  # e.g. the requires_grad mark of a row without counterpart
+    warning &= ~error & ~excluded & (m.match >= 0)  # e.g. the requires_grad mark of a row without counterpart
     return RowLevels(error, warning, unmatched, excluded, layout_only)
 
 
-def level_counts(o: CompareOutcome) -> LevelCounts:
-    return row_levels(o).counts(o.npu.names)
+def level_counts(levels: RowLevels, npu: RowTable, bench: RowTable) -> LevelCounts:
+    """The row levels counted, with the dump entries (both sides) that yielded no row."""
+    counts = levels.counts(npu.names)
+    no_row = len(empty_entries(npu)) + len(empty_entries(bench))
+    return replace(counts, no_row_entries=no_row) if no_row else counts
 
 
 def gate_hits(levels: frozenset[str], counts: LevelCounts) -> int:

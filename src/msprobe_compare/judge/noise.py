@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, MetricState
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Tolerance:
     floor_units: float = 1.0  # the floor is at least this many unit roundoffs of the lowest precision upstream
     min_floor: float = 5e-5  # and at least this (fp32 runs on different hardware; the former fixed 1e-4 / 2)
     extremes: float = 2.0  # Max/Min are single elements, their noise is not averaged: margins x this for them
+    # tensor mode: an element is beyond rounding when its relative error exceeds this many unit roundoffs of the
+    # coarser dtype (measured in the tensor pass); a suspect whose share of such elements stands `tensor_confirm`
+    # times above the share upstream is an origin (two independent measures agree)
+    excess_units: float = EXCESS_UNITS
+    tensor_confirm: float = 1.6
 
     @classmethod
     def parse(cls, text: str | None) -> Tolerance:
@@ -88,6 +95,15 @@ _PRECISIONS = (
 )
 LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
 
+# a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)
+_FLOAT_DTYPE_NAME = re.compile(r"(?:torch\.|mindspore\.)?(?:b?float(?:16|32|64)?|half|double|bf16|fp(?:16|32))",
+                               re.I)
+
+
+def is_float_dtype_name(text: str) -> bool:
+    """A text that names a floating dtype: a cast to it is part of the precision the two runs differ in."""
+    return _FLOAT_DTYPE_NAME.fullmatch(text.strip().strip("'\"")) is not None
+
 
 @functools.lru_cache(maxsize=4096)
 def precision(dtype: str) -> tuple[float, int]:
@@ -121,6 +137,47 @@ def units(table: RowTable) -> np.ndarray:
     return _per_row(table, 0)
 
 
+def stat_bits(table: RowTable) -> np.ndarray:
+    """Mantissa bits of each row's recorded statistics: its dtype's, or those of the lowest floating precision of
+    the dump where every recorded statistic of a finer row is a value of that format. MindSpore in PyNative
+    computes the dumper's statistics inside the cell, under its `to_float(float16)` cast, so a Float32 tensor of a
+    mixed-precision run has float16 statistics (its Norm 5.65625 for sqrt(32)); a genuine float32 statistic is a
+    float16 value by chance about once in 2^13, all four of a row practically never. Rows whose statistics are
+    all short binary fractions (a tensor of ones: 1, 1, 1, 8) are no evidence and keep their dtype's."""
+    cached = getattr(table, "_stat_bits", None)
+    if cached is not None and len(cached) == len(table.dtype):
+        return cached
+    bits = _per_row(table, 1)
+    floating = bits[bits > 0]
+    low = float(floating.min()) if len(floating) else 0.0
+    out = bits
+    if low and low < bits.max():
+        finer = np.flatnonzero(bits > low)
+        vals = table.stats[finer, :4]
+        kinds = table.stat_kind[finer, :4]
+        with np.errstate(all="ignore"):
+            number = (kinds == StatKind.NUMBER) & np.isfinite(vals)
+            mant, exp = np.frexp(np.where(number, vals, 0.0))
+            scaled = np.ldexp(mant, int(low) + 1)
+            exact = (scaled == np.round(scaled)) & (np.abs(vals) <= _MAX_OF_BITS.get(int(low), np.inf))
+            if int(low) == 10:  # float16: below its normal range only multiples of 2^-24
+                sub = np.abs(vals) < 2.0**-14
+                exact &= ~sub | (np.ldexp(vals, 24) == np.round(np.ldexp(vals, 24)))
+            short = np.ldexp(mant, int(low) // 2 + 1)  # a short binary fraction (1, 8, 0.5: constant tensors)
+            long = number & (short != np.round(short))
+        coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
+        out = bits.copy()
+        out[finer[coarse]] = low
+    try:
+        table._stat_bits = out  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return out
+
+
+_MAX_OF_BITS = {10: 65504.0}  # the largest finite float16 (bfloat16 has float32's range)
+
+
 def ulp(values: np.ndarray, bits: np.ndarray) -> np.ndarray:
     """One ulp of each value in a float format with `bits` mantissa bits (0 bits: exact, ulp 0)."""
     with np.errstate(all="ignore"):
@@ -149,6 +206,8 @@ class RowMeasures:
     nonfinite: np.ndarray  # bool: NaN/Inf on one side only
     nonfinite_any: np.ndarray  # bool: NaN/Inf on either side
     names: tuple[str, ...]
+    beyond: np.ndarray | None = None  # tensor mode: the fraction of elements beyond rounding (NaN: not measured)
+    beyond_tol: np.ndarray | None = None  # and the relative error that counts as beyond
 
 
 STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
@@ -165,8 +224,8 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
     nv, nk = npu.stats, npu.stat_kind
     ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
-    nbits = _per_row(npu, 1)
-    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    nbits = stat_bits(npu)
+    bbits = stat_bits(bench)[cols] if len(bench) else np.zeros(n)
     unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
     size = np.fromiter(map(numel, npu.shape), dtype=np.float64, count=n) if n else np.zeros(0)
     with np.errstate(all="ignore"):
@@ -222,15 +281,13 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     distance, the Cosine and the bench Norm) and its part across b (r*sin of the angle). Rounding noise is mostly
     across; a scaled or shifted result shows along. Rows whose analysis pairing differs from the table's have no
     tensor metrics and fall back to the statistics measures."""
-    from msprobe_compare.measure.tensor_metrics import MetricState
-
     stat = stat_measures(npu, bench, match)
     n = len(npu)
     same = (match >= 0) & (match == table_match)
     cols = np.where(match >= 0, match, 0)
     euc, cos, max_abs = tensors.column("euc_dist"), tensors.column("cosine"), tensors.column("max_abs_err")
     bnorm = np.abs(bench.stats[cols, 3]) if len(bench) else np.zeros(n)
-    bbits = _per_row(bench, 1)[cols] if len(bench) else np.zeros(n)
+    bbits = stat_bits(bench)[cols] if len(bench) else np.zeros(n)
     with np.errstate(all="ignore"):
         e = euc / np.where(bnorm > 0, bnorm, np.nan)
         c = np.clip(cos, -1.0, 1.0)
@@ -238,6 +295,20 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
         radial = np.abs(r - 1.0)
         across = r * np.sqrt(np.maximum(1.0 - c * c, 0.0))
         q_radial = ulp(bnorm, bbits) / np.where(bnorm > 0, bnorm, 1.0) + 1e-12  # the Cosine has 12 digits
+        # the table's Cosine above 0.9999 has 6 decimals (spec §4.8): both parts move with it over half a unit of
+        # its last decimal, the part across by up to sqrt(2 * 5e-7) = 1e-3 near 1. Each part is taken at its
+        # smallest over that interval (no more than the recording supports), the spread is its resolution
+        half = np.where(c > COSINE_SHORT_ROUNDING, 5e-7, 5e-13)
+        lo_radial, lo_across = radial, across
+        q_across = np.zeros(n)
+        for shifted in (np.clip(c - half, -1.0, 1.0), np.clip(c + half, -1.0, 1.0)):
+            r_s = shifted + np.sqrt(np.maximum(shifted * shifted - 1.0 + e * e, 0.0))
+            rad_s, acr_s = np.abs(r_s - 1.0), r_s * np.sqrt(np.maximum(1.0 - shifted * shifted, 0.0))
+            q_radial = np.maximum(q_radial, np.abs(rad_s - radial))
+            q_across = np.maximum(q_across, np.abs(acr_s - across))
+            lo_radial, lo_across = np.fmin(lo_radial, rad_s), np.fmin(lo_across, acr_s)
+        q_radial, q_across = np.nan_to_num(q_radial), np.nan_to_num(q_across)
+        radial, across = lo_radial, lo_across
     have = same & np.isfinite(radial) & np.isfinite(across) & (tensors.states[:, 0] == MetricState.VALUE)
     have |= same & (euc == 0)
     radial = np.where(euc == 0, 0.0, radial)
@@ -251,8 +322,15 @@ def tensor_measures(npu: RowTable, bench: RowTable, match: np.ndarray, tensors, 
     diff[stat.nonfinite] = np.inf
     # one rounding of each element moves a tensor across by up to one unit roundoff of the coarser dtype, and its
     # largest element by as much
-    quant = np.where(have[:, None], np.stack([q_radial, stat.unit, stat.unit], axis=1), stat.quant)
-    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES)
+    quant = np.where(have[:, None], np.stack([q_radial, np.maximum(stat.unit, q_across), stat.unit], axis=1),
+                     stat.quant)  # fmt: skip
+    beyond = getattr(tensors, "beyond", None)
+    if beyond is None or len(beyond) != n:
+        beyond = tol_beyond = None
+    else:
+        beyond = np.where(same, beyond, np.nan)
+        tol_beyond = np.where(same, tensors.beyond_tol, np.nan)
+    return RowMeasures(diff, quant, stat.unit, stat.nonfinite, stat.nonfinite_any, TENSOR_NAMES, beyond, tol_beyond)
 
 
 # -- robust pairing -------------------------------------------------------------------------------------------
@@ -323,8 +401,12 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
     if odd_modules:
         for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
-            stems |= {call_key(k) for k, v in tree.items()
-                      if v in odd_modules and k in nset and k in bset and other.get(k) != v}  # fmt: skip
+            under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
+            stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
+    # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
+    # construct.json then puts a name under another module on each side (compared in C, item by item)
+    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
+    stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
     if not stems:
         return match, 0
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
@@ -368,8 +450,8 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
             suffix = {bench.names[j][blen:]: j for j in brows}
             for i in nrows:
                 out[i] = suffix.get(npu.names[i][nlen:], -1)
-    moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
-    return out, moved
+    n_moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
+    return out, n_moved
 
 
 def _successor(name: str) -> str | None:
@@ -422,11 +504,6 @@ def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[in
     if not found:
         return []
     return [e for e, name in enumerate(entries) if name in found]
-
-
-def _prefix(key: str) -> str:
-    """The leading text every call of a `call_key` starts with."""
-    return key[: key.index("..")] + "." if ".." in key else key
 
 
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)

@@ -36,8 +36,9 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import RowTable, State, StatKind, is_param_grad
-from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.measure.measured import Measured
 
 
 class CallState(Enum):
@@ -70,6 +71,9 @@ class Evidence:
     ratio: float | None = None  # measured difference / floor
     dtypes: tuple[str, str] = ("", "")  # NPU, bench dtype of the deciding row
     args: tuple[str, ...] = ()  # differing arguments: "input.4: 0.01 vs 1e-05"
+    # tensor mode: (share of elements beyond rounding, the share upstream it was compared with, the relative error
+    # that counts as beyond); None when not measured
+    beyond: tuple[float, float, float] | None = None
 
     def text(self) -> str:
         """One line, the same in the advisor file, -da and the HTML report."""
@@ -81,6 +85,9 @@ class Evidence:
                 parts.append(f"{_fmt(self.ratio)}x the floor")
         else:
             parts.append(f"differs above {self.threshold:g}")
+        if self.beyond is not None:
+            share, floor, tol = self.beyond
+            parts.append(f"elements with relative error above {tol:.3g}: {share:.3g} (upstream {floor:.3g})")
         if any(self.dtypes):
             parts.append(f"dtype {self.dtypes[0] or '?'} vs {self.dtypes[1] or '?'}")
         if self.args:
@@ -94,6 +101,17 @@ def _fmt(x: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class RankAttribution:
+    """Under a parallel layout, the rank an origin was seen on (layouts.attribute_origins); render/ says it."""
+
+    rank: str  # e.g. "rank1"
+    alone: bool  # True: the only rank that holds the call; False: the only one of its group that diverges
+    local_name: str | None = None  # alone: the rank's own name of the call, when it differs
+    others: tuple[str, ...] = ()  # not alone: the other ranks of the group
+    seen_at: str | None = None  # not alone: the later reduction where the others first see it
+
+
+@dataclass(frozen=True)
 class Origin:
     entry: str
     kind: OriginKind
@@ -103,19 +121,7 @@ class Origin:
     differing_args: tuple[str, ...] = ()  # configuration: the non-tensor arguments that differ
     nonfinite: bool = False  # a NaN/Inf appears here
 
-    @property
-    def description(self) -> str:
-        if self.kind is OriginKind.BOUNDARY:
-            before = f"after {self.after}'s output, " if self.after else ""
-            what = " (a NaN/Inf appears)" if self.nonfinite else ""
-            return f"{before}before {self.entry}'s input{what}"
-        if self.kind is OriginKind.CONFIGURATION:
-            return f"{self.entry}: non-tensor arguments differ ({', '.join(self.differing_args)})"
-        if self.nonfinite:
-            return f"{self.entry}: NaN/Inf appears in its outputs, its inputs are finite"
-        if not self.evidence.inputs:
-            return f"{self.entry}: inputs agree, outputs differ"
-        return f"{self.entry}: outputs differ beyond the noise its inputs carry"
+    on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
 
 @dataclass(frozen=True)
@@ -159,16 +165,7 @@ class RootCause:
         return len(self.states) - self.states.count(CallState.UNKNOWN)
 
 
-def phase_of(entry: str) -> str:
-    if "backward" not in entry:  # the common case, decided by one or two substring searches
-        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
-    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
-        return "parameters_grad"
-    tail = entry.rsplit(".", 2)
-    return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
-
-
-def inplace_artifacts(o: CompareOutcome, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
+def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
     """Rows of `differs` that are input rows of in-place APIs (`add_`, ...) recorded after the write on one side.
 
     The dumper can hash or measure an in-place call's input after the call has overwritten it; that
@@ -227,7 +224,7 @@ def _is_scalar(dtype: str) -> bool:
     return dtype.startswith("<class")
 
 
-def _config_rows(o: CompareOutcome, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
+def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarray:
     """Non-tensor argument rows whose values differ (a `dim`, a `p`, an `eps`)."""
     npu, bench = o.npu, o.bench
     out = np.zeros(len(npu), dtype=bool)
@@ -241,7 +238,10 @@ def _config_rows(o: CompareOutcome, scalar: np.ndarray, match: np.ndarray) -> np
     raw = (kn == StatKind.RAW) | (kb == StatKind.RAW)
     differs = np.where(both_numeric, npu.stats[rows, 0] != bench.stats[cols, 0], kn != kb)
     for k in np.flatnonzero(raw).tolist():  # text, bool, ...: as Python compares the shown values
-        differs[k] = npu.stat_display(int(rows[k]), 0) != bench.stat_display(int(cols[k]), 0)
+        a, b = npu.stat_display(int(rows[k]), 0), bench.stat_display(int(cols[k]), 0)
+        # the target of a cast, float16 on one side and float32 on the other, is the precision the runs differ
+        # in (measured by the noise model), not a configuration difference
+        differs[k] = a != b and not (noise.is_float_dtype_name(str(a)) and noise.is_float_dtype_name(str(b)))
     out[rows] = differs
     return out
 
@@ -284,7 +284,7 @@ class _PerEntry:
 _DTYPE_OF_UNIT = {2.0**-8: "bfloat16", 2.0**-11: "float16", 2.0**-24: "float32", 2.0**-53: "float64"}
 
 
-def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
+def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
     npu, bench = o.npu, o.bench
     n = len(npu)
     hit = match >= 0
@@ -296,7 +296,7 @@ def _md5_measures(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray) 
     return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, zeros, zeros, ("md5 differs",))
 
 
-def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
+def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
             tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
     """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
@@ -343,7 +343,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
     has_out = red.any(tout & measured)
 
-    phases = [phase_of(name) for name in entries]
+    phases = npu.phases
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
     grads = np.fromiter((p == "parameters_grad" for p in phases), dtype=bool, count=n_entries)
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
@@ -388,6 +388,11 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+    beyond = None
+    if m.beyond is not None and n_entries:
+        upstream = np.empty(n_entries)
+        upstream[order] = tol.excess_units * unit_o
+        beyond = _beyond_floor(m, red, tin & ~artifact, tout, order, npu.shape, upstream)
 
     first_origin_floor = math.inf
     states: list[CallState] = [CallState.UNKNOWN] * n_entries
@@ -401,7 +406,7 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
     l_rin, l_rout, l_indiff, l_outdiff, l_hasout = (a.tolist() for a in (r_in, r_out, in_diff, out_diff, has_out))
     worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1).tolist()
     ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
-                   c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight)  # fmt: skip
+                   c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
     # margin): their state follows from the flags of the walk alone, on a short path
@@ -461,8 +466,14 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
             origin = ctx.origin(e, OriginKind.COMPUTATION, None)
             state = CallState.ORIGIN
         elif l_rin[e] > suspect_margin or l_rout[e] > suspect_margin:
-            suspect = ctx.suspect(e, boundary=l_rin[e] > suspect_margin and l_rin[e] >= l_rout[e])
-            state = CallState.SUSPECT
+            boundary = l_rin[e] > suspect_margin and l_rin[e] >= l_rout[e]
+            if ctx.confirmed(e, boundary):  # tensor mode: the share of elements beyond rounding agrees
+                origin = ctx.origin(e, OriginKind.BOUNDARY if boundary else OriginKind.COMPUTATION,
+                                    last_ok if boundary else None)  # fmt: skip
+                state = CallState.ORIGIN
+            else:
+                suspect = ctx.suspect(e, boundary=boundary)
+                state = CallState.SUSPECT
         elif differs_e:
             state = CallState.NOISE
         else:
@@ -482,7 +493,10 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
             suspects.append(suspect)
 
     origins = _innermost(candidates, parents or {})
-    worst = lambda a: np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))  # noqa: E731
+
+    def worst(a: np.ndarray) -> np.ndarray:
+        return np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))
+
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
     hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False
@@ -495,7 +509,45 @@ def analyse(o: CompareOutcome, parents: dict[str, str | None] | None = None,
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
 
-def _dtype_step(o: CompareOutcome, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
+@dataclass(frozen=True)
+class _Beyond:
+    """Per call, the share of elements beyond rounding (tensor mode) of its inputs and outputs, the floor each is
+    compared with (the largest share upstream, for outputs also its own inputs', at least one element), and the
+    relative error that counted as beyond."""
+
+    inputs: np.ndarray
+    outputs: np.ndarray
+    floor_in: np.ndarray
+    floor_out: np.ndarray
+    tol: np.ndarray
+    upstream: np.ndarray  # bool: some share was measured upstream (the first low-precision op has only its own)
+
+
+def _beyond_floor(m: noise.RowMeasures, red: _PerEntry, tin: np.ndarray, tout: np.ndarray, order: np.ndarray,
+                  shapes: list[str], upstream: np.ndarray) -> _Beyond:  # fmt: skip
+    """`upstream`: per call, the tolerance the lowest precision upstream asks for (excess_units x its unit
+    roundoff); a row measured at a finer one (an fp32 op downstream of bf16 ones) counts the upstream rounding
+    as beyond, and is left out."""
+    share = m.beyond
+    assert share is not None and m.beyond_tol is not None
+    with np.errstate(invalid="ignore"):
+        measured = ~np.isnan(share) & (m.beyond_tol >= upstream[red.ei] * (1 - 1e-9))
+    ex_in = np.maximum(red.max(tin & measured, share), 0.0)  # 0: none measured
+    ex_out = np.maximum(red.max(tout & measured, share), 0.0)
+    seen = np.maximum(ex_in, ex_out)[order]
+    prior_o = np.r_[0.0, np.maximum.accumulate(seen)[:-1]]
+    prior = np.empty_like(prior_o)
+    prior[order] = prior_o
+    # one element of the call's largest share unit (its smallest measured tensor): a share cannot be finer
+    size = np.fromiter(map(noise.numel, shapes), dtype=np.float64, count=len(share)) if len(share) else share
+    one = red.max((tin | tout) & measured, 1.0 / np.maximum(size, 1.0), 0.0)
+    floor_in = np.maximum(prior, one)
+    floor_out = np.maximum(floor_in, ex_in)
+    tol = red.max((tin | tout) & measured, m.beyond_tol, 0.0)
+    return _Beyond(ex_in, ex_out, floor_in, floor_out, tol, prior > 0)
+
+
+def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
     """md5: calls with an output whose dtype differs between the sides (its md5 must differ)."""
     npu, bench = o.npu, o.bench
     hit = match >= 0
@@ -509,12 +561,12 @@ class _Context:
     """Builds the evidence of an origin or suspect (only for those few calls)."""
 
     def __init__(self, o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
-                 c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight) -> None:  # fmt: skip
+                 c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight, beyond=None) -> None:  # fmt: skip
         self.o, self.match, self.diff, self.m, self.entries, self.phases = o, match, diff, m, entries, phases
         self.in_d, self.out_d, self.floor_in, self.floor_out = in_d, out_d, floor_in, floor_out
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
         self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
-        self.tol, self.weight = tol, weight
+        self.tol, self.weight, self.beyond = tol, weight, beyond
         ei = o.npu.entry_index
         self.starts = np.searchsorted(ei, np.arange(len(entries) + 1)) if red.in_order else None
 
@@ -561,7 +613,23 @@ class _Context:
         value = float((self.out_d if outputs else self.in_d)[e, c])
         ins, outs = self.in_d[e, c], self.out_d[e, c]
         return Evidence(self.m.names[c], _num(ins), _num(outs), float(self.margin * self.weight[c] * floor), row, floor,
-                        self._source(e, c, outputs), _num(value / floor) if floor > 0 else None, dtypes)  # fmt: skip
+                        self._source(e, c, outputs), _num(value / floor) if floor > 0 else None, dtypes,
+                        beyond=self._beyond(e, outputs))  # fmt: skip
+
+    def _beyond(self, e: int, outputs: bool) -> tuple[float, float, float] | None:
+        b = self.beyond
+        if b is None or not b.tol[e] > 0:
+            return None
+        share = (b.outputs if outputs else b.inputs)[e]
+        return float(share), float((b.floor_out if outputs else b.floor_in)[e]), float(b.tol[e])
+
+    def confirmed(self, e: int, boundary: bool) -> bool:
+        """A suspect whose share of elements beyond rounding (inputs for a boundary, else outputs) stands above
+        `tensor_confirm` times the share upstream: two independent measures agree, it is an origin."""
+        found = self._beyond(e, outputs=not boundary)
+        if found is None or not self.beyond.upstream[e]:  # nothing to compare with: the resolution is no floor
+            return False
+        return found[0] > self.tol.tensor_confirm * found[1]
 
     def origin(self, e: int, kind: OriginKind, after: str | None, nonfinite: bool = False) -> Origin:
         ev = self.evidence(e, outputs=kind is OriginKind.COMPUTATION)
@@ -573,10 +641,10 @@ class _Context:
             shown = tuple(f"{npu.names[i][len(self.entries[e]) + 1:]}: {npu.stat_display(i, 0)} vs "
                           f"{bench.stat_display(int(self.match[i]), 0)}" for i in rows)  # fmt: skip
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, npu.names[rows[0]] if rows else ev.first_row,
-                          ev.floor, ev.floor_source, None, ev.dtypes, shown)  # fmt: skip
+                          ev.floor, ev.floor_source, None, ev.dtypes, shown, ev.beyond)  # fmt: skip
         if nonfinite:
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, self._nonfinite_row(e) or ev.first_row,
-                          ev.floor, ev.floor_source, None, ev.dtypes)  # fmt: skip
+                          ev.floor, ev.floor_source, None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
         return Origin(self.entries[e], kind, self.phases[e], after, ev, args if kind is OriginKind.CONFIGURATION
                       else (), nonfinite)  # fmt: skip
 

@@ -171,18 +171,6 @@ def read_json(path: Path) -> Any:
         raise InputError(f"is not valid JSON ({exc})", path) from None
 
 
-def read_dump_json(path: Path) -> DumpFile:
-    """Read a whole dump.json into memory and check `task` and `data` (spec §2.2).
-
-    The pipeline reads dumps with `stream.open_dump` instead; this stays for tools and tests."""
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise InputError("is not a JSON object; expected a dump.json written by msprobe", path)
-    data = doc.get("data")
-    task, level, framework = check_dump_header(path, doc, type(data) if "data" in doc else None)
-    return DumpFile(path=path, task=task, level=level, framework=framework, data=data)
-
-
 def check_dump_header(path: Path, doc: dict[str, Any], data_type: type | None) -> tuple[str, str | None, str | None]:
     """Check the top-level keys of a dump.json (`data_type`: type of "data", None if missing) -> task, level,
     framework."""
@@ -202,7 +190,11 @@ def check_dump_header(path: Path, doc: dict[str, Any], data_type: type | None) -
 
 def read_stack_json(path: Path) -> dict[str, list[str]]:
     """stack.json in either format (spec §2.6) -> {entry name: stack lines}."""
-    doc = read_json(path)
+    return stacks_of(read_json(path), path)
+
+
+def stacks_of(doc: Any, path: Path) -> dict[str, list[str]]:
+    """The parsed stack.json `doc` (read from `path`) -> {entry name: stack lines}."""
     if not isinstance(doc, dict):
         raise InputError("is not a JSON object; the format of the stack.json is incorrect", path)
     stacks: dict[str, list[str]] = {}
@@ -275,3 +267,28 @@ def check_input_file(path: Path, what: str) -> None:
     kind = _kind(mode)
     if kind is not None:
         raise InputError(f"{what} is not a regular file (a {kind})", path)
+
+
+@dataclass(frozen=True)
+class LayerFiles:
+    """stack.json and construct.json beside one dump.json, as -lm reads them (each file once per side)."""
+
+    dump_dir: Path
+    stack: dict[str, Any] | None  # the stack.json object as written (either format); None: neither file exists
+    construct: dict[str, str | None] | None  # read_construct_json's tree; None: neither file exists
+
+
+def read_layer_files(dump_dir: Path) -> LayerFiles:
+    """Both files, or neither (-lm then derives no mapping); one without the other is an error."""
+    stack_path, construct_path = dump_dir / "stack.json", dump_dir / "construct.json"
+    have_stack, have_construct = stack_path.is_file(), construct_path.is_file()
+    if not have_stack and not have_construct:
+        return LayerFiles(dump_dir, None, None)
+    if not have_stack or not have_construct:
+        missing = stack_path if not have_stack else construct_path
+        raise InputError(f"layer mapping needs both stack.json and construct.json beside dump.json; "
+                         f"{missing.name} is missing", dump_dir)  # fmt: skip
+    raw_stack = read_json(stack_path)
+    if not isinstance(raw_stack, dict):
+        raise InputError("is not a JSON object; the format of the stack.json is incorrect", stack_path)
+    return LayerFiles(dump_dir, raw_stack, read_construct_json(construct_path))

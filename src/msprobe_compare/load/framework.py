@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from msprobe_compare.load.stream import DumpHeader
+from msprobe_compare.load.layout import first_dump, resolve_input
+from msprobe_compare.load.stream import DumpHeader, open_dump
 
 FRAMEWORK_ALIASES = {"pytorch": "pytorch", "mindspore": "mindspore", "mindtorch": "mindspore"}
 _TYPE = re.compile(rb'"type":\s*"(mindspore|torch)')
@@ -49,11 +50,8 @@ def framework_from_types(path: Path) -> str | None:
 def framework_of(path: Path) -> str | None:
     """The framework of the NPU dump at `path`: a dump.json, a rank folder, or a step folder / mix dump root (its
     first rank); None when it cannot be told."""
-    from msprobe_compare.load.layout import first_dump, resolve_input  # layout does not need this module
-    from msprobe_compare.load.stream import open_dump
-
-    dump = resolve_input(path)
-    if dump.is_dir():
+    dump: Path | None = resolve_input(path)
+    if dump is not None and dump.is_dir():
         dump = first_dump(dump)
     if dump is None or not dump.is_file() or dump.is_symlink():
         return None

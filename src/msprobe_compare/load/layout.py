@@ -90,8 +90,8 @@ def find_ranks(step_dir: Path) -> dict[int | str | None, RankDir]:
         if (not m and not PROC_NAME.match(child.name)) or not child.is_dir():
             if KERNEL_RANK.match(child.name) and child.is_dir():
                 raise InputError(f"contains '{child.name}': a MindSpore graph-mode kernel dump "
-                                 "(rank_<N>/<net>/<graph>/<iteration>/), whose compare (spec §7.5) msprobe-compare "
-                                 "does not implement", step_dir)  # fmt: skip
+                                 "(rank_<N>/<net>/<graph>/<iteration>/); compare it with \"rank_id\": [] (and "
+                                 "\"step_id\": []) in compare.json and -f mindspore (spec §7.5)", step_dir)  # fmt: skip
             raise InputError(
                 f"contains '{child.name}'; a step folder must hold only rank folders (rank, rank0, rank1, ..., "
                 "or proc<PID>)",

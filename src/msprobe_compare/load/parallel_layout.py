@@ -46,10 +46,6 @@ class ParallelLayout:
     def world(self) -> int:
         return self.tp * self.pp * self.dp
 
-    @property
-    def sharded(self) -> bool:
-        return self.world > 1
-
     def text(self) -> str:
         order = "" if self.order == DEFAULT_ORDER else f",order={'-'.join(self.order)}"
         return f"tp={self.tp},pp={self.pp},dp={self.dp}{order}"
@@ -99,7 +95,7 @@ def parse_layout(value: Any, what: str = "layout") -> ParallelLayout:
         raise OptionError(f"{what} must be a text such as 'tp=2,pp=2' or an object such as {{\"tp\": 2}}, got "
                           f"{type(value).__name__}")  # fmt: skip
     sizes = {"tp": 1, "pp": 1, "dp": 1}
-    order = DEFAULT_ORDER
+    order: tuple[str, ...] = DEFAULT_ORDER
     for key, raw in items:
         key = str(key).lower()
         if key == "order":

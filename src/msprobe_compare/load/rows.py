@@ -6,6 +6,7 @@ work on the columns: numeric statistics stay numeric, with a small kind code per
 
 from __future__ import annotations
 
+import functools
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -82,6 +83,16 @@ class RowTable:
     def __len__(self) -> int:
         return len(self.names)
 
+    @functools.cached_property
+    def entry_bounds(self) -> np.ndarray:
+        """Rows of entry e are [bounds[e], bounds[e + 1]) (rows are in entry order); computed once per table."""
+        return np.searchsorted(self.entry_index, np.arange(len(self.entries) + 1))
+
+    @functools.cached_property
+    def phases(self) -> list[str]:
+        """The call direction of each entry (`phase_of`), parsed once per table."""
+        return [phase_of(e) for e in self.entries]
+
     def dtype_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """`predicate(dtype)` per row, evaluated once per distinct dtype text."""
         decided = {d: bool(predicate(d)) for d in set(self.dtype)}
@@ -101,7 +112,7 @@ class RowTable:
         return self.raw[(row, col)]
 
 
-class _Cells(tuple):  # type: ignore[type-arg]
+class _Cells(tuple):
     """The four statistic cells of a row whose raw values differ (`_ABSENT` where not raw)."""
 
 
@@ -440,6 +451,15 @@ def is_param_grad(op: str) -> bool:
     return last == "parameters_grad"
 
 
+def phase_of(entry: str) -> str:
+    """The call direction of an entry name: "forward", "backward" or "parameters_grad"."""
+    if "backward" not in entry:  # the common case, decided by one or two substring searches
+        return "parameters_grad" if "parameters_grad" in entry and is_param_grad(entry) else "forward"
+    if is_param_grad(entry):  # `...parameters_grad` or 26.x `...parameters_grad.<n>`
+        return "parameters_grad"
+    tail = entry.rsplit(".", 2)
+    return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
+
 def _column(values: array, dtype: type) -> np.ndarray:
     """A typed array as a numpy column, without a copy (it owns the buffer from now on)."""
     if not values:
@@ -498,10 +518,6 @@ def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     for v in dict.fromkeys(values):
         index[v] = len(index)
     return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values)), list(index)
-
-
-def entry_names(table: RowTable) -> Iterable[str]:
-    return (table.entries[i] for i in table.entry_index)
 
 
 def empty_entries(table: RowTable) -> list[str]:

@@ -50,12 +50,12 @@ def flatten_sides(
             payload: Any = ("ok", pack(flatten(bench_path, bench_entries)))
         except CompareError as exc:
             payload = ("error", type(exc), exc.problem, exc.path)
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which re-raises
+        except BaseException as exc:  # reported to the parent, which re-raises
             payload = ("crash", f"{type(exc).__name__}: {exc}")
         try:
             with os.fdopen(write_fd, "wb") as out:
                 pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             status = 1
         os._exit(status)
     os.close(write_fd)

@@ -22,20 +22,22 @@ Without the native module, two Python paths:
   for any valid JSON, which also words every error. A document whose top level is not an object is parsed whole
   (it is an error report anyway).
 
-Results equal `read_dump_json` + `data.items()`, with one exception: a name repeated inside "data" (which a JSON
+Results equal a whole-document parse's `data.items()`, with one exception: a name repeated inside "data" (which a JSON
 object parse silently merges) is refused with an InputError.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from collections.abc import Generator, Iterable, Iterator
 from types import ModuleType
-from typing import Any, BinaryIO, Generator, Iterator
+from typing import Any, TypeAlias
 
 
 import orjson
@@ -56,7 +58,7 @@ BOM = b"\xef\xbb\xbf"
 JSON_WS = b" \t\r\n"
 
 Entry = tuple[str, Any]
-Batch = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
+Batch: TypeAlias = "dict[str, Any] | list[Entry]"  # consecutive entries: a dict parsed in one go, or (name, body) pairs
 BATCH = 1 << 20  # bytes of entries parsed by one orjson call on the fast path
 # top-level keys that decide how the dump is read: one of them given twice is refused (a JSON parse keeps the last)
 STRUCTURAL = ("task", "level", "framework", "dump_data_dir", "data")
@@ -87,7 +89,7 @@ class _Layout:
 
 
 def open_dump(path: Path) -> tuple[DumpHeader, Iterator[Entry]]:
-    """Read the header of a dump.json (checked as `read_dump_json` does) and return it with a lazy iterator over
+    """Read the header of a dump.json (`task` and `data` checked by dumpjson.check_dump_header) and return it with a lazy iterator over
     the `(name, body)` entries of "data" in file order. The file is opened again when iteration starts."""
     size, head = _read_head(path)
     layout = _fast_layout(path, size, head)
@@ -133,7 +135,7 @@ class Entries:
     def _start(self) -> Iterator[Entry]:
         path, layout = self._path, self._layout
         if layout.values:
-            batches: Iterator[Batch] = iter([layout.values])
+            batches: Iterator[Batch | _Walked] = iter([layout.values])
         elif layout.empty:
             batches = iter(())
         elif self._walker is not None:
@@ -441,7 +443,7 @@ class _Scanner:
     dropped when the next block is read.
     """
 
-    def __init__(self, path: Path, f: BinaryIO, offset: int) -> None:
+    def __init__(self, path: Path, f: io.BufferedReader, offset: int) -> None:
         self.path = path
         self.f = f
         f.seek(offset)
@@ -726,12 +728,12 @@ def _unexpected_layout(path: Path) -> InputError:
     )
 
 
-def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Batch]:
+def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable[Entry]]:
     """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
     before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
     for batch in batches:
-        if type(batch) is _Walked:
+        if isinstance(batch, _Walked):
             names = batch.names
             if seen.isdisjoint(names) and len(set(names)) == len(names):
                 seen.update(names)

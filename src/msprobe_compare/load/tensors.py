@@ -21,7 +21,8 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from typing import Any, BinaryIO, Callable, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 
@@ -159,7 +160,7 @@ def load_tensor(tensor_dir: Path, data_name: str) -> TensorData:
     raise TensorFileError("unsupported", data_name, f"unknown tensor file type {suffix or '(no suffix)'!r}")
 
 
-def _open_regular(path: Path, name: str) -> BinaryIO:
+def _open_regular(path: Path | str, name: str) -> BinaryIO:
     """Open `path` for reading without following a final symlink; it must be a regular file."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
     try:

@@ -3,7 +3,8 @@
 `np.dot` runs BLAS `ddot`, about 2 to 4 times faster than `np.einsum("i,i->")`. OpenBLAS splits a long `ddot`
 over its threads, and the sum then depends on the thread count (measured: the last bits differ between 1 and 2
 threads). Inside worker pools these threads also oversubscribe the CPU. So the fast path is used only while
-numpy's BLAS is pinned to one thread (threadpoolctl); otherwise `dot` falls back to the single-threaded einsum.
+numpy's BLAS is pinned to one thread (threadpoolctl); otherwise the kernel falls back to the single-threaded
+einsum (`tensor_metrics._blas_dot` / `_einsum_dot`).
 
 `single_threaded_blas()` pins for its duration. It is re-entrant and counts its users across threads: the pin is
 set by the first one and undone by the last one, so concurrent `compare_tensors` calls never see it change.
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dot", "fast_dot", "single_threaded_blas"]
+__all__ = ["single_threaded_blas"]
 
 _lock = threading.Lock()
 _depth = 0  # callers inside single_threaded_blas(), all threads together
@@ -77,7 +78,7 @@ def _pin() -> tuple[bool, Any]:
 
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[bool]:
-    """Pin numpy's BLAS to one thread while inside; yields whether `dot` uses BLAS (else einsum)."""
+    """Pin numpy's BLAS to one thread while inside; yields whether it is pinned (dot products may use BLAS)."""
     global _depth, _limiter, _pinned
     with _lock:
         if _depth == 0:
@@ -94,14 +95,3 @@ def single_threaded_blas() -> Iterator[bool]:
                 if limiter is not None:
                     limiter.restore_original_limits()
 
-
-def fast_dot() -> bool:
-    """Whether `dot` uses BLAS now (inside `single_threaded_blas` with a controllable BLAS)."""
-    return _pinned
-
-
-def dot(a: np.ndarray, b: np.ndarray) -> float:
-    """Float64 dot product of two 1-D float64 arrays: BLAS on one thread when pinned, else einsum."""
-    if _pinned:
-        return float(np.dot(a, b))
-    return float(np.einsum("i,i->", a, b))

@@ -1,5 +1,5 @@
 """Real-data metrics of one NPU/bench tensor pair (spec §4.8): Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the
-one/five-thousandths error ratios, plus the Err_message codes and the `Accuracy Reached or Not` verdict.
+one/five-thousandths error ratios, plus the Err_message codes (the `Accuracy Reached or Not` verdict is judge/accuracy.py's).
 
 Each pair is read once, in C-order chunks of `chunk_elems` elements, with float64 accumulators, so peak memory is a
 few chunk-sized buffers whatever the tensor size. Input arrays (possibly read-only memmaps) are never written.
@@ -19,6 +19,11 @@ It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, 
 identical; the sums behind Cosine and EucDist are added in another order than numpy/BLAS (fixed, so still
 deterministic whatever the threads, -j or pool), so they may differ from the numpy path in the last bits, as they
 already do between BLAS and einsum (measure/blas.py). Other dtypes always take the numpy path.
+
+Beside the reference's metrics, the same pass counts the elements whose relative error exceeds `excess_units` unit
+roundoffs of the coarser of the two dtypes (`TensorMetrics.beyond`, a fraction; not a table column): the root
+cause's error ratio at a dtype-aware tolerance (docs/rootcause.md), where the one-thousandth ratio uses a fixed
+1e-3 whatever the precision.
 """
 
 from __future__ import annotations
@@ -29,8 +34,7 @@ import math
 import mmap
 import sys
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -41,28 +45,51 @@ from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 
 __all__ = [
-    "Accuracy",
-    "MSG_TEXT",
     "Metric",
     "MetricState",
-    "STATE_TEXT",
+    "TensorMetric",
     "TensorMetrics",
     "TensorMsg",
-    "accuracy_reached",
     "compare_tensors",
-    "messages_text",
 ]
 
 FLOAT_EPSILON = float(np.finfo(np.float64).eps)  # added where the bench is 0; also the Cosine zero-norm bound
-ONE_THOUSANDTH = 0.001
-FIVE_THOUSANDTHS = 0.005
 COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
+# The elements beyond rounding: relative error above this many unit roundoffs of the coarser dtype. Two: one
+# rounding on each side moves an element by at most one unit roundoff each (docs/rootcause.md has the measurement).
+EXCESS_UNITS = 2.0
+UNIT_ROUNDOFF = {BF16: 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
 DEFAULT_CHUNK_ELEMS = 1 << 17  # 128 Ki elements: float64 buffers stay cache-sized (measured faster than 1 Mi)
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _U16 = np.dtype(np.uint16)
 _READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
+
+
+class TensorMetric(enum.Enum):
+    """The real-data metrics, in column order: the `TensorMetrics` field of each and, for an error ratio, the
+    relative-error threshold it counts against (the data render/ and judge/ read; never a display name)."""
+
+    COSINE = ("cosine", None)
+    EUC_DIST = ("euc_dist", None)
+    MAX_ABS_ERR = ("max_abs_err", None)
+    MAX_REL_ERR = ("max_rel_err", None)
+    ONE_THOUSANDTH = ("one_thousandth", 0.001)
+    FIVE_THOUSANDTHS = ("five_thousandths", 0.005)
+
+    def __init__(self, field: str, threshold: float | None) -> None:
+        self.field = field
+        self.threshold = threshold
+
+    @property
+    def column(self) -> int:
+        """Its column in `TensorColumns.values` / `.states`."""
+        return _METRIC_ORDER[self]
+
+
+_METRIC_ORDER = {m: k for k, m in enumerate(TensorMetric)}
+METRIC_FIELDS = tuple(m.field for m in TensorMetric)
 
 
 class MetricState(enum.IntEnum):
@@ -73,14 +100,6 @@ class MetricState(enum.IntEnum):
     UNSUPPORTED = 2  # "unsupported"
     SHAPE_UNMATCHED = 3  # "shape unmatched"
     NOT_AVAILABLE = 4  # "N/A"
-
-
-STATE_TEXT: dict[MetricState, str] = {
-    MetricState.NAN: "Nan",
-    MetricState.UNSUPPORTED: "unsupported",
-    MetricState.SHAPE_UNMATCHED: "shape unmatched",
-    MetricState.NOT_AVAILABLE: "N/A",
-}
 
 
 class TensorMsg(enum.IntEnum):
@@ -102,44 +121,6 @@ class TensorMsg(enum.IntEnum):
     COSINE_NAN = 14
     MAX_ABS_NAN = 15
     MAX_REL_NAN = 16
-
-
-MSG_TEXT: dict[TensorMsg, str] = {
-    TensorMsg.NPU_NO_DATA_FILE: "NPU does not have data file.",
-    TensorMsg.BENCH_NO_DATA_FILE: "Bench does not have data file.",
-    TensorMsg.BENCH_UNMATCHED: "Bench api/module unmatched.",
-    TensorMsg.READ_FAILED: "Dump file: {} not found or read failed.",
-    TensorMsg.EMPTY: "This is empty data, can not compare.",
-    TensorMsg.ZERO_DIM: (
-        "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
-        "'Five Thousandths Err Ratio'. "
-    ),
-    TensorMsg.SHAPE_MISMATCH: "Shape of NPU and bench tensor do not match. Skipped.",
-    TensorMsg.NAN_INF_MISMATCH: "The position of inf or nan in NPU and bench Tensor do not match.",
-    TensorMsg.UNREADABLE: "Data is unreadable.",
-    TensorMsg.DTYPE_MISMATCH: "Dtype of NPU and bench tensor do not match.",
-    TensorMsg.ONE_ELEMENT: "This is a 1-d tensor of length 1.",
-    TensorMsg.COSINE_NPU_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.",
-    TensorMsg.COSINE_BENCH_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.",
-    TensorMsg.COSINE_NAN: "Cannot compare by Cosine Similarity, the dump data has NaN.",
-    TensorMsg.MAX_ABS_NAN: "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
-    TensorMsg.MAX_REL_NAN: "Cannot compare by MaxRelativeError, the data contains nan/inf/-inf in dump data.",
-}
-
-
-def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
-    """The Err_message text of `messages`: the reference sentences concatenated without separators."""
-    return "".join(MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else MSG_TEXT[m]
-                   for m in messages)
-
-
-class Accuracy(enum.IntEnum):
-    """`Accuracy Reached or Not`: Yes / No / Unmatched / None."""
-
-    YES = 0
-    NO = 1
-    UNMATCHED = 2
-    NONE = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,6 +159,10 @@ class TensorMetrics:
     one_thousandth: Metric
     five_thousandths: Metric
     messages: tuple[TensorMsg, ...] = ()
+    # fraction of the elements whose relative error exceeds `beyond_tol` (NaN: not measured); for the root cause,
+    # not a table column, so left out of equality (the reference's six metrics decide that)
+    beyond: float = field(default=math.nan, compare=False)
+    beyond_tol: float = field(default=math.nan, compare=False)
 
     @classmethod
     def uniform(cls, state: MetricState, *messages: TensorMsg) -> TensorMetrics:
@@ -186,33 +171,26 @@ class TensorMetrics:
         return cls(m, m, m, m, m, m, tuple(sorted(set(messages))))
 
 
-def accuracy_reached(m: TensorMetrics) -> Accuracy:
-    """`Accuracy Reached or Not` from Cosine C and MaxAbsErr A (spec §4.8; D6: a `Nan` Cosine gives No)."""
-    c, a = m.cosine, m.max_abs_err
-    if c.state is MetricState.SHAPE_UNMATCHED:
-        return Accuracy.UNMATCHED
-    if MetricState.NOT_AVAILABLE in (c.state, a.state):
-        return Accuracy.NO
-    if c.state in (MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED) or a.state in (
-        MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED
-    ):
-        return Accuracy.NONE
-    if MetricState.NAN in (c.state, a.state):  # D6 (the reference lets NaN compare as "not below threshold")
-        return Accuracy.NO
-    if c.value < 0.99 and a.value > 0.001:
-        return Accuracy.NO
-    if c.value < 0.9 or a.value > 1:
-        return Accuracy.NO
-    return Accuracy.YES
-
-
-def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> TensorMetrics:
+def compare_tensors(npu: TensorData, bench: TensorData, chunk_elems: int = DEFAULT_CHUNK_ELEMS,
+                    excess_units: float | None = None) -> TensorMetrics:  # fmt: skip
     """The real-data metrics of one pair, after the reference's pre-checks (empty, 0-d, shape, unreadable,
-    NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements."""
-    return _compare(npu, bench, chunk_elems, _native_kernel())
+    NaN/inf positions, dtype), reading each tensor once in chunks of `chunk_elems` elements. With `excess_units`,
+    also the fraction of elements beyond that many unit roundoffs of the coarser dtype (`beyond`)."""
+    return _compare(npu, bench, chunk_elems, _native_kernel(), excess_units)
 
 
-def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: ModuleType | None) -> TensorMetrics:
+def beyond_tolerance(npu: TensorData, bench: TensorData, excess_units: float | None) -> float | None:
+    """`excess_units` unit roundoffs of the coarser of two floating dtypes; None for other dtypes or no units."""
+    if excess_units is None:
+        return None
+    units = [UNIT_ROUNDOFF.get(t.dtype_name) for t in (npu, bench)]
+    if units[0] is None or units[1] is None:
+        return None
+    return excess_units * max(units[0], units[1])
+
+
+def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: ModuleType | None,
+             excess_units: float | None = None) -> TensorMetrics:  # fmt: skip
     """compare_tensors with the compiled kernel `kernel`, or the numpy path only when None."""
     if chunk_elems < 1:
         raise ValueError("chunk_elems must be positive")
@@ -231,7 +209,7 @@ def _compare(npu: TensorData, bench: TensorData, chunk_elems: int, kernel: Modul
     if not readable:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.UNREADABLE)
 
-    totals = _accumulate(npu, bench, n_arr, b_arr, chunk_elems, kernel)
+    totals = _accumulate(npu, bench, n_arr, b_arr, chunk_elems, kernel, beyond_tolerance(npu, bench, excess_units))
     if totals is None:
         return TensorMetrics.uniform(MetricState.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
     return totals.finish(dtype_mismatch=npu.compute_dtype != bench.compute_dtype)
@@ -249,17 +227,19 @@ def _native_kernel() -> ModuleType | None:
 
 
 def _accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: np.ndarray, chunk_elems: int,
-                kernel: ModuleType | None) -> _Totals | None:
+                kernel: ModuleType | None, tolerance: float | None = None) -> _Totals | None:  # fmt: skip
     """The sums, maxima and counts of a pair of equal shapes (not 0-d, not empty, readable), by `kernel` when it
-    reads both sides, else by numpy; None when the NaN/inf positions of the two sides differ."""
+    reads both sides, else by numpy; None when the NaN/inf positions of the two sides differ. `tolerance`: count
+    the relative errors above it too."""
     chunk = min(chunk_elems, n_arr.size)
     n_bf16, b_bf16 = _native_side(npu, n_arr), _native_side(bench, b_arr)
     if kernel is not None and n_bf16 is not None and b_bf16 is not None:
         return _accumulate_native(kernel, _Side(npu, n_arr, chunk, "", widen=False), n_bf16,
-                                  _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems)
+                                  _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems,
+                                  tolerance)  # fmt: skip
     n_side, b_side = _Side(npu, n_arr, chunk, "npu bits"), _Side(bench, b_arr, chunk, "bench bits")
     with single_threaded_blas() as blas, np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        acc = _Accumulator(n_arr.size, chunk, _re_dtype(npu.compute_dtype, bench.compute_dtype), blas)
+        acc = _Accumulator(n_arr.size, chunk, _re_dtype(npu.compute_dtype, bench.compute_dtype), blas, tolerance)
         for start in range(0, n_arr.size, chunk_elems):
             stop = min(start + chunk_elems, n_arr.size)
             if not acc.add(n_side.chunk(start, stop), b_side.chunk(start, stop)):
@@ -275,14 +255,14 @@ def _native_side(t: TensorData, arr: np.ndarray) -> bool | None:
 
 
 def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: _Side, b_bf16: bool, size: int,
-                       chunk_elems: int) -> _Totals | None:
+                       chunk_elems: int, tolerance: float | None = None) -> _Totals | None:  # fmt: skip
     """_accumulate by the compiled kernel, one call per chunk (each releases the GIL)."""
     accumulate = kernel.accumulate
     dot = nn = bb = ss = max_abs = max_rel = 0.0
-    count1 = count5 = 0
+    count1 = count5 = beyond = 0
     for start in range(0, size, chunk_elems):
         stop = min(start + chunk_elems, size)
-        part = accumulate(n_side.chunk(start, stop), n_bf16, b_side.chunk(start, stop), b_bf16)
+        part = accumulate(n_side.chunk(start, stop), n_bf16, b_side.chunk(start, stop), b_bf16, tolerance)
         if part is None:
             return None
         dot += part[0]
@@ -293,9 +273,11 @@ def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: 
         max_rel = max(max_rel, part[5])
         count1 += part[6]
         count5 += part[7]
-    totals = _Totals(size)
+        beyond += part[8]
+    totals = _Totals(size, tolerance)
     totals.dot, totals.nn, totals.bb, totals.ss = dot, nn, bb, ss
     totals.max_abs, totals.max_rel, totals.count1, totals.count5 = max_abs, max_rel, count1, count5
+    totals.beyond = beyond
     return totals
 
 
@@ -353,6 +335,12 @@ class _ReadAhead:
 
     WINDOW = 8 << 20
     READ_AHEAD = 64 << 20
+    address: int  # these are set only for a view of an mmap (when `mm` is not None)
+    begin: int
+    end: int
+    itemsize: int
+    advised: int
+    vector: bytearray
 
     def __init__(self, flat: np.ndarray | None) -> None:
         self.mm: mmap.mmap | None = None
@@ -462,13 +450,15 @@ _min = np.minimum.reduce
 
 class _Totals:
     """Float64 sums (N.B, N.N, B.B, (N-B).(N-B)), MaxAbsErr, MaxRelativeErr and the counts of relative errors below
-    the thresholds, over the `size` elements of one pair; `finish` turns them into the metrics."""
+    the thresholds and of those above `tolerance` (when given), over the `size` elements of one pair; `finish`
+    turns them into the metrics."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, tolerance: float | None = None) -> None:
         self.size = size
+        self.tolerance = tolerance
         self.dot = self.nn = self.bb = self.ss = 0.0
         self.max_abs = self.max_rel = 0.0
-        self.count1 = self.count5 = 0
+        self.count1 = self.count5 = self.beyond = 0
 
     def finish(self, dtype_mismatch: bool) -> TensorMetrics:
         messages: list[TensorMsg] = [TensorMsg.DTYPE_MISMATCH] if dtype_mismatch else []
@@ -478,7 +468,9 @@ class _Totals:
         max_rel = _max_metric(self.max_rel, TensorMsg.MAX_REL_NAN, messages)
         one = Metric.of(_format12(self.count1 / self.size))
         five = Metric.of(_format12(self.count5 / self.size))
-        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages))
+        tol = self.tolerance
+        beyond, beyond_tol = (math.nan, math.nan) if tol is None else (self.beyond / self.size, float(tol))
+        return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), beyond, beyond_tol)
 
 
 class _Accumulator(_Totals):
@@ -491,11 +483,15 @@ class _Accumulator(_Totals):
     chunks are still in the CPU caches, and the difference d then overwrites the bench's float64 copy, which is
     no longer needed (a smaller working set; measured 5 to 20% faster than the other order)."""
 
-    def __init__(self, size: int, chunk: int, re_dtype: np.dtype, blas: bool = False) -> None:
-        super().__init__(size)
+    def __init__(self, size: int, chunk: int, re_dtype: np.dtype, blas: bool = False,
+                 tolerance: float | None = None) -> None:  # fmt: skip
+        super().__init__(size, tolerance)
+        # the tolerance in the relative error's dtype, as the kernel compares it (None: +inf, nothing beyond)
+        self.beyond_tx = re_dtype.type(math.inf if tolerance is None else tolerance)
+        self.beyond_limit = float(self.beyond_tx)
         self.chunk = chunk
         self.re_dtype = re_dtype
-        self.thresholds = (re_dtype.type(ONE_THOUSANDTH), re_dtype.type(FIVE_THOUSANDTHS))
+        self.thresholds = tuple(re_dtype.type(m.threshold) for m in TensorMetric if m.threshold is not None)
         self.limits = tuple(float(t) for t in self.thresholds)  # the same values, compared with Python floats
         self.eps = re_dtype.type(FLOAT_EPSILON)
         self.n64 = _WORKSPACE.get("n64", chunk, _F64)
@@ -541,36 +537,39 @@ class _Accumulator(_Totals):
         if not rel32:  # float64 relative error |(N-B)/B|, in the diff buffer
             np.divide(diff, b64, out=diff)
             rel_stats = self._relative_stats(n64, b64, diff)
-        top, below1, below5 = rel_stats
+        top, below1, below5, beyond = rel_stats
         self.max_rel = _nan_max(self.max_rel, top)
         self.count1 += below1
         self.count5 += below5
+        self.beyond += beyond
         return True
 
-    def _relative32(self, n: np.ndarray, b: np.ndarray, k: int) -> tuple[float, int, int]:
+    def _relative32(self, n: np.ndarray, b: np.ndarray, k: int) -> tuple[float, int, int, int]:
         """_relative_stats of the float32 relative error |(N-B)/B|, computed in float32 as the reference does."""
         n_re = n if n.dtype == _F32 else n.astype(_F32)
         b_re = b if b.dtype == _F32 else b.astype(_F32)
+        assert self.rel32 is not None  # called only for float32 accumulation, which allocated it
         rel = self.rel32 if k == self.chunk else self.rel32[:k]
         np.subtract(n_re, b_re, out=rel)
         np.divide(rel, b_re, out=rel)
         return self._relative_stats(n_re, b_re, rel)
 
-    def _relative_stats(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray) -> tuple[float, int, int]:
-        """(maximum, count below 0.001, count below 0.005) of |rel|, where rel holds (N-B)/B (made absolute
-        here, and fixed where the bench is 0)."""
+    def _relative_stats(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray) -> tuple[float, int, int, int]:
+        """(maximum, count below 0.001, count below 0.005, count above the tolerance) of |rel|, where rel holds
+        (N-B)/B (made absolute here, and fixed where the bench is 0)."""
         k = rel.shape[0]
         np.abs(rel, out=rel)
         top = float(_max(rel))
         if not math.isfinite(top):  # x/0 or 0/0 where the bench is 0 (or a genuine overflow)
             top = self._fix_bench_zeros(n_re, b_re, rel, top)
-        if top < self.limits[0]:
-            return top, k, k
-        t1, t5 = self.thresholds
         below = self.flags if k == self.chunk else self.flags[:k]
+        beyond = 0 if top <= self.beyond_limit else int(np.count_nonzero(np.greater(rel, self.beyond_tx, out=below)))
+        if top < self.limits[0]:
+            return top, k, k, beyond
+        t1, t5 = self.thresholds
         below1 = int(np.count_nonzero(np.less(rel, t1, out=below)))
         below5 = k if top < self.limits[1] else int(np.count_nonzero(np.less(rel, t5, out=below)))
-        return top, below1, below5
+        return top, below1, below5, beyond
 
     def _fix_bench_zeros(self, n_re: np.ndarray, b_re: np.ndarray, rel: np.ndarray, top: float) -> float:
         """Where B == 0 the reference divides (N + eps) - (0 + eps) by (0 + eps); returns the new maximum

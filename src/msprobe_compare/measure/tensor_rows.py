@@ -1,6 +1,6 @@
 """Real-data compare of every matched row: load both tensor files, measure, keep codes (spec §4.8).
 
-Rows are spread over `jobs` workers, threads or processes (POOL_ENV / the `pool` argument; see `choose_pool`).
+Rows are spread over `jobs` workers, threads or processes (the `pool` argument, Options.pool; see `choose_pool`).
 Each worker holds at most one tensor pair (memory-mapped) and its chunk buffers, and at most a few batches of
 row tasks are queued ahead, so memory stays bounded. Results come back in row order to the main process, which
 alone calls `on_row`. A `RowBackend` (the `backend` argument) runs the batches elsewhere instead, e.g. on a Ray
@@ -14,10 +14,11 @@ import re
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,22 +26,16 @@ from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
-    STATE_TEXT,
-    Accuracy,
+    METRIC_FIELDS,
     MetricState,
+    TensorMetric,
     TensorMetrics,
     TensorMsg,
-    accuracy_reached,
     compare_tensors,
-    messages_text,
 )
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
-
-NA = "N/A"
-ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
-METRIC_FIELDS = ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths")
 
 
 @dataclass(frozen=True)
@@ -48,43 +43,28 @@ class RowTask:
     row: int
     npu_name: str
     npu_file: str  # data_name or "-1"
-    bench_file: str  # data_name, "-1", or "N/A" (unmatched)
+    bench_file: str | None  # data_name or "-1"; None: the row has no bench counterpart
 
 
 @dataclass
 class TensorColumns:
     """Per-row real-data results, used by judge/ and render/."""
 
-    values: np.ndarray  # float64 (n, 6) metric values (NaN unless state VALUE)
-    states: np.ndarray  # int8 (n, 6) MetricState
+    values: np.ndarray  # float64 (n, len(TensorMetric)) metric values (NaN unless state VALUE)
+    states: np.ndarray  # int8 (n, len(TensorMetric)) MetricState
     metrics: list[TensorMetrics]
     read_failed: dict[int, tuple[str, str]]  # row -> (file text of READ_FAILED, why: our extra sentence)
-    accuracy: np.ndarray  # int8 (n,) Accuracy
     npu_files: list[str]
-    bench_files: list[str]
+    bench_files: list[str | None]  # None: unmatched
+    # per row, the fraction of elements beyond `excess_units` unit roundoffs of the coarser dtype, and that
+    # tolerance (NaN: not measured); for the root cause only, not a column
+    beyond: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    beyond_tol: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def column(self, field: str) -> np.ndarray:
-        """A metric as float with NaN where it is not a number (for the colour rules)."""
-        k = METRIC_FIELDS.index(field)
+    def column(self, metric: TensorMetric | str) -> np.ndarray:
+        """A metric (or its field name) as float with NaN where it is not a number (for the colour rules)."""
+        k = metric.column if isinstance(metric, TensorMetric) else METRIC_FIELDS.index(metric)
         return np.where(self.states[:, k] == MetricState.VALUE, self.values[:, k], np.nan)
-
-    # -- rendering helpers ----------------------------------------------------------------------
-    def metric_cells(self, i: int, style: Any) -> list[Any]:
-        out: list[Any] = []
-        for k in range(6):
-            state = MetricState(int(self.states[i, k]))
-            out.append(style.number(float(self.values[i, k])) if state is MetricState.VALUE else STATE_TEXT[state])
-        return out
-
-    def accuracy_text(self, i: int) -> str:
-        return ACCURACY_TEXT[Accuracy(int(self.accuracy[i]))]
-
-    def message(self, i: int, base: str) -> str:
-        files, why = self.read_failed.get(i, ("", ""))
-        return base + messages_text(self.metrics[i].messages, files) + why
-
-    def data_name_cell(self, i: int) -> str:
-        return str([self.npu_files[i], self.bench_files[i]])
 
 
 Failure = tuple[str, str]  # (file text of the READ_FAILED message, our explanation; both "" when none)
@@ -103,13 +83,14 @@ def _collect(
             on_row(t, m, f)
 
 
-def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetrics, Failure]:
+def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
+             excess_units: float | None = None) -> tuple[TensorMetrics, Failure]:  # fmt: skip
     """Pre-checks on the data names, then load and compare."""
     if task.npu_file == "-1":
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.NPU_NO_DATA_FILE), NO_FAILURE
     if task.bench_file == "-1":
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_NO_DATA_FILE), NO_FAILURE
-    if task.bench_file == NA:
+    if task.bench_file is None:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_UNMATCHED), NO_FAILURE
     from msprobe_compare.load.tensors import load_tensor  # only when tensors are read (start-up speed)
 
@@ -120,17 +101,16 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path) -> tuple[TensorMetri
             loaded.append(load_tensor(directory, name))
         except TensorFileError as exc:
             failed.append((name, exc))
-        except Exception as exc:  # noqa: BLE001 - hostile input: whatever breaks stays this row's problem
+        except Exception as exc:  # hostile input: whatever breaks stays this row's problem
             failed.append((name, TensorFileError("corrupt", name, f"cannot be read ({type(exc).__name__})")))
     if failed:
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])
         why = "".join(f" {exc}." for _, exc in failed if exc.kind != "missing")
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.READ_FAILED), (files, why)
-    return compare_tensors(loaded[0], loaded[1]), NO_FAILURE
+    return compare_tensors(loaded[0], loaded[1], excess_units=excess_units), NO_FAILURE
 
 
-POOL_ENV = "MSPROBE_COMPARE_POOL"  # "thread", "process" or "auto" (the default)
-POOL_KINDS = ("auto", "thread", "process")
+POOL_KINDS = ("auto", "thread", "process")  # Options.pool (config.py) chooses one
 # auto: processes (forked) whenever at least this many rows per worker read tensor files, threads otherwise.
 # Measured on 2 cores (bench/TENSOR_RESULTS.md): processes are as fast as threads on large tensors (a 4.5 GB pair
 # of 52 rows: 3.6 s vs 4.0 s) and much faster on many small ones, where the per-row Python work (zip parsing,
@@ -157,20 +137,20 @@ def _estimated_bytes(shape: str, dtype: str) -> int:
     return size * _ITEMSIZE.get(key, 4)
 
 
-def choose_pool(pool: str | None, pair_bytes: Sequence[int], workers: int) -> str:
-    """'thread' or 'process' for `pool` (None: the POOL_ENV variable, else "auto")."""
-    kind = (pool or os.environ.get(POOL_ENV) or "auto").strip().lower()
-    if kind not in POOL_KINDS:
-        raise ValueError(f"{POOL_ENV} / pool must be one of {', '.join(POOL_KINDS)}, not {kind!r}")
-    if kind != "auto":
-        return kind
+def choose_pool(pool: str, pair_bytes: Sequence[int], workers: int) -> str:
+    """'thread' or 'process' for `pool` (one of POOL_KINDS)."""
+    if pool not in POOL_KINDS:
+        raise ValueError(f"pool must be one of {', '.join(POOL_KINDS)}, not {pool!r}")
+    if pool != "auto":
+        return pool
     reading = sum(1 for b in pair_bytes if b > 0)
     return "process" if workers > 1 and reading >= PROCESS_MIN_ROWS_PER_WORKER * workers else "thread"
 
 
 @single_threaded_blas()  # BLAS on one thread (deterministic dot products) also in non-forked workers
-def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path) -> list[tuple[TensorMetrics, Failure]]:
-    return [_measure(t, npu_dir, bench_dir) for t in tasks]
+def _measure_batch(tasks: list[RowTask], npu_dir: Path, bench_dir: Path,
+                   excess_units: float | None = None) -> list[tuple[TensorMetrics, Failure]]:  # fmt: skip
+    return [_measure(t, npu_dir, bench_dir, excess_units) for t in tasks]
 
 
 class RowBackend(Protocol):
@@ -279,20 +259,22 @@ def measure_rows(
     bench_dir: Path,
     jobs: int | None = None,
     on_row: Callable[[RowTask, TensorMetrics, Failure], None] | None = None,
-    pool: str | None = None,
+    pool: str = "auto",
     backend: RowBackend | None = None,
+    excess_units: float | None = None,
 ) -> TensorColumns:
     """Measure every NPU row; `on_row` is called in row order, in this process (per-row logs and progress).
 
-    `pool`: "thread", "process" or "auto" (None: the MSPROBE_COMPARE_POOL variable, else "auto").
-    `backend`: run the rows there instead (`jobs` and `pool` are then not used)."""
+    `pool`: "thread", "process" or "auto" (Options.pool).
+    `backend`: run the rows there instead (`jobs` and `pool` are then not used).
+    `excess_units`: also count the elements beyond that many unit roundoffs (`TensorColumns.beyond`)."""
     n = len(npu)
-    bench_files = [bench.data_name[j] if j >= 0 else NA for j in match.tolist()]
+    bench_files = [bench.data_name[j] if j >= 0 else None for j in match.tolist()]
     tasks = [RowTask(i, npu.names[i], npu.data_name[i], bench_files[i]) for i in range(n)]
     workers = max(1, jobs or os.cpu_count() or 1)
     # Tensor bytes a row will read (0 when it is settled without reading), estimated from the dump.json shapes.
     pair_bytes = [
-        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", NA)
+        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", None)
         else 2 * _estimated_bytes(npu.shape[t.row], npu.dtype[t.row])
         for t in tasks
     ]  # fmt: skip
@@ -302,16 +284,17 @@ def measure_rows(
         kind = "thread"
     results: list[tuple[TensorMetrics, Failure]] = []
     if backend is not None:
-        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
+        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir, excess_units=excess_units)
         batches = _batches(tasks, pair_bytes, backend.workers, max_rows=backend.max_rows,
                            batch_bytes=backend.batch_bytes)  # fmt: skip
         window = backend.workers * _WINDOW_PER_WORKER
         _collect(tasks, _in_row_order(backend.run(fn, batches, window)), results, on_row)
     elif kind == "serial":
-        stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir) for t in tasks)
+        stream: Iterator[tuple[TensorMetrics, Failure]] = (_measure(t, npu_dir, bench_dir, excess_units)
+                                                           for t in tasks)  # fmt: skip
         _collect(tasks, stream, results, on_row)
     else:
-        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir)
+        fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir, excess_units=excess_units)
         window = workers * _WINDOW_PER_WORKER
         from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor  # only with workers (start-up speed)
 
@@ -324,14 +307,16 @@ def measure_rows(
             batches = _batches(tasks, pair_bytes, workers, max_rows=_BATCH_MAX)
         with executor:
             _collect(tasks, _in_row_order(_finished(executor, fn, batches, window)), results, on_row)
-    values = np.full((n, 6), np.nan)
-    states = np.zeros((n, 6), dtype=np.int8)
+    values = np.full((n, len(TensorMetric)), np.nan)
+    states = np.zeros((n, len(TensorMetric)), dtype=np.int8)
     metrics = [m for m, _ in results]
     for i, m in enumerate(metrics):
-        for k, field in enumerate(METRIC_FIELDS):
-            metric = getattr(m, field)
+        for k, name in enumerate(METRIC_FIELDS):
+            metric = getattr(m, name)
             states[i, k] = metric.state
             values[i, k] = metric.value
-    accuracy = np.fromiter((accuracy_reached(m) for m in metrics), dtype=np.int8, count=n)
     read_failed = {i: f for i, (_, f) in enumerate(results) if f != NO_FAILURE}
-    return TensorColumns(values, states, metrics, read_failed, accuracy, list(npu.data_name), bench_files)
+    beyond = np.fromiter((m.beyond for m in metrics), dtype=np.float64, count=n)
+    beyond_tol = np.fromiter((m.beyond_tol for m in metrics), dtype=np.float64, count=n)
+    return TensorColumns(values, states, metrics, read_failed, list(npu.data_name), bench_files, beyond,
+                         beyond_tol)  # fmt: skip

@@ -16,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
-from msprobe_compare.pair.mapping_file import load_yaml, shown
+from msprobe_compare.pair.mapping_file import load_yaml, parse_yaml, shown
 from msprobe_compare.pair.spans import entry_spans, keys_by_entry
 
-UNMATCHABLE = "N/A"
+UNMATCHABLE = None  # the compare key of a row that cannot be mapped: it matches nothing (pair.exact)
 TABLE_FILE = "ms_to_pt_api.yaml"
 
 # row state -> (name field, user YAML term)
@@ -40,12 +41,10 @@ _SPELLINGS = {"outputs": ("outputs", "output")}  # D12: documented spelling firs
 @lru_cache(maxsize=1)
 def builtin_table() -> dict[str, str]:
     """The packaged MindSpore -> PyTorch API name table."""
-    from importlib import resources  # only when the table is needed (start-up speed), as yaml
+    from importlib import resources  # only when the table is needed (start-up speed)
 
-    import yaml
-
-    text = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE).read_text(encoding="utf-8")
-    table = yaml.safe_load(text)
+    source = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE)
+    table = parse_yaml(source.read_bytes(), "the packaged API table", Path(str(source)))
     assert isinstance(table, dict), f"{TABLE_FILE} must be a mapping"
     return {str(k): str(v) for k, v in table.items()}
 
@@ -131,7 +130,7 @@ def api_mapping_keys(
     bench: RowTable,
     user: list[dict[str, Any]] | None,
     warn: Callable[[str], None] | None = None,
-) -> list[str]:
+) -> list[str | None]:
     """The compare key of every NPU row under `-am` (spec §3.7 with decision D12)."""
     table = builtin_table()
     keys = keys_by_entry(npu, lambda entry: _entry_key(entry, table), lambda name: builtin_key(name, table))
@@ -168,7 +167,7 @@ def _rows_by_api(table: RowTable) -> dict[str, list[int]]:
     return rows_of
 
 
-def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str:
+def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str | None:
     """Row `row` of `rule.ms_api` renamed to `rule.pt_api` with its index translated, or unmatchable."""
     name = rule.pt_api + npu.names[row][len(rule.ms_api):]
     state = State(int(npu.state[row]))
@@ -176,11 +175,14 @@ def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str:
         return UNMATCHABLE
     field, term = _FIELDS[state]
     entry = npu.entries[npu.entry_index[row]].replace(rule.ms_api, rule.pt_api, 1)
-    prefix = f"{entry}.{field}."
+    # a parameter-gradient entry is itself named `...parameters_grad` (or `...parameters_grad.<n>`, 26.x): its
+    # rows are `{entry}.{param}`; the other rows are `{entry}.{field}.{index}`
+    prefix = f"{entry}." if state is State.PARAMETERS_GRAD else f"{entry}.{field}."
     suffix = name[len(prefix):] if name.startswith(prefix) else name
     ms_indices, pt_indices = rule.indices[term]
     key = UNMATCHABLE
     for ms_index, pt_index in zip(ms_indices, pt_indices):
         if suffix == ms_index:
-            key = name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}")
+            key = (prefix + pt_index if state is State.PARAMETERS_GRAD
+                   else name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}"))
     return key

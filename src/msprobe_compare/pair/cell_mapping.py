@@ -20,7 +20,7 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import keys_by_entry
 
-UNMATCHABLE = "N/A"
+UNMATCHABLE = None  # the compare key of a row that cannot be mapped: it matches nothing (pair.exact)
 
 _CALL = re.compile(r"\.(?:forward|backward)\.")
 _CELL_END = re.compile(r"\.(?:forward|backward|parameters_grad)\.")
@@ -67,13 +67,13 @@ class _CellRenamer:
         return new
 
 
-def cell_mapping_keys(npu: RowTable, mapping: dict[str, str] | None) -> list[str]:
+def cell_mapping_keys(npu: RowTable, mapping: dict[str, str] | None) -> list[str | None]:
     """The compare key of every NPU row under `-cm` (spec §3.6 with decision D13)."""
     renamer = _CellRenamer(mapping) if mapping else None
     return keys_by_entry(npu, lambda entry: _entry_key(entry, renamer), lambda name: _row_key(name, renamer))
 
 
-def _row_key(name: str, renamer: _CellRenamer | None) -> str:
+def _row_key(name: str, renamer: _CellRenamer | None) -> str | None:
     if not _CALL.search(name) and "parameters_grad" not in name.split("."):
         return UNMATCHABLE
     key = name.replace("Cell", "Module", 1)

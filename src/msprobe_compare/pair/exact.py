@@ -1,17 +1,22 @@
 """Default matching (spec §3.2) and data mapping (§3.5).
 
-The result is one index array: for NPU row i, `bench[i]` is the matched bench row or -1.
+The result is one index array: for NPU row i, `bench[i]` is the matched bench row or UNMATCHED (-1); every later
+stage tells an unmatched row by `match < 0`, never by a name.
 """
 
 from __future__ import annotations
 
 from itertools import chain, repeat
-from typing import Mapping
+from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable
+
+UNMATCHED = -1  # the match of an NPU row without bench counterpart
+NO_MATCH_NAME = "N/A"  # a mapping file's value for "no counterpart" (what -lm writes, as the reference does)
 
 # dtypes that match each other although their names differ (spec §3.2); float64 is not included
 FLOAT_GROUPS = (
@@ -42,23 +47,29 @@ def dtypes_compatible(npu: str, bench: str, cross_framework: bool = False) -> bo
 
 
 def match_exact(
-    npu: RowTable, bench: RowTable, keys: list[str] | None = None, cross_framework: bool = False
+    npu: RowTable, bench: RowTable, keys: list[str | None] | None = None, cross_framework: bool = False
 ) -> np.ndarray:
-    """Join on (compare key, shape), keep NPU order, then apply the dtype gate."""
-    keys = npu.names if keys is None else keys
+    """Join on (compare key, shape), keep NPU order, then apply the dtype gate. A key None (-cm/-am: a row that
+    cannot be mapped) matches nothing, whatever the bench names."""
+    if keys is not None and any(k is None for k in keys):
+        blocked = np.fromiter((k is None for k in keys), dtype=bool, count=len(keys))
+        out = match_exact(npu, bench, [k if k is not None else "" for k in keys], cross_framework)
+        out[blocked] = UNMATCHED
+        return out
+    names = npu.names if keys is None else cast("list[str]", keys)  # no None left here
     n = len(bench)
     # The first bench row of each name (built from the end) is the first of its (name, shape) too when the shapes
     # agree; names are nearly always unique, so only rows whose bench name repeats need the (name, shape) join.
     fast = native.load("_join")
     out = np.empty(len(npu), dtype=np.int64)
     repeated_count = None
-    if fast is not None and type(keys) is list and type(bench.names) is list:
-        repeated_count = fast.first_index(bench.names, keys, out)
+    if fast is not None and type(names) is list and type(bench.names) is list:
+        repeated_count = fast.first_index(bench.names, names, out)
     if repeated_count is not None:
         repeats = repeated_count > 0
     else:
         first = dict(zip(reversed(bench.names), range(n - 1, -1, -1)))
-        out = np.fromiter(map(first.get, keys, repeat(-1)), dtype=np.int64, count=len(npu))
+        out = np.fromiter(map(first.get, names, repeat(-1)), dtype=np.int64, count=len(npu))
         repeats = len(first) < n
     hit = np.flatnonzero(out >= 0)
     if len(hit):
@@ -68,13 +79,13 @@ def match_exact(
         out[differ] = -1
         if repeats and len(differ):  # a repeated bench name: a later row of it may have the shape
             repeated = _repeated(bench.names)
-            rows = [i for i in differ.tolist() if keys[i] in repeated]
+            rows = [i for i in differ.tolist() if names[i] in repeated]
             if rows:
                 index: dict[tuple[str, str], int] = {}
                 for j, key in enumerate(zip(bench.names, bench.shape)):
                     if key[0] in repeated:
                         index.setdefault(key, j)
-                out[rows] = [index.get((keys[i], npu.shape[i]), -1) for i in rows]
+                out[rows] = [index.get((names[i], npu.shape[i]), -1) for i in rows]
     return apply_dtype_gate(npu, bench, out, cross_framework)
 
 
@@ -107,11 +118,14 @@ def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_fr
     return out
 
 
-def match_data_mapping(npu: RowTable, bench: RowTable, mapping: Mapping[str, str]) -> np.ndarray:
-    """Left join on the mapped name only: no shape condition and no dtype gate (spec §3.5)."""
-    index: dict[str, int] = {}
+def match_data_mapping(npu: RowTable, bench: RowTable, mapping: Mapping[str, str | None]) -> np.ndarray:
+    """Left join on the mapped name only: no shape condition and no dtype gate (spec §3.5). A row mapped to None or
+    to NO_MATCH_NAME has no counterpart (a bench row really named `N/A` is not its match)."""
+    index: dict[str | None, int] = {}
     for j, name in enumerate(bench.names):
         index.setdefault(name, j)
+    index[None] = UNMATCHED
+    index[NO_MATCH_NAME] = UNMATCHED
     return np.fromiter(
-        (index.get(mapping.get(name, name), -1) for name in npu.names), dtype=np.int64, count=len(npu)
+        (index.get(mapping.get(name, name), UNMATCHED) for name in npu.names), dtype=np.int64, count=len(npu)
     )

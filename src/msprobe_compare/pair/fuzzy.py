@@ -37,13 +37,14 @@ class FuzzyResult:
 
 
 def match_fuzzy(
-    npu: RowTable, bench: RowTable, keep_failures: int = 100, keys: list[str] | None = None
+    npu: RowTable, bench: RowTable, keep_failures: int = 100, keys: list[str | None] | None = None
 ) -> FuzzyResult:
     """Stream both row lists, pairing each new row with the oldest compatible pending row of the other side.
 
     `keys` replaces the NPU names in the test (the compare keys of `-cm`/`-am`); messages keep the names.
     """
-    n_keys = [(rename_api(name), shape) for name, shape in zip(npu.names if keys is None else keys, npu.shape)]
+    n_keys = [(rename_api(name) if name is not None else None, shape)
+              for name, shape in zip(npu.names if keys is None else keys, npu.shape)]  # fmt: skip
     b_keys = [(rename_api(name), shape) for name, shape in zip(bench.names, bench.shape)]
     match = np.full(len(npu), -1, dtype=np.int64)
     result = FuzzyResult(match)

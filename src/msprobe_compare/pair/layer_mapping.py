@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_compare.errors import InputError
-from msprobe_compare.load.dumpjson import read_construct_json, read_json
+from msprobe_compare.load.dumpjson import LayerFiles
 from msprobe_compare.load.rows import RowTable
+from msprobe_compare.pair.exact import NO_MATCH_NAME
 from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans
 
-NO_MATCH = "N/A"
+NO_MATCH = NO_MATCH_NAME
 TOP_LAYER = "TopLayer"
 LAYER_TYPES = frozenset({"Cell", "Module"})
 STACKLESS_TYPES = frozenset({"Primitive", "Jit"})  # entries whose stacks are not used
@@ -74,18 +75,19 @@ def read_layer_mapping(path: Path) -> dict[str, dict[str, str]]:
 
 
 def layer_mapping(
-    npu_dump_dir: Path,
-    bench_dump_dir: Path,
+    npu_files: LayerFiles,
+    bench_files: LayerFiles,
     mapping: dict[str, Any] | None,
     npu: RowTable,
     bench: RowTable,
     bench_framework: str | None = None,
 ) -> dict[str, str]:
-    """Row data mapping NPU row name -> bench row name (or `N/A`) derived from the layer structure."""
-    npu_items = _side_items(npu_dump_dir, npu, "mindspore")
+    """Row data mapping NPU row name -> bench row name (or NO_MATCH_NAME) derived from the layer structure, from the
+    two sides as read (rows, stack.json and construct.json: `load.dumpjson.read_layer_files`); reads no file."""
+    npu_items = _side_items(npu_files, npu, "mindspore")
     if not npu_items:
         return {}
-    bench_items = _side_items(bench_dump_dir, bench, bench_framework or _guess_framework(bench))
+    bench_items = _side_items(bench_files, bench, bench_framework or _guess_framework(bench))
     rules = _rules(mapping or {})
     (npu_root, occurrence), (bench_root, _) = _tree(npu_items), _tree(bench_items)
     entry_map = {item.name: _lookup(bench_root, _translate(npu_root, item, rules), item.state, occurrence[item.name])
@@ -96,20 +98,9 @@ def layer_mapping(
 # -- reading one side --------------------------------------------------------------------------------
 
 
-def _side_items(dump_dir: Path, table: RowTable, framework: str) -> list[_Item]:
+def _side_items(files: LayerFiles, table: RowTable, framework: str) -> list[_Item]:
     """Items of one dump in dump order; none when the dump has no stack.json/construct.json (or empty ones)."""
-    stack_path, construct_path = dump_dir / "stack.json", dump_dir / "construct.json"
-    have_stack, have_construct = stack_path.is_file(), construct_path.is_file()
-    if not have_stack and not have_construct:
-        return []
-    if not have_stack or not have_construct:
-        missing = stack_path if not have_stack else construct_path
-        raise InputError(f"layer mapping needs both stack.json and construct.json beside dump.json; "
-                         f"{missing.name} is missing", dump_dir)  # fmt: skip
-    raw_stack = read_json(stack_path)
-    if not isinstance(raw_stack, dict):
-        raise InputError("is not a JSON object; the format of the stack.json is incorrect", stack_path)
-    construct = read_construct_json(construct_path)
+    raw_stack, construct, dump_dir = files.stack, files.construct, files.dump_dir
     if not raw_stack or not construct:
         return []
     stacks = {} if "0" in raw_stack else raw_stack  # 8.3.x format: not keyed by entry, so no stack is used

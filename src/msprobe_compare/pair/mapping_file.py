@@ -50,7 +50,13 @@ def load_yaml(path: Path, what: str) -> Any:
     raw = read_bytes(path, f"{what} file", "a YAML file")
     if len(raw) > MAX_YAML_BYTES:
         raise InputError(f"{what} file is larger than {MAX_YAML_BYTES >> 20} MiB; refused", path)
-    import yaml  # only when a mapping file is read (start-up speed)
+    return parse_yaml(raw, what, path)
+
+
+def parse_yaml(raw: bytes, what: str, path: Path) -> Any:
+    """The one YAML reader (user files and the packaged API table): a safe load with at most MAX_YAML_ALIASES
+    aliases; errors name `path`."""
+    import yaml  # only when a YAML file is read (start-up speed)
 
     try:
         loader = _bounded_loader()(raw.decode("utf-8"))

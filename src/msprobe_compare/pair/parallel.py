@@ -723,3 +723,13 @@ def rule_text(rule: str, dim: int | None, disagree: str | None, md5: bool) -> st
         text = f"replicated, but the ranks DISAGREE ({disagree}): a replicated tensor must be equal on every rank"
     return text
 
+
+@dataclass
+class LayoutView:
+    """What the table shows per NPU row: the ranks combined into it and the rule (`render.table` adds the columns)."""
+
+    ranks: list[str]
+    rules: list[str]  # texts
+    codes: list[str]  # REPLICATED, SPLIT, ...
+    npu_only: np.ndarray  # bool: rows of calls the layout adds (listed, not flagged)
+    combined: Combined | None = None  # the npu side

@@ -18,7 +18,7 @@ def _styles(table: RowTable) -> tuple[bool, bool]:
     return bare, zero
 
 
-def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str] | None) -> list[str] | None:
+def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str | None] | None) -> list[str | None] | None:
     """NPU compare keys with `parameters_grad` rewritten to the bench side's spelling when the two sides spell it
     differently (one side only bare names, the other only `.0`); `keys` (or None: the names) otherwise unchanged."""
     npu_bare, npu_zero = _styles(npu)
@@ -29,18 +29,18 @@ def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str] | None) -> l
         add = False
     else:
         return keys
-    base = list(npu.names if keys is None else keys)
+    base: list[str | None] = list(npu.names if keys is None else keys)
     entries = npu.entries
     for i, e in enumerate(npu.entry_index.tolist()):
         entry = entries[e]
         if add and entry.endswith("parameters_grad") and is_param_grad(entry):
             key = base[i]
-            at = key.find(".parameters_grad.")
-            if at >= 0:
+            at = key.find(".parameters_grad.") if key is not None else -1
+            if key is not None and at >= 0:
                 base[i] = key[: at + 16] + ".0" + key[at + 16:]
         elif not add and entry.endswith(".parameters_grad.0") and is_param_grad(entry):
             key = base[i]
-            at = key.find(".parameters_grad.0.")
-            if at >= 0:
+            at = key.find(".parameters_grad.0.") if key is not None else -1
+            if key is not None and at >= 0:
                 base[i] = key[: at + 16] + key[at + 18:]
     return base

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -22,15 +22,15 @@ def entry_spans(table: RowTable) -> Iterator[tuple[int, int, int]]:
 def keys_by_entry(
     table: RowTable,
     entry_key: Callable[[str], tuple[str, str | None] | None],
-    row_key: Callable[[str], str],
-) -> list[str]:
+    row_key: Callable[[str], str | None],
+) -> list[str | None]:
     """One key per row, worked out once per entry where possible.
 
     `entry_key(entry)` gives `(prefix, guard)`: a row named `{entry}{rest}` (rest starting with a dot) has
     the key `prefix + rest` unless its name contains `guard`; it must agree with `row_key(name)`. Other
     rows, and entries for which it returns None, go through `row_key`.
     """
-    keys: list[str] = []
+    keys: list[str | None] = []
     cache: dict[int, tuple[str, str | None] | None] = {}
     names = table.names
     for e, start, end in entry_spans(table):

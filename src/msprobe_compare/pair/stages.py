@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from msprobe_compare.judge.rootcause import phase_of
+from msprobe_compare.load.rows import phase_of
 from msprobe_compare.pair.parallel import Shards
 
 _API = re.compile(r"^((?:Functional|Tensor|Torch|Distributed|NPU|Aten|Jit|Mint|MintFunctional|Primitive|"
@@ -70,7 +70,7 @@ def global_names(stage_entries: list[list[str]]) -> tuple[list[dict[str, str]], 
                 off = api_offsets[k].get(m.group(1), 0)
                 mapping[e] = f"{m.group(1)}.{int(m.group(2)) + off}.{m.group(3)}" if off else e
             elif e.startswith(("Module.", "Cell.")) and layer_offsets:
-                def shift(match: re.Match[str]) -> str:
+                def shift(match: re.Match[str], k: int = k) -> str:
                     name, idx = match.group(1), int(match.group(2))
                     return f"{name}.{idx + layer_offsets[name][k]}" if name in layer_offsets else match.group(0)
 
@@ -114,7 +114,7 @@ def merge_stages(stages: list[Shards]) -> Shards:
     rows: list[np.ndarray] = []
     hints: list[bool] = []
     stacks: dict[str, list[str]] = {}
-    rows_of = [{} for _ in stages]  # stage -> entry position -> its rows
+    rows_of: list[dict[int, list[int]]] = [{} for _ in stages]  # stage -> entry position -> its rows
     for k, s in enumerate(stages):
         for i in range(len(s)):
             rows_of[k].setdefault(int(s.entry_index[i]), []).append(i)

@@ -19,13 +19,14 @@ The results are exactly what csv.writer (excel dialect, QUOTE_MINIMAL) with `fla
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson
 
 from msprobe_compare import floattext
-from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
 SAFE_TEXTS = frozenset({"-inf", "-"})
@@ -237,6 +238,86 @@ def float_reprs(values: np.ndarray) -> list[str]:
     return (_float_reprs_orjson if _bulk(len(values)) else _float_reprs_python)(values)
 
 
+# --- a column in compact form --------------------------------------------------------------------------
+
+
+class Cells(list):
+    """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
+
+    `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
+    itself tells); `values` holds the number of kinds 0-2 (float64). The HTML report reads these.
+    """
+
+    kind: np.ndarray
+    values: np.ndarray
+
+
+
+
+class Column:
+    """One column of the result table in compact form, in one of three shapes:
+
+    - `objects` (a list) holds the cell values;
+    - `codes` and `table`: cell i is table[codes[i]] (a column of few distinct values);
+    - `kind`, `values` and `objects` (an object array): `kind[i]` KIND_FLOAT, KIND_INT and KIND_PERCENT
+      mean the number `values[i]` (a float, an int, a float written f"{x!r}%"), KIND_OTHER the value
+      `objects[i]`. Numbers never become Python objects unless `cells()` asks.
+    """
+
+    __slots__ = ("_objects", "kind", "values", "codes", "table")
+
+    def __init__(
+        self, objects: Any = None, kind: np.ndarray | None = None, values: np.ndarray | None = None, *,
+        codes: np.ndarray | None = None, table: list[Any] | None = None,
+    ) -> None:  # fmt: skip
+        self._objects = objects
+        self.kind = kind
+        self.values = values
+        self.codes = codes
+        self.table = table
+
+    @property
+    def objects(self) -> Any:
+        """The cell values (an object array in the numeric shape); made from the codes when coded."""
+        if self._objects is None and self.codes is not None:
+            return object_array(self.table or [])[self.codes].tolist()
+        return self._objects
+
+    def __len__(self) -> int:
+        return len(self.codes) if self.codes is not None else len(self._objects)
+
+    def cells(self) -> list[Any]:
+        """The cell values as a list: a `Cells` (numbers as float/int/str objects) when the column has kinds."""
+        if self.kind is None:
+            objects = self.objects
+            return objects if isinstance(objects, list) else list(objects)
+        kind, values = self.kind, self.values
+        assert values is not None
+        out = self._objects.copy()
+        sel = kind == KIND_FLOAT
+        out[sel] = values[sel].astype(object)
+        sel = kind == KIND_INT
+        ints = object_array([int(v) for v in values[sel].tolist()])  # exact, also beyond 64 bits
+        out[sel] = ints
+        sel = kind == KIND_PERCENT
+        if sel.any():
+            texts = np.empty(int(np.count_nonzero(sel)), dtype=object)
+            texts[:] = [t + "%" for t in float_reprs(values[sel])]
+            out[sel] = texts
+        cells = Cells(out.tolist())
+        cells.values, cells.kind = values, kind
+        return cells
+
+
+def object_array(items: list[Any]) -> np.ndarray:
+    """A 1-d object array of `items` (which may themselves be sequences)."""
+    out = np.empty(len(items), dtype=object)
+    for k, item in enumerate(items):
+        out[k] = item
+    return out
+
+
+
 # --- one cell, any value: the reference behaviour the column paths must match ----------------------------
 
 
@@ -436,6 +517,7 @@ class _Format:
         kind = col.kind[rows]
         if not len(kind):
             return []
+        assert col.values is not None  # the numeric shape has both
         values = np.array(col.values[rows], dtype=np.float64)  # a copy: placeholders go in
         # the numbers of one kind (floats and ints, or percents) in bulk, the other cells afterwards
         if np.count_nonzero(kind == KIND_PERCENT) * 2 > len(kind):
@@ -489,6 +571,7 @@ class _Format:
         numbers = np.flatnonzero(codes < 0)  # numbers of the other kind: each its own text, after the others
         if not len(numbers):
             return texts, codes
+        assert col.values is not None  # the numeric shape has both
         values = col.values[rows[numbers]]
         cells = [int(x) if code == KIND_INT else f"{x!r}%" if code == KIND_PERCENT else x
                  for code, x in zip(kind[numbers].tolist(), values.tolist())]  # fmt: skip

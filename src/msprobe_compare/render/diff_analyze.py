@@ -9,14 +9,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
+from msprobe_compare.render import table
 from msprobe_compare.render.files import new_output
+from msprobe_compare.render.story import item_description
 
-STAT_KEYS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
+STAT_KEYS = tuple(table.NPU_STATS)
 
 
 def _json_safe(value: Any) -> Any:
@@ -32,9 +33,10 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
         return []
     npu = outcome.npu
     position = {name: e for e, name in enumerate(npu.entries)}
-    starts = np.searchsorted(npu.entry_index, np.arange(len(npu.entries) + 1))  # rows are in entry order
+    starts = npu.entry_bounds
     items = []
-    for origin in [*rc.origins, *rc.suspects]:
+    found: list[Origin | Suspect] = [*rc.origins, *rc.suspects]
+    for origin in found:
         e = position[origin.entry]
         info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
         for i in range(int(starts[e]), int(starts[e + 1])):
@@ -53,7 +55,7 @@ def _verdict(item: Origin | Suspect) -> dict[str, Any]:
     ev = item.evidence
     out: dict[str, Any] = {"state": "suspect" if isinstance(item, Suspect) else "origin",
                            "kind": item.kind.value if isinstance(item, Origin) else None,
-                           "description": item.description}  # fmt: skip
+                           "description": item_description(item)}  # fmt: skip
     out["evidence"] = {"metric": ev.metric, "inputs": _json_safe(ev.inputs), "outputs": _json_safe(ev.outputs),
                        "noise_floor": _json_safe(ev.floor), "floor_source": ev.floor_source,
                        "threshold": _json_safe(ev.threshold), "ratio": _json_safe(ev.ratio),

@@ -11,7 +11,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from msprobe_compare.errors import OutputError
 
@@ -171,7 +171,7 @@ def remove_stale_parts(out_dir: Path) -> list[str]:
     """Remove the hidden parts of runs on this host whose process is gone (killed while writing); returns the
     names removed. A part is only removed with its owner twin naming this host and a dead pid: parts of live runs,
     of other hosts, or without an owner record are left alone."""
-    removed = []
+    removed: list[str] = []
     try:
         names = [n for n in os.listdir(out_dir) if n.startswith(".") and n.endswith((OWNER_SUFFIX, SCRATCH_SUFFIX))]
     except OSError:

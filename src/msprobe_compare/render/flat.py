@@ -24,7 +24,8 @@ import os
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from types import ModuleType
 
@@ -32,13 +33,15 @@ import numpy as np
 
 from msprobe_compare import floattext, native
 from msprobe_compare.render import celltext
+from msprobe_compare.render.cellkind import check_native
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap
 from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
-from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+from msprobe_compare.render.celltext import Column
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -47,6 +50,10 @@ BLOCK_ROWS = 65536  # rows formatted at a time: bounds the memory of the cell te
 PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
 
 Columns = Sequence["Column | Sequence[Any]"]
+
+_NATIVE_ROWS = native.load("_csvrows")
+if _NATIVE_ROWS is not None:  # its cell kinds must be ours
+    check_native(_NATIVE_ROWS, "_csvrows")
 
 
 def _colour_column(colours: Sequence[Colour] | np.ndarray, n: int) -> Column:
@@ -68,12 +75,14 @@ def _n_rows(columns: Columns) -> int:
     return sizes.pop() if sizes else 0
 
 
-def write_csv(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
-    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column."""
+def write_csv(path: Path, header: Sequence[str], columns: Columns,
+              colours: Sequence[Colour] | np.ndarray | None) -> None:  # fmt: skip
+    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column (none when
+    `colours` is None)."""
     n = _n_rows(columns)
-    cols = [*columns, _colour_column(colours, n)]
+    cols = [*columns, _colour_column(colours, n)] if colours is not None else list(columns)
     head = io.StringIO(newline="")
-    csv.writer(head).writerow(list(header) + ["colour"])
+    csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
     digits = fast is not None and orjson_digits(fast, n)  # checked here, not again in a forked child
@@ -92,7 +101,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
-    if isinstance(col, Column) and col.kind is not None:
+    if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
         kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)

@@ -26,23 +26,24 @@ import html as _html
 import math
 import operator
 import zlib
-from functools import lru_cache
+from functools import cache
 from itertools import chain
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 
-from msprobe_compare.judge.gate import level_counts
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, check_script
 
-KIND_FLOAT, KIND_INT, KIND_PCT, KIND_STR = 0, 1, 2, 3
+KIND_STR = KIND_OTHER  # text codes of the payload start here (assets/report.js: K_STR)
 STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3,
               CallState.NOISE: 4, CallState.SUSPECT: 5}
 BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
@@ -69,7 +70,7 @@ class _Blob:
             self.parts.append(bytes(pad))
             self.size += pad
         ref = {"o": self.size, "n": int(arr.size), "t": _TYPE_NAMES[arr.dtype]}
-        self.parts.append(memoryview(arr).cast("B"))
+        self.parts.append(arr.data.cast("B"))
         self.size += arr.nbytes
         return ref
 
@@ -91,19 +92,19 @@ def _coded(cells: Any) -> bool:
 
 def _pick(cells: list[Any] | table.Column, rows: slice | list[int]) -> list[Any]:
     """Cells at `rows` of a list or of a coded table.Column (whose cells are the objects of its table)."""
-    if _coded(cells):
-        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+    if isinstance(cells, table.Column):  # only coded columns come here
+        assert cells.codes is not None and cells.table is not None
         picked = cells.codes[rows] if isinstance(rows, slice) else cells.codes[np.asarray(rows, dtype=np.int64)]
         return list(map(cells.table.__getitem__, picked.tolist()))
     if isinstance(rows, slice):
-        return cells[rows]  # type: ignore[return-value]
-    return list(map(cells.__getitem__, rows))  # type: ignore[union-attr]
+        return cells[rows]
+    return list(map(cells.__getitem__, rows))
 
 
 def _ids(cells: list[Any] | table.Column) -> np.ndarray:
     """id() of every cell; for a coded column through its table."""
-    if _coded(cells):
-        assert isinstance(cells, table.Column) and cells.codes is not None and cells.table is not None
+    if isinstance(cells, table.Column):  # only coded columns come here
+        assert cells.codes is not None and cells.table is not None
         return np.fromiter(map(id, cells.table), dtype=np.int64, count=len(cells.table))[cells.codes]
     return np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))
 
@@ -160,7 +161,7 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
     """(kind per cell as table.Cells has it, float64 values, all cells are str) for a plain list."""
     n = len(cells)
-    kind = np.full(n, table.KIND_OTHER, dtype=np.int8)
+    kind = np.full(n, KIND_OTHER, dtype=np.int8)
     values = np.full(n, np.nan)
     if set(map(type, cells)) <= {str}:
         return kind, values, True
@@ -170,12 +171,12 @@ def _classify(cells: list[Any]) -> tuple[np.ndarray, np.ndarray, bool]:
     is_float, is_int = tid == id(float), tid == id(int)
     if is_float.any():
         values[is_float] = obj[is_float].astype(np.float64)
-        kind[is_float] = table.KIND_FLOAT
+        kind[is_float] = KIND_FLOAT
     if is_int.any():
         where = np.flatnonzero(is_int)
         safe = np.fromiter((-MAX_SAFE_INT <= v <= MAX_SAFE_INT for v in obj[where].tolist()), bool, len(where))
         values[where[safe]] = obj[where[safe]].astype(np.float64)
-        kind[where[safe]] = table.KIND_INT
+        kind[where[safe]] = KIND_INT
     return kind, values, False
 
 
@@ -185,13 +186,14 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         if cells.kind is None:
             return _encode_cells(_as_list(cells), strings)
         kind, values, objects = cells.kind, cells.values, cells.objects
-        text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+        assert values is not None  # a column with kinds has values
+        text_rows = np.flatnonzero(kind == KIND_OTHER)
         if len(text_rows) == len(kind):
             return KIND_STR + strings.codes(list(map(str, objects))), None
         codes = kind.astype(np.int64)
         if len(text_rows):
             codes[text_rows] = KIND_STR + strings.codes(list(map(str, objects[text_rows].tolist())))
-        return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
+        return codes, np.where(kind < KIND_OTHER, values, np.nan)
     if isinstance(cells, table.Cells):
         kind, values = cells.kind, cells.values
     elif _few_objects(cells):  # classify each distinct object once
@@ -199,25 +201,25 @@ def _encode_cells(cells: list[Any] | table.Column, strings: _Dict) -> tuple[np.n
         objects = _pick(cells, first.tolist())
         kind_u, values_u, _ = _classify(objects)
         codes_u = kind_u.astype(np.int64)
-        texts = np.flatnonzero(kind_u == table.KIND_OTHER)
+        texts = np.flatnonzero(kind_u == KIND_OTHER)
         texts = texts[np.argsort(first[texts], kind="stable")]  # first appearance
         codes_u[texts] = KIND_STR + strings.add([str(objects[k]) for k in texts.tolist()])
         inverse = inverse.reshape(-1)
-        numbers = kind_u < table.KIND_OTHER
+        numbers = kind_u < KIND_OTHER
         return codes_u[inverse], (np.where(numbers, values_u, np.nan)[inverse] if numbers.any() else None)
-    elif _coded(cells):
-        return _encode_cells(cells.objects, strings)  # type: ignore[union-attr]
+    elif isinstance(cells, table.Column):  # coded: the other shapes returned above
+        return _encode_cells(cells.objects, strings)
     else:
         kind, values, texts_only = _classify(cells)
         if texts_only:
             return KIND_STR + strings.codes(cells), None
-    text_rows = np.flatnonzero(kind == table.KIND_OTHER)
+    text_rows = np.flatnonzero(kind == KIND_OTHER)
     if len(text_rows) == len(cells):
         return KIND_STR + strings.codes(list(map(str, cells))), None
     codes = kind.astype(np.int64)
     if len(text_rows):
         codes[text_rows] = KIND_STR + strings.codes(list(map(str, map(cells.__getitem__, text_rows.tolist()))))
-    return codes, np.where(kind < table.KIND_OTHER, values, np.nan)
+    return codes, np.where(kind < KIND_OTHER, values, np.nan)
 
 
 def _numbers(nums: np.ndarray, blob: _Blob) -> dict[str, Any]:
@@ -280,22 +282,21 @@ def _partner(header: list[str], k: int) -> int | None:
 
 def _equal(cells: list[Any] | table.Column, ref_cells: list[Any] | table.Column) -> np.ndarray:
     """cells[i] == ref_cells[i] for each row; for two coded columns through a table of their values."""
-    if _coded(cells) and _coded(ref_cells):
-        a, b = cells.table, ref_cells.table  # type: ignore[union-attr]
-        if all(type(x) is str for x in a + b):  # type: ignore[operator]  # str equality is key equality
+    if isinstance(cells, table.Column) and isinstance(ref_cells, table.Column) and _coded(cells) and _coded(ref_cells):
+        a, b, codes_a, codes_b = cells.table, ref_cells.table, cells.codes, ref_cells.codes
+        assert a is not None and b is not None and codes_a is not None and codes_b is not None
+        if all(type(x) is str for x in a + b):  # str equality is key equality
             index: dict[str, int] = {}
-            for x in a + b:  # type: ignore[operator]
+            for x in a + b:
                 index.setdefault(x, len(index))
-            va = np.array([index[x] for x in a], dtype=np.int64)  # type: ignore[union-attr]
-            vb = np.array([index[x] for x in b], dtype=np.int64)  # type: ignore[union-attr]
-            return va[cells.codes] == vb[ref_cells.codes]  # type: ignore[union-attr]
-        eq = np.array([[bool(x == y) for y in b] for x in a], dtype=bool)  # type: ignore[union-attr]
-        return eq.reshape(len(a), len(b))[cells.codes, ref_cells.codes]  # type: ignore[arg-type, union-attr]
-    if _coded(cells):
-        cells = cells.objects  # type: ignore[union-attr]
-    if _coded(ref_cells):
-        ref_cells = ref_cells.objects  # type: ignore[union-attr]
-    return np.fromiter(map(operator.eq, cells, ref_cells), dtype=bool, count=len(cells))
+            va = np.array([index[x] for x in a], dtype=np.int64)
+            vb = np.array([index[x] for x in b], dtype=np.int64)
+            return va[codes_a] == vb[codes_b]
+        eq = np.array([[bool(x == y) for y in b] for x in a], dtype=np.bool_)
+        return eq.reshape(len(a), len(b))[codes_a, codes_b]
+    left = cells.objects if isinstance(cells, table.Column) else cells  # coded (other shapes do not come here)
+    right = ref_cells.objects if isinstance(ref_cells, table.Column) else ref_cells
+    return np.fromiter(map(operator.eq, left, right), dtype=bool, count=len(left))
 
 
 def _encode_like(
@@ -325,7 +326,7 @@ def _numeric(col: Any) -> bool:
 
 
 def _encode_table(
-    header: list[str], cols: list[list[Any]] | list[table.Column], blob: _Blob
+    header: list[str], cols: Sequence[list[Any] | table.Column], blob: _Blob
 ) -> tuple[list[dict[str, Any]], list[_Dict]]:
     """Column metadata (codes and numbers in `blob`) and the dictionaries they index."""
     cols = [_as_list(c) if isinstance(c, table.Column) and c.kind is None and not _coded(c) else c for c in cols]
@@ -364,12 +365,9 @@ def _encode_table(
 def _derivations() -> dict[str, tuple[str, str, str]]:
     """Summary-mode columns the page can recompute: "X diff" = NPU - Bench; "XRelativeErr" = |diff / Bench * 100|."""
     out = {}
-    stats = ("max", "min", "mean", "l2norm")
-    diffs = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
-    rels = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
-    for stat, diff, rel in zip(stats, diffs, rels):
-        out[diff] = ("sub", f"NPU {stat}", f"Bench {stat}")
-        out[rel] = ("relpct", diff, f"Bench {stat}")
+    for npu, bench, diff, rel in zip(table.NPU_STATS, table.BENCH_STATS, table.STAT_DIFFS, table.STAT_RELATIVE):
+        out[diff] = ("sub", npu, bench)
+        out[rel] = ("relpct", diff, bench)
     return out
 
 
@@ -406,12 +404,10 @@ def _num(x: float | None) -> Any:
 
 
 def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
-    from msprobe_compare.render.report import origin_advice  # report imports this module
-
     ev = o.evidence
     return {
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
-        "after": o.after, "description": o.description, "advice": origin_advice(o),
+        "after": o.after, "description": story.origin_description(o), "advice": story.origin_advice(o),
         "args": list(o.differing_args),
         "evidence": _evidence_json(ev),
     }  # fmt: skip
@@ -442,7 +438,7 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     entries = list(rc.entries)
     n = len(entries)
     position = dict(zip(entries, range(n)))
-    keys, values = list(rc.parents), list(rc.parents.values())
+    keys, values = list(rc.parents), [p or "" for p in rc.parents.values()]  # no parent: falsy either way
     linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
     linked &= np.fromiter(map(operator.ne, keys, values), dtype=bool, count=len(keys))
     rows = np.flatnonzero(linked).tolist()
@@ -481,13 +477,11 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
         "yellow": int(np.count_nonzero(colour == Colour.YELLOW)) if colour is not None else None,
         "fuzzy": int(np.count_nonzero(outcome.fuzzy)) if outcome.fuzzy is not None else 0,
     }  # fmt: skip
-    levels = level_counts(outcome)
+    levels = outcome.counts
     counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:
-        from msprobe_compare.render.report import advisor_lines
-
-        advisor = [*advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
+        advisor = [*story.advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
     head = story.headline(outcome.rootcause, levels)
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
             "headline": {"state": head.state, "text": head.text} if head is not None else None,
@@ -517,15 +511,20 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         "rootcause": _rootcause_json(rc, blob) if rc is not None else None,
     }  # fmt: skip
     head = orjson.dumps(meta)
-    body = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
+    body: list[bytes | memoryview] = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
     return b"".join(body + blob.parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
-    from importlib import resources  # only when a report is written (start-up speed)
+    """A packaged asset's text; the report script's cell-kind codes are checked against CellKind when it is first
+    read (not at import: importlib.resources is loaded only when a report is written, for start-up speed)."""
+    from importlib import resources
 
-    return resources.files("msprobe_compare.render").joinpath("assets", name).read_text(encoding="utf-8")
+    text = resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    if name == "report.js":
+        check_script(text, "render/assets/report.js")
+    return text
 
 
 def page(data: bytes, title: str, *, compress: bool | None = None) -> str:

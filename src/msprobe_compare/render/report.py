@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from msprobe_compare.judge.advisor import AdvisorResult, advice_for
-from msprobe_compare.judge.gate import LevelCounts, level_counts
+from msprobe_compare.judge.advisor import AdvisorResult
+from msprobe_compare.judge.gate import LevelCounts
 from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
-from msprobe_compare.judge.rootcause import Origin, OriginKind, RootCause
+from msprobe_compare.judge.rootcause import RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
-from msprobe_compare.render import story, table, texts
+from msprobe_compare.render import story, table
 from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
@@ -44,24 +45,6 @@ class Written:
         return self.counts.warnings
 
 
-def advisor_lines(result: AdvisorResult) -> list[str]:
-    line = "NA" if result.line is None else str(result.line)
-    node = result.node if result.node is not None else "NA"
-    return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
-
-
-def origin_advice(origin: Origin) -> str:
-    if origin.kind is OriginKind.BOUNDARY:
-        after = f"{origin.after}'s output" if origin.after else "the start of the dump"
-        return (f"The data changed between two recorded calls: code the dump did not record (an in-place edit, "
-                f"a hook, an op that is not hooked) changed it after {after} and before {origin.entry} read it. "
-                "Dump that region at level mix or L1, and look for in-place writes.")  # fmt: skip
-    if origin.kind is OriginKind.CONFIGURATION:
-        return (f"The call was made with different arguments ({', '.join(origin.differing_args)}): check the "
-                "code or configuration that passes them.")  # fmt: skip
-    return texts.ADVICE_TEXT[advice_for(origin.entry + ".output")]
-
-
 def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, limit: int = 10) -> list[str]:
     """The advisor's `Root cause` section: ranked origins and suspects, their evidence and advice, the noise model."""
     if rc is None:
@@ -74,7 +57,7 @@ def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, lim
             lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
         else:
             lines.append("No origin the precision of the dump can support.")
-    lines += _ranked([(f"{o.kind.value}, {o.phase}", o.description, o.evidence.text(), "Advice", origin_advice(o))
+    lines += _ranked([(f"{o.kind.value}, {o.phase}", story.origin_description(o), o.evidence.text(), "Advice", story.origin_advice(o))
                       for o in rc.origins], limit, "origins")  # fmt: skip
     if rc.suspects:
         lines.append("Suspects (above the noise floor by less than the precision can support; not origins):")
@@ -99,7 +82,7 @@ def _ranked(items: list[tuple[str, str, str, str, str]], limit: int, what: str) 
 def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None, *,
                   mode: Mode = Mode.SUMMARY, counts: LevelCounts | None = None) -> None:  # fmt: skip
     """The reference's three lines first (parity), labelled by a note with the row counts, then our root cause."""
-    lines = advisor_lines(result)
+    lines = story.advisor_lines(result)
     if counts is not None:
         lines += ["", *story.advisor_note(mode, result, counts)]
     lines += rootcause_lines(rc, counts)
@@ -130,14 +113,30 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
     else:
         console.warning(f"Find {result.node} accuracy not reached, the line is {result.line}")
     console.info("The summary of the expert advice is as follows: ")
-    for line in advisor_lines(result):
+    for line in story.advisor_lines(result):
         console.info(line)
     extra = story.advisor_contradiction(result, counts, mode) if counts is not None else None
     if extra:
         console.warning(extra)
 
 
-FORMATS = ("xlsx", "csv", "jsonl", "html")
+def _xlsx(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_xlsx_columns(path, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
+
+
+def _csv(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_csv(path, header, columns, colours)
+
+
+def _jsonl(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+    write_jsonl(path, header, columns, colours)
+
+
+# the writer of each table format: (path, header, columns, colour codes, coloured) -> the file at path
+TABLE_WRITERS: dict[str, Callable[[Path, list[str], list[Any], Any, bool], None]] = {
+    "xlsx": _xlsx, "csv": _csv, "jsonl": _jsonl,
+}  # fmt: skip
+FORMATS = (*TABLE_WRITERS, "html")  # "html": the report, written after the tables
 DEFAULT_FORMATS = ("xlsx", "html")
 
 
@@ -154,7 +153,10 @@ def write_all(
 ) -> Written:
     """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp.
     `prefix`: `debug_` for debug.json compares (`debug_compare_result_{ts}.xlsx`, spec §7.7)."""
-    names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt != "html"}
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown:  # Options refuses them; a caller that made its own tuple gets no file of a guessed format
+        raise ValueError(f"unknown format {', '.join(map(repr, unknown))}; choose from {', '.join(FORMATS)}")
+    names = {fmt: f"{prefix}compare_result{suffix}_{{ts}}.{fmt}" for fmt in formats if fmt in TABLE_WRITERS}
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
     mapping_name = ["data_mapping_{ts}.yaml"] if outcome.derived_mapping is not None else []  # -lm
@@ -196,12 +198,7 @@ def _write_set(
         if fmt == "xlsx":
             console.info(f"Saving result excel file in progress. The file path is: {path}.")
         with atomic_output(path) as tmp:
-            if fmt == "xlsx":
-                write_xlsx_columns(tmp, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
-            elif fmt == "csv":
-                write_csv(tmp, header, columns, colours)
-            else:
-                write_jsonl(tmp, header, columns, colours)
+            TABLE_WRITERS[fmt](tmp, header, columns, colours, coloured)
         del columns
         console.info(f"Compare result is {path}")
         first = first or path
@@ -217,7 +214,7 @@ def _write_set(
         with atomic_output(mapping_path) as tmp:
             tmp.write_text(mapping_yaml(outcome.derived_mapping), encoding="utf-8")
         console.info(f"The data mapping is saved in: {mapping_path}")
-    counts = level_counts(outcome)
+    counts = outcome.counts
     log_counts(console, counts, bench_path)
     advisor_path = None
     if outcome.advisor is not None:
@@ -228,7 +225,7 @@ def _write_set(
     rc = outcome.rootcause
     head = story.headline(rc, counts)
     log_rootcause(console, head)
-    origin = (rc.entries.index(rc.first.entry), rc.first.description) if rc is not None and rc.first else None
+    origin = (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),

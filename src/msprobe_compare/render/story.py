@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe_compare.judge.advisor import AdvisorResult
+from msprobe_compare.judge.advisor import AdvisorResult, advice_for
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
-from msprobe_compare.judge.rootcause import CallState, OriginKind, RootCause
-from msprobe_compare.model import Mode
+from msprobe_compare.judge.rootcause import CallState, Origin, OriginKind, RootCause, Suspect
+from msprobe_compare.load.mode import Mode
+from msprobe_compare.render import texts
 
 # what the reference's advisor reads, per mode (its first-failing-row rule)
 ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}
@@ -47,7 +48,7 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
         ev = rc.first.evidence
         why = f"; {ev.metric} {ev.outputs if rc.first.kind is OriginKind.COMPUTATION else ev.inputs:.3g} = " \
               f"{ev.ratio:.3g}x the noise floor {ev.floor:.3g}" if ev.ratio is not None and ev.floor else ""
-        return Headline("origin", f"{rc.first.description} ({rc.first.kind.value}; "
+        return Headline("origin", f"{origin_description(rc.first)} ({rc.first.kind.value}; "
                                   f"{len(rc.origins)} origin(s) in all{why})")  # fmt: skip
     if rc.suspects:
         return Headline("suspect", suspect_text(rc))
@@ -105,6 +106,9 @@ def count_line(counts: LevelCounts) -> str:
     text += f"; {counts.errors:,} error, {counts.warnings:,} warning"
     if counts.excluded:
         text += f"; {excluded_text(counts)}"
+    if counts.no_row_entries:
+        n = counts.no_row_entries
+        text += f"; {n:,} dump entr{'y' if n == 1 else 'ies'} yielded no row (named above)"
     return text + "."
 
 
@@ -163,3 +167,51 @@ def gate_line(levels: frozenset[str], counts: LevelCounts, hits: int) -> str:
         return head + f"failed ({evidence})"
     hint = "; unmatched rows are not gated (add ',unmatched')" if counts.unmatched and "unmatched" not in levels else ""
     return head + f"passed ({evidence}){hint}"
+
+
+def advisor_lines(result: AdvisorResult) -> list[str]:
+    line = "NA" if result.line is None else str(result.line)
+    node = result.node if result.node is not None else "NA"
+    return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
+
+
+def origin_advice(origin: Origin) -> str:
+    if origin.kind is OriginKind.BOUNDARY:
+        after = f"{origin.after}'s output" if origin.after else "the start of the dump"
+        return (f"The data changed between two recorded calls: code the dump did not record (an in-place edit, "
+                f"a hook, an op that is not hooked) changed it after {after} and before {origin.entry} read it. "
+                "Dump that region at level mix or L1, and look for in-place writes.")  # fmt: skip
+    if origin.kind is OriginKind.CONFIGURATION:
+        return (f"The call was made with different arguments ({', '.join(origin.differing_args)}): check the "
+                "code or configuration that passes them.")  # fmt: skip
+    return texts.ADVICE_TEXT[advice_for(origin.entry + ".output")]
+
+
+def origin_description(o: Origin) -> str:
+    """One line naming an origin and what was seen there."""
+    at = o.on_rank
+    entry = f"{at.rank}:{o.entry}" if at is not None else o.entry
+    if o.kind is OriginKind.BOUNDARY:
+        before = f"after {o.after}'s output, " if o.after else ""
+        what = " (a NaN/Inf appears)" if o.nonfinite else ""
+        text = f"{before}before {entry}'s input{what}"
+    elif o.kind is OriginKind.CONFIGURATION:
+        text = f"{entry}: non-tensor arguments differ ({', '.join(o.differing_args)})"
+    elif o.nonfinite:
+        text = f"{entry}: NaN/Inf appears in its outputs, its inputs are finite"
+    elif not o.evidence.inputs:
+        text = f"{entry}: inputs agree, outputs differ"
+    else:
+        text = f"{entry}: outputs differ beyond the noise its inputs carry"
+    if at is None:
+        return text
+    if at.alone:
+        return text + f" (on {at.rank}" + (f", whose dump calls it {at.local_name}" if at.local_name else "") + ")"
+    seen = (f"; {', '.join(at.others)} first {'sees' if len(at.others) == 1 else 'see'} it at {at.seen_at}"
+            if at.seen_at else "")  # fmt: skip
+    return text + f" (only {at.rank} diverges{seen})"
+
+
+def item_description(item: Origin | Suspect) -> str:
+    """An origin's or a suspect's line."""
+    return origin_description(item) if isinstance(item, Origin) else item.description

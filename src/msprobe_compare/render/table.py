@@ -10,28 +10,46 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
-from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
+from msprobe_compare.measure.tensor_rows import TensorColumns
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+from msprobe_compare.render.celltext import Cells, Column, object_array
+
+__all__ = ["Cells", "Column", "KIND_FLOAT", "KIND_INT", "KIND_OTHER", "KIND_PERCENT"]  # re-exported for writers
+
+_SAFE_INT = 2.0**53  # larger integers do not survive a float64
 
 COMMON = [
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
     "NPU Requires_grad", "Bench Requires_grad",
 ]  # fmt: skip
-STAT_NAMES = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
-SUMMARY = COMMON + [
-    "Max diff", "Min diff", "Mean diff", "L2norm diff",
-    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
-] + STAT_NAMES + ["Requires_grad Consistent", "Result", "Err_message"]  # fmt: skip
-REAL = COMMON + [
-    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
-] + STAT_NAMES + ["Requires_grad Consistent", "Accuracy Reached or Not", "Err_message"]  # fmt: skip
+NPU_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm"]
+BENCH_STATS = ["Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+STAT_NAMES = NPU_STATS + BENCH_STATS
+# the real-data metrics' column group: (header, name in the per-row log line) of each metric, in TensorMetric order
+METRIC_COLUMNS: dict[TensorMetric, tuple[str, str]] = {
+    TensorMetric.COSINE: ("Cosine", "cosine"),
+    TensorMetric.EUC_DIST: ("EucDist", "euc_dist"),
+    TensorMetric.MAX_ABS_ERR: ("MaxAbsErr", "max_abs_err"),
+    TensorMetric.MAX_REL_ERR: ("MaxRelativeErr", "max_relative_err"),
+    TensorMetric.ONE_THOUSANDTH: ("One Thousandth Err Ratio", "one_thousand_err_ratio"),
+    TensorMetric.FIVE_THOUSANDTHS: ("Five Thousandths Err Ratio", "five_thousand_err_ratio"),
+}
+assert list(METRIC_COLUMNS) == list(TensorMetric), "one column per metric, in TensorMetric order"
+METRIC_HEADERS = [header for header, _ in METRIC_COLUMNS.values()]
+STAT_DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]  # NPU - bench, per statistic
+STAT_RELATIVE = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]  # |diff / bench| in %
+SUMMARY = COMMON + STAT_DIFFS + STAT_RELATIVE + STAT_NAMES + ["Requires_grad Consistent", "Result", "Err_message"]
+REAL = COMMON + METRIC_HEADERS + STAT_NAMES + ["Requires_grad Consistent", "Accuracy Reached or Not", "Err_message"]
 MD5 = COMMON + ["NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"]
 STACK = "NPU_Stack_Info"
 DATA_NAME = "Data_name"
@@ -74,10 +92,6 @@ class Style:
         return str(value)
 
 
-def _rg_text(code: int) -> str:
-    return "True" if code == RG_TRUE else "False" if code == RG_FALSE else NA
-
-
 def _stack_cells(outcome: CompareOutcome) -> Column:
     """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded."""
     npu = outcome.npu
@@ -107,86 +121,6 @@ def _take(values: list[Any], match: np.ndarray) -> list[Any]:
     table[:-1] = values
     table[-1] = NA  # index -1 (unmatched) lands here
     return table[match].tolist()
-
-
-class Cells(list):  # type: ignore[type-arg]
-    """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
-
-    `kind` per cell: 0 a float, 1 an int, 2 a float written as f"{x!r}%", 3 anything else (the cell
-    itself tells); `values` holds the number of kinds 0-2 (float64). The HTML report reads these.
-    """
-
-    kind: np.ndarray
-    values: np.ndarray
-
-
-KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER = 0, 1, 2, 3
-_SAFE_INT = 2.0**53  # larger integers do not survive a float64
-
-
-class Column:
-    """One column of the result table in compact form, in one of three shapes:
-
-    - `objects` (a list) holds the cell values;
-    - `codes` and `table`: cell i is table[codes[i]] (a column of few distinct values);
-    - `kind`, `values` and `objects` (an object array): `kind[i]` KIND_FLOAT, KIND_INT and KIND_PERCENT
-      mean the number `values[i]` (a float, an int, a float written f"{x!r}%"), KIND_OTHER the value
-      `objects[i]`. Numbers never become Python objects unless `cells()` asks.
-    """
-
-    __slots__ = ("_objects", "kind", "values", "codes", "table")
-
-    def __init__(
-        self, objects: Any = None, kind: np.ndarray | None = None, values: np.ndarray | None = None, *,
-        codes: np.ndarray | None = None, table: list[Any] | None = None,
-    ) -> None:  # fmt: skip
-        self._objects = objects
-        self.kind = kind
-        self.values = values
-        self.codes = codes
-        self.table = table
-
-    @property
-    def objects(self) -> Any:
-        """The cell values (an object array in the numeric shape); made from the codes when coded."""
-        if self._objects is None and self.codes is not None:
-            return _object_array(self.table or [])[self.codes].tolist()
-        return self._objects
-
-    def __len__(self) -> int:
-        return len(self.codes) if self.codes is not None else len(self._objects)
-
-    def cells(self) -> list[Any]:
-        """The cell values as a list: a `Cells` (numbers as float/int/str objects) when the column has kinds."""
-        if self.kind is None:
-            objects = self.objects
-            return objects if isinstance(objects, list) else list(objects)
-        from msprobe_compare.render.celltext import float_reprs
-
-        kind, values = self.kind, self.values
-        assert values is not None
-        out = self._objects.copy()
-        sel = kind == KIND_FLOAT
-        out[sel] = values[sel].astype(object)
-        sel = kind == KIND_INT
-        ints = _object_array([int(v) for v in values[sel].tolist()])  # exact, also beyond 64 bits
-        out[sel] = ints
-        sel = kind == KIND_PERCENT
-        if sel.any():
-            texts = np.empty(int(np.count_nonzero(sel)), dtype=object)
-            texts[:] = [t + "%" for t in float_reprs(values[sel])]
-            out[sel] = texts
-        cells = Cells(out.tolist())
-        cells.values, cells.kind = values, kind
-        return cells
-
-
-def _object_array(items: list[Any]) -> np.ndarray:
-    """A 1-d object array of `items` (which may themselves be sequences)."""
-    out = np.empty(len(items), dtype=object)
-    for k, item in enumerate(items):
-        out[k] = item
-    return out
 
 
 def _coded(values: list[Any]) -> Column:
@@ -247,7 +181,7 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     raw_rows = np.flatnonzero(kinds == StatKind.RAW)
     if len(raw_rows):
         rows = raw_rows if safe is None else safe[raw_rows]
-        objects[raw_rows] = _object_array(_raw_cells(table, col, rows, style))
+        objects[raw_rows] = object_array(_raw_cells(table, col, rows, style))
     if rows_idx is not None:
         miss = rows_idx < 0
         objects[miss] = NA
@@ -289,7 +223,7 @@ def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: b
     return Column(objects, kind, values)
 
 
-def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
+def _lookup(codes: np.ndarray, table: Mapping[Any, Any]) -> Column:
     """The column of table[code] for each code, coded (KeyError for a code the table lacks)."""
     codes = np.asarray(codes)
     if not len(codes):
@@ -305,25 +239,10 @@ def _lookup(codes: np.ndarray, table: dict[int, Any]) -> Column:
     return Column(codes=lut[shifted], table=values)
 
 
-def colours(outcome: CompareOutcome) -> list[Colour]:
-    marks = outcome.marks
-    return [Colour(c) for c in marks.colour.tolist()] if marks is not None else [Colour.NONE] * len(outcome)
-
-
 def colour_codes(outcome: CompareOutcome) -> np.ndarray:
     """Colour per row as an int8 array (judge.highlight.Colour values)."""
     marks = outcome.marks
     return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
-
-
-def rows(outcome: CompareOutcome, style: Style) -> Iterator[tuple[tuple[Any, ...], Colour]]:
-    """Yield (cells, colour) for every result row, in NPU order. Columns are built vectorised first."""
-    return zip(zip(*columns(outcome, style)), colours(outcome))
-
-
-def columns(outcome: CompareOutcome, style: Style) -> list[list[Any]]:
-    """The cell values of each column of `header(outcome)`, one list per column, in NPU row order."""
-    return [c.cells() for c in column_data(outcome, style)]
 
 
 def column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
@@ -358,7 +277,9 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
             cols += [_diff_column(d.diff[:, c], d.diff_kind[:, c], style, False) for c in range(4)]
             cols += [_diff_column(d.rel[:, c], d.rel_kind[:, c], style, True) for c in range(4)]
         else:
-            metric = [list(c) for c in zip(*(outcome.tensors.metric_cells(i, style) for i in range(n)))] or [[]] * 6
+            tensors = outcome.tensors
+            assert tensors is not None
+            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(n)))] or [[]] * len(TensorMetric)
             cols += [Column(c) for c in metric]
         cols += [_stat_column(npu, c, style) for c in range(4)]
         cols += [_stat_column(bench, c, style, match) for c in range(4)]
@@ -366,12 +287,16 @@ def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
         if outcome.mode is Mode.SUMMARY:
             cols.append(_lookup(v.result, texts.RESULT_TEXT))
         else:
-            cols.append(Column([outcome.tensors.accuracy_text(i) for i in range(n)]))
+            assert outcome.accuracy is not None
+            cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy.tolist()]))
         cols.append(_messages(outcome))
     if outcome.show_stack:
         cols.append(_stack_cells(outcome))
     if outcome.mode is Mode.ALL:
-        cols.append(Column([outcome.tensors.data_name_cell(i) for i in range(n)]))
+        t = outcome.tensors
+        assert t is not None
+        bench_files = [NA if f is None else f for f in t.bench_files]
+        cols.append(Column([str([t.npu_files[i], bench_files[i]]) for i in range(n)]))
     if outcome.layout is not None:
         cols += [_coded(outcome.layout.ranks), _coded(outcome.layout.rules)]
     return cols
@@ -383,9 +308,11 @@ def _messages(outcome: CompareOutcome) -> Column:
     reasons = marks.reasons if marks is not None else np.zeros(n, dtype=np.int32)
     fuzzy = outcome.fuzzy if outcome.fuzzy is not None else np.zeros(n, dtype=bool)
     if outcome.mode is Mode.ALL:
+        tensors = outcome.tensors
+        assert tensors is not None
         out = []
         for i, (flags, why, fz) in enumerate(zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist())):
-            base = outcome.tensors.message(i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
+            base = _tensor_message(tensors, i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
             out.append(texts.join_message(base, texts.reason_lines(why)))
         return Column(out)
     if not n:
@@ -433,8 +360,23 @@ def _values(col: Column, numeric: bool) -> list[Any]:
         number = col.kind != KIND_OTHER
         out[number] = col.values[number].astype(object)
         ints = col.kind == KIND_INT
-        out[ints] = _object_array([int(v) for v in col.values[ints].tolist()])
+        out[ints] = object_array([int(v) for v in col.values[ints].tolist()])
         cells = out.tolist()
     if numeric:
         cells = [math.nan if type(v) is str and v == NAN_TEXT else v for v in cells]
     return cells
+
+
+def _metric_cells(t: TensorColumns, i: int, style: Style) -> list[Any]:
+    """The six metric cells of row i: numbers, or the texts of their states."""
+    out: list[Any] = []
+    for k in range(len(TensorMetric)):
+        state = MetricState(int(t.states[i, k]))
+        out.append(style.number(float(t.values[i, k])) if state is MetricState.VALUE else texts.STATE_TEXT[state])
+    return out
+
+
+def _tensor_message(t: TensorColumns, i: int, base: str) -> str:
+    """Err_message of a real-data row: the base message, then the metrics' own, then why a file failed."""
+    files, why = t.read_failed.get(i, ("", ""))
+    return base + texts.messages_text(t.metrics[i].messages, files) + why

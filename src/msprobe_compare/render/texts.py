@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from msprobe_compare.judge.accuracy import Accuracy
 from msprobe_compare.judge.advisor import Advice
 from msprobe_compare.judge.highlight import Reason
 from msprobe_compare.judge.verdict import Msg, Result
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMsg
 
 RESULT_TEXT = {
     Result.EMPTY: "",
@@ -13,6 +17,8 @@ RESULT_TEXT = {
     Result.PASS: "pass",
     Result.DIFFERENT: "Different",
 }
+
+ACCURACY_TEXT = {Accuracy.YES: "Yes", Accuracy.NO: "No", Accuracy.UNMATCHED: "Unmatched", Accuracy.NONE: "None"}
 
 MSG_TEXT = {
     Msg.NO_BENCH: "No bench data matched.",
@@ -78,3 +84,40 @@ def join_message(base: str, reasons: list[str]) -> str:
     parts = [base] if base else []
     parts.extend(reasons)
     return "\n".join(parts)
+
+
+STATE_TEXT: dict[MetricState, str] = {
+    MetricState.NAN: "Nan",
+    MetricState.UNSUPPORTED: "unsupported",
+    MetricState.SHAPE_UNMATCHED: "shape unmatched",
+    MetricState.NOT_AVAILABLE: "N/A",
+}
+
+
+TENSOR_MSG_TEXT: dict[TensorMsg, str] = {
+    TensorMsg.NPU_NO_DATA_FILE: "NPU does not have data file.",
+    TensorMsg.BENCH_NO_DATA_FILE: "Bench does not have data file.",
+    TensorMsg.BENCH_UNMATCHED: "Bench api/module unmatched.",
+    TensorMsg.READ_FAILED: "Dump file: {} not found or read failed.",
+    TensorMsg.EMPTY: "This is empty data, can not compare.",
+    TensorMsg.ZERO_DIM: (
+        "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
+        "'Five Thousandths Err Ratio'. "
+    ),
+    TensorMsg.SHAPE_MISMATCH: "Shape of NPU and bench tensor do not match. Skipped.",
+    TensorMsg.NAN_INF_MISMATCH: "The position of inf or nan in NPU and bench Tensor do not match.",
+    TensorMsg.UNREADABLE: "Data is unreadable.",
+    TensorMsg.DTYPE_MISMATCH: "Dtype of NPU and bench tensor do not match.",
+    TensorMsg.ONE_ELEMENT: "This is a 1-d tensor of length 1.",
+    TensorMsg.COSINE_NPU_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.",
+    TensorMsg.COSINE_BENCH_ZERO: "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.",
+    TensorMsg.COSINE_NAN: "Cannot compare by Cosine Similarity, the dump data has NaN.",
+    TensorMsg.MAX_ABS_NAN: "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
+    TensorMsg.MAX_REL_NAN: "Cannot compare by MaxRelativeError, the data contains nan/inf/-inf in dump data.",
+}
+
+
+def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
+    """The real-data Err_message text of `messages`: the reference sentences concatenated without separators."""
+    return "".join(TENSOR_MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else TENSOR_MSG_TEXT[m]
+                   for m in messages)

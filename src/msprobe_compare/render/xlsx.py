@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import deque
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 MAX_SHEET_ROWS = 1_048_500
 # style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header
-STYLE = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
+STYLE: dict[int, str] = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
 
 
 _CONTENT_TYPES = (

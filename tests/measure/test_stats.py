@@ -1,0 +1,54 @@
+"""measure/stats.py on small tables: diffs and relative diffs per statistic, their cell kinds, the warning."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from msprobe_compare.measure.stats import Cell, gather, stat_diffs
+from pair.helpers import table
+
+
+def _side(*stats: tuple[object, object, object, object]):
+    """One call whose outputs carry these (Max, Min, Mean, Norm) statistics."""
+    leaves = [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": mx, "Min": mn, "Mean": me,
+               "Norm": no} for mx, mn, me, no in stats]  # fmt: skip
+    return table({"Torch.add.0.forward": {"input_args": [], "output": leaves}})
+
+
+def test_diffs_relative_diffs_and_kinds():
+    npu = _side((3.0, 1, 0.0, math.nan), (2.0, -1.0, 1.0, 1.0))
+    bench = _side((1.0, 1, 0.0, 1.0), (1.0, -1.0, 1.0, 1.0))
+    d = stat_diffs(npu, bench, np.array([0, 1]))
+    assert d.diff[0, 0] == 2.0 and d.rel[0, 0] == 200.0 and d.diff_kind[0, 0] == Cell.VALUE
+    assert d.diff_kind[0, 1] == Cell.INT and d.diff[0, 1] == 0  # both integers
+    assert d.rel_kind[0, 1] == Cell.VALUE  # ... but the relative diff is a float
+    assert d.diff_kind[0, 2] == Cell.VALUE and d.rel_kind[0, 2] == Cell.NA  # bench 0: no relative diff
+    assert d.diff_kind[0, 3] == Cell.NAN and d.rel_kind[0, 3] == Cell.NAN  # a NaN statistic
+    assert d.warning.tolist() == [True, False]  # |3 - 1| / 3 > 0.5; |2 - 1| / 2 is not above it
+    assert d.diff[1].tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_unmatched_and_non_numeric_cells_are_na():
+    npu = _side((1.0, None, True, math.inf), (1.0, 1.0, 1.0, 1.0))
+    bench = _side((1.0, 0.0, 0.5, math.inf))
+    d = stat_diffs(npu, bench, np.array([0, -1]))
+    assert d.diff_kind[1].tolist() == [Cell.NA] * 4 and not d.warning[1]  # no bench row
+    assert d.diff_kind[0, 1] == Cell.NA and d.diff_kind[0, 2] == Cell.NA  # null and bool statistics
+    assert d.diff_kind[0, 3] == Cell.NAN  # inf - inf is NaN
+    vals, kinds = gather(bench, np.array([0, -1]))
+    assert vals[0, 0] == 1.0 and kinds[1].tolist() == [3, 3, 3, 3]  # StatKind.NONE where unmatched
+
+
+def test_empty_tables():
+    d = stat_diffs(_side(), _side(), np.zeros(0, dtype=np.int64))
+    assert d.diff.shape == (0, 4) and d.warning.shape == (0,)
+
+
+def test_zero_against_tiny_is_a_warning_only_above_the_epsilon():
+    npu = _side((0.0, 0.0, 0.0, 0.0), (1e-3, 0.0, 0.0, 0.0))
+    bench = _side((1e-12, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))
+    d = stat_diffs(npu, bench, np.array([0, 1]))
+    # magnitude |N - B| / (|max(N, B)| + 1e-10): 1e-12 / (1e-12 + 1e-10) is small; 1e-3 / (1e-3 + 1e-10) is not
+    assert d.warning.tolist() == [False, True]
