@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from msprobe_compare import floattext
 from msprobe_compare.cli import main
 
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _checked_fast_paths_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs take the checked orjson fast paths however small the table, so the tests keep covering
+    them; outside the tests a run smaller than the check's sample takes the exact paths (floattext.worth)."""
+    monkeypatch.setattr(floattext, "BULK_MIN", 0)
 
 
 @dataclass

@@ -83,12 +83,11 @@ static PyObject *field_keys[N_FIELDS];
 
 /* ---- text path: dump.json entries parsed straight from the file's bytes ----------------------------------------
  *
- * Walker.parse(buf, start, stop, final) reads `"name": {body}, "name": {body} ...` (the members of "data" in
- * buf[start:stop], a trailing comma required unless `final`) into a small tree of spans over the bytes, one entry
- * at a time, and walks it as `walk_entry` walks parsed objects. It accepts only plain JSON it fully understands:
- * strings of printable ASCII without escapes, numbers of the JSON grammar (and NaN/Infinity, which the dumper
- * writes), no repeated member names. Anything else, or any leaf the native walk leaves to Python, undoes the
- * whole batch and returns None, and the caller parses the batch as objects instead.
+ * Walker.walk(buf, pos, final) (below) reads the members `"name": {body}` of "data" one at a time into a small
+ * tree of spans over the bytes, and walks it as `walk_entry` walks parsed objects. It accepts only plain JSON it
+ * fully understands: strings of printable ASCII without escapes, numbers of the JSON grammar (and NaN/Infinity,
+ * which the dumper writes), no repeated member names. Anything else, or any leaf the native walk leaves to Python,
+ * undoes that entry and hands it, alone, to the caller, which parses it as an object.
  */
 enum { J_NULL, J_FALSE, J_TRUE, J_INT, J_BIGINT, J_FLOAT, J_STR, J_ARR, J_OBJ };
 
@@ -810,10 +809,16 @@ static int32_t j_new(Parser *ps, uint8_t kind) {
 }
 
 static uint8_t is_ws[256], ends_plain[256]; /* JSON whitespace; bytes that end a plain string run */
+enum { SK_QUOTE = 1, SK_OPEN = 2, SK_CLOSE = 3 };
+static uint8_t skip_class[256], string_class[256]; /* for skip(): brackets and quotes; a string's end or escape */
 
 static void j_tables(void) {
     is_ws[' '] = is_ws['\n'] = is_ws['\r'] = is_ws['\t'] = 1;
     for (int c = 0; c < 256; c++) ends_plain[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x7f;
+    skip_class['"'] = SK_QUOTE;
+    skip_class['{'] = skip_class['['] = SK_OPEN;
+    skip_class['}'] = skip_class[']'] = SK_CLOSE;
+    string_class['"'] = string_class['\\'] = 1;
 }
 
 static void j_ws(Parser *ps) {
@@ -1373,106 +1378,229 @@ static int j_entry(Walker *w, const Parser *ps, const char *op, Py_ssize_t n, in
     return status;
 }
 
-/* Entries until the end of the text or the first one this path leaves to the object path, whose offset (of its
- * name's quote) goes to *stopped (-1 when none). Each entry is added whole or not at all. */
-static int j_batch(Walker *w, Parser *ps, PyObject *names, const char *base, const char *lead, Py_ssize_t lead_n,
-                   Py_ssize_t *stopped) {
-    *stopped = -1;
-    for (;;) {
+/* ---- the members of "data", in any layout ------------------------------------------------------------------
+ *
+ * Walker.walk(buf, pos, final) reads the members of "data" from buf[pos] on, where pos is at (or before blanks
+ * before) the "{" that opens "data", the "," between two members, or the "}" that closes it. Whitespace may be
+ * anywhere JSON allows it, so one path serves every layout (compact, any indent, CRLF line ends). Each member is
+ * added whole or not at all, and only once the byte after it (a "," or the closing "}") is in the buffer. It
+ * returns (names added, pos, status, extent):
+ *   WALK_END     "data" closed: pos is just past its "}";
+ *   WALK_MORE    the next member does not end inside buf (and buf is not `final`): read more and call again at
+ *                pos (the delimiter before that member);
+ *   WALK_OBJECT  the member at pos (its name's quote) is one this path leaves to the object path; it spans
+ *                buf[pos:extent] and is followed by a "," or "}" (call again at extent once it is handled); an
+ *                extent of -1 means it could not be delimited (invalid JSON: the caller's general path words the
+ *                error).
+ */
+enum { WALK_END = 0, WALK_MORE = 1, WALK_OBJECT = 2 };
+
+/* The end of the JSON string whose quote is at p (escapes and any bytes allowed), or NULL if it runs past end. */
+static const char *skip_string(const char *p, const char *end) {
+    for (p++; p < end; p++) {
+        if (*p == '\\') {
+            p++;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* The end of the value at p (after blanks): a container by its brackets (strings skipped whole), a string, or a
+ * scalar (a run up to a delimiter). NULL when it runs past end; p itself when there is no value. */
+static const char *skip_value(const char *p, const char *end) {
+    while (p < end && is_ws[(unsigned char)*p]) p++;
+    if (p >= end) return NULL;
+    if (*p == '"') return skip_string(p, end);
+    if (*p == '{' || *p == '[') {
+        Py_ssize_t depth = 0;
+        for (; p < end; p++) {
+            char c = *p;
+            if (c == '"') {
+                p = skip_string(p, end);
+                if (!p) return NULL;
+                p--;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) return p + 1;
+            }
+        }
+        return NULL;
+    }
+    const char *q = p;
+    while (q < end && !is_ws[(unsigned char)*q] && *q != ',' && *q != '}' && *q != ']' && *q != ':') q++;
+    return q < end ? q : NULL;
+}
+
+/* A member `"name": value` at p and the delimiter after it: WALK_MORE when it runs past end, else WALK_OBJECT
+ * with *extent = the end of its value (-1 when it is not a member followed by "," or "}"). */
+static int member_extent(const char *p, const char *end, const char *base, Py_ssize_t *extent) {
+    *extent = -1;
+    if (p >= end) return WALK_MORE;
+    if (*p != '"') return WALK_OBJECT;
+    const char *q = skip_string(p, end);
+    if (!q) return WALK_MORE;
+    while (q < end && is_ws[(unsigned char)*q]) q++;
+    if (q >= end) return WALK_MORE;
+    if (*q != ':') return WALK_OBJECT;
+    const char *v = skip_value(q + 1, end);
+    if (!v) return WALK_MORE;
+    if (v == q + 1) return WALK_OBJECT;
+    const char *d = v;
+    while (d < end && is_ws[(unsigned char)*d]) d++;
+    if (d >= end) return WALK_MORE;
+    if (*d == ',' || *d == '}') *extent = v - base;
+    return WALK_OBJECT;
+}
+
+static PyObject *walk_result(PyObject *names, Py_ssize_t pos, int status, Py_ssize_t extent) {
+    return Py_BuildValue("(Nnin)", names, pos, status, extent);
+}
+
+static PyObject *Walker_walk(Walker *w, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    int final;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &final)) return NULL;
+    if (pos < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk: position out of range");
+        return NULL;
+    }
+    const char *base = (const char *)view.buf, *end = base + view.len;
+    Parser *ps = &w->parser;
+    PyObject *names = PyList_New(0);
+    int status = names ? OK : FAIL, result = WALK_MORE;
+    Py_ssize_t extent = -1;
+    ps->end = end;
+    ps->p = base + pos;
+    while (status == OK) {
         j_ws(ps);
+        const char *delim = ps->p;
+        if (delim >= end) { /* nothing after the last member: more text, or (final) not valid JSON */
+            result = final ? WALK_OBJECT : WALK_MORE;
+            pos = delim - base;
+            break;
+        }
+        if (*delim == '}') {
+            result = WALK_END;
+            pos = delim + 1 - base;
+            break;
+        }
+        if (*delim != '{' && *delim != ',') { /* not reachable from a checked member: the general path decides */
+            result = WALK_OBJECT;
+            pos = delim - base;
+            break;
+        }
+        ps->p++;
+        j_ws(ps);
+        if (*delim == '{' && ps->p < end && *ps->p == '}') {
+            result = WALK_END;
+            pos = ps->p + 1 - base;
+            break;
+        }
         const char *at = ps->p;
         Mark m;
         mark_take(w, &m);
         const char *op;
         Py_ssize_t n;
-        int status = OK;
         int32_t body = -1;
-        if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &op, &n) < 0) {
-            status = FALLBACK;
-        } else {
+        int entry_status = FALLBACK;
+        if (at < end && *at == '"' && j_string(ps, &op, &n) == 0) {
             j_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') {
-                status = FALLBACK;
-            } else {
+            if (ps->p < end && *ps->p == ':') {
                 ps->p++;
                 ps->len = 0;
                 body = j_value(ps, 1);
                 if (body == -2) {
                     PyErr_NoMemory();
-                    return FAIL;
+                    status = FAIL;
+                    break;
                 }
-                if (body < 0) status = FALLBACK;
-            }
-        }
-        if (status == OK) {
-            j_ws(ps); /* what follows must be the end, or a comma and the next entry's line start */
-            if (ps->p < ps->end) {
-                if (*ps->p != ',') {
-                    status = FALLBACK;
-                } else {
-                    const char *q = ps->p + 1;
-                    while (q < ps->end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
-                    /* an entry must start a line of its own, so that where this path stops is a separator */
-                    if (q >= ps->end || q - (ps->p + 1) < lead_n || memcmp(q - lead_n, lead, (size_t)lead_n) != 0)
-                        status = FALLBACK;
+                if (body >= 0) {
+                    j_ws(ps); /* the member counts only once the delimiter after it is here */
+                    if (ps->p < end && (*ps->p == ',' || *ps->p == '}')) entry_status = OK;
                 }
             }
         }
         PyObject *name = NULL;
-        if (status == OK) {
+        if (entry_status == OK) {
             name = PyUnicode_FromStringAndSize(op, n);
-            if (!name) return FAIL;
+            if (!name) {
+                status = FAIL;
+                break;
+            }
             w->entry = (int32_t)PyList_GET_SIZE(w->entries);
-            status = j_entry(w, ps, op, n, body);
+            entry_status = j_entry(w, ps, op, n, body);
         }
-        if (status == OK && PyList_Append(w->entries, name) < 0) status = FAIL;
-        if (status == OK && PyList_Append(names, name) < 0) status = FAIL;
-        if (status == OK) status = commit_raw(w);
+        if (entry_status == OK && PyList_Append(w->entries, name) < 0) entry_status = FAIL;
+        if (entry_status == OK && PyList_Append(names, name) < 0) entry_status = FAIL;
+        if (entry_status == OK) entry_status = commit_raw(w);
         Py_XDECREF(name);
-        if (status != OK) {
-            if (rollback(w, &m) < 0 || status == FAIL) return FAIL;
-            *stopped = at - base;
-            return OK;
+        if (entry_status != OK) {
+            if (rollback(w, &m) < 0 || entry_status == FAIL) {
+                status = FAIL;
+                break;
+            }
+            result = member_extent(at, end, base, &extent);
+            if (result == WALK_MORE && final) result = WALK_OBJECT; /* cut short: not valid JSON */
+            pos = result == WALK_MORE ? delim - base : at - base;
+            break;
         }
         if (!w->has_md5 && j_has_md5(ps, body)) w->has_md5 = 1;
-        if (ps->p >= ps->end) return OK;
-        ps->p++; /* the comma */
-    }
-}
-
-static PyObject *Walker_parse(Walker *w, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t start, stop, lead_n;
-    int final;
-    const char *lead;
-    if (!PyArg_ParseTuple(args, "y*nnpy#", &view, &start, &stop, &final, &lead, &lead_n)) return NULL;
-    if (start < 0 || stop > view.len || start > stop) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "parse: span out of range");
-        return NULL;
-    }
-    const char *base = (const char *)view.buf;
-    const char *text = base + start, *end = base + stop;
-    while (end > text && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t')) end--;
-    /* the members before the next entry end with a comma; the last member of "data" does not */
-    int comma = end > text && end[-1] == ',';
-    Py_ssize_t stopped = -1;
-    PyObject *names = PyList_New(0);
-    int status = names ? OK : FAIL;
-    if (status == OK && comma == final) { /* not the expected end: every entry goes the object path */
-        stopped = start;
-    } else if (status == OK) {
-        w->parser.p = text;
-        w->parser.end = comma ? end - 1 : end;
-        status = j_batch(w, &w->parser, names, base, lead, lead_n, &stopped);
     }
     PyBuffer_Release(&view);
     if (status != OK) {
         Py_XDECREF(names);
         return NULL;
     }
-    PyObject *out = Py_BuildValue("(Nn)", names, stopped);
-    return out;
+    return walk_result(names, pos, result, extent);
+}
+
+/* skip(buf, pos, depth) -> (pos, depth, done): bracket counting over a container that may span several buffers
+ * (strings skipped whole). done when the bracket that opened at depth 0 closed; pos is then just past it. Else pos
+ * is len(buf), or the quote of a string the buffer cuts (scanned again with the next buffer), as the regex scanner
+ * it replaces leaves it. Like that scanner, it does not validate (the parse of what it delimits does). */
+static PyObject *rowwalk_skip(PyObject *module, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, depth;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &depth)) return NULL;
+    if (pos < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "skip: position out of range");
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf, *p = base + pos, *end = base + view.len;
+    int done = 0;
+    for (;;) {
+        /* a table look-up per byte (SSE2 compares were slower here: the structure is dense) */
+        while (p < end && !skip_class[*p]) p++;
+        if (p >= end) break;
+        uint8_t k = skip_class[*p];
+        if (k == SK_QUOTE) {
+            const unsigned char *q = p + 1;
+            for (;;) {
+                while (q < end && !string_class[*q]) q++;
+                if (q >= end || *q == '"') break;
+                q += 2; /* a backslash and the byte it escapes */
+            }
+            if (q >= end) break; /* cut by the end of the buffer: pos stays at its quote */
+            p = q + 1;
+            continue;
+        }
+        p++;
+        if (k == SK_OPEN) {
+            depth++;
+        } else if (--depth == 0) {
+            done = 1;
+            break;
+        }
+    }
+    Py_ssize_t at = p - base;
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nnO)", at, depth, done ? Py_True : Py_False);
 }
 
 static PyObject *Walker_flush(Walker *w, PyObject *unused) {
@@ -1494,9 +1622,9 @@ static PyObject *Walker_has_md5(Walker *w, void *closure) { return PyBool_FromLo
 static PyMethodDef Walker_methods[] = {
     {"entry", (PyCFunction)(void (*)(void))Walker_entry, METH_FASTCALL,
      "entry(op, body) -> bool: add the entry's rows; False (nothing added) when the Python walk must do it"},
-    {"parse", (PyCFunction)Walker_parse, METH_VARARGS,
-     "parse(buf, start, stop, final, lead) -> (names of the entries added, offset of the first entry left to the "
-     "object path or -1); every entry after the first must start right after `lead` (newline and indent)"},
+    {"walk", (PyCFunction)Walker_walk, METH_VARARGS,
+     "walk(buf, pos, final) -> (names of the entries added, pos, status, extent): the members of \"data\" from "
+     "the delimiter at pos on (see WALK_END, WALK_MORE, WALK_OBJECT)"},
     {"flush", (PyCFunction)Walker_flush, METH_NOARGS, "move pending numeric cells into the builder's arrays"},
     {NULL, NULL, 0, NULL},
 };
@@ -1519,8 +1647,14 @@ static PyTypeObject WalkerType = {
     .tp_new = PyType_GenericNew,
 };
 
+static PyMethodDef module_methods[] = {
+    {"skip", rowwalk_skip, METH_VARARGS,
+     "skip(buf, pos, depth) -> (pos, depth, done): bracket counting over a container, resumable"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowwalk", "Native walk of dump.json entries.", -1,
-                                    NULL};
+                                    module_methods};
 
 #define INTERN(var, text)                                                                                          \
     if (!((var) = PyUnicode_InternFromString(text))) return NULL;
@@ -1563,6 +1697,12 @@ PyMODINIT_FUNC PyInit__rowwalk(void) {
     Py_INCREF(&WalkerType);
     if (PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0) {
         Py_DECREF(&WalkerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "WALK_END", WALK_END) < 0 ||
+        PyModule_AddIntConstant(m, "WALK_MORE", WALK_MORE) < 0 ||
+        PyModule_AddIntConstant(m, "WALK_OBJECT", WALK_OBJECT) < 0) {
         Py_DECREF(m);
         return NULL;
     }

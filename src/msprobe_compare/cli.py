@@ -16,7 +16,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported b
 
 from msprobe_compare import __version__, distribute
 from msprobe_compare.api import compare_files
-from msprobe_compare.folders import compare_directories
 from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
 from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
 from msprobe_compare.load.framework import framework_of
@@ -251,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): kernel_compare.py
             return _graph_compare(cfg, console)
         if cfg.is_directory_compare:
+            # folders (and the parallel layouts with their tensor reader) only for folder inputs (start-up speed)
+            from msprobe_compare.folders import compare_directories
+
             summary = compare_directories(cfg, console)
             report.log_directory_summary(console, summary)
             if not summary.ok:

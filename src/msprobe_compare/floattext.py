@@ -17,7 +17,9 @@ nan, inf           null             null             nan, inf
 Subnormals (5e-324, 1e-310) are written as repr writes them, with a negative exponent. The fast paths
 (render/celltext.py, _csvrows.c, _legacyparse.c) rewrite either layout into repr's, and each checks its own
 whole result on `hard_doubles()` against an exact path once per process (`agrees`): if a release writes anything
-else, that path falls back to the exact one (repr) and the output stays the same, only slower.
+else, that path falls back to the exact one (repr) and the output stays the same, only slower. A check costs
+about as much as the exact path on its sample, so a process whose work is smaller than the sample takes the exact
+path without checking (`worth`): a small compare starts faster and writes the same bytes.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ def hard_doubles() -> np.ndarray:
 
 
 _VERDICTS: dict[str, bool] = {}
+BULK_MIN = 28680  # len(hard_doubles()): below this many values the exact path costs less than the check
+
+
+def worth(name: str, n: int) -> bool:
+    """Whether the fast path `name` should serve `n` values: when its check has run already, or when `n` is at
+    least the check's own sample (start-up speed: a small run never pays for the check)."""
+    return n >= BULK_MIN or name in _VERDICTS
 
 
 def agrees(name: str, check: Callable[[], bool]) -> bool:

@@ -4,7 +4,6 @@ were split differently across cards (layouts.py); ranks run in processes or as R
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -75,6 +74,8 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
     elif workers <= 1:
         results = [compare_rank(*job) for job in jobs_list]
     else:
+        from concurrent.futures import ProcessPoolExecutor  # only for ranks in processes (start-up speed)
+
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(compare_rank, *zip(*jobs_list)))
     return RunSummary(layout_results + results, unpaired)

@@ -219,7 +219,7 @@ def test_flatten_uses_the_native_walk_and_agrees_on_a_generated_dump(tmp_path: P
     assert len(tables[0]) == 1200
 
 
-# -- the text path: rows read straight from dump.json bytes (Walker.parse) ----------------------------------------
+# -- the text path: rows read straight from dump.json bytes (Walker.walk) -----------------------------------------
 def _file_table(path: Path, use_native: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("MSPROBE_NATIVE", "1" if use_native else "0")
     try:
@@ -251,6 +251,7 @@ def test_text_path_gives_identical_tables_and_errors(tmp_path_factory: pytest.Te
     if repeat == 0 and len(entries) > 1:
         entries = [*entries, entries[0]]  # a repeated name, refused either way
     monkeypatch.setattr(stream, "BATCH", batch)
+    monkeypatch.setattr(stream, "WALK_BUFFER", batch)  # the native text path's buffer, at the same sizes
     path = tmp_path_factory.mktemp("dump") / "dump.json"
     _write_dump(path, entries, ascii_only)
     _assert_same(_file_table(path, True, monkeypatch), _file_table(path, False, monkeypatch))
@@ -285,7 +286,8 @@ def test_text_path_reads_numbers_as_the_json_parsers_do(tmp_path: Path, monkeypa
 
 
 def _spied_flatten(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RowTable, list[str], list[int]]:
-    """flatten() with the native walker, and what its text path did: the entries it read, where it stopped."""
+    """flatten() with the native walker, and what its text path did: the entries it read, and for each call
+    whether it stopped at an entry it leaves to the object path."""
     monkeypatch.setenv("MSPROBE_NATIVE", "1")
     entries = stream.open_dump(path)[1]
     walked: list[str] = []
@@ -296,11 +298,11 @@ def _spied_flatten(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RowTabl
         def __init__(self, inner: Any) -> None:
             self.inner = inner
 
-        def parse(self, *args: Any) -> Any:
-            names, stopped = self.inner.parse(*args)
+        def walk(self, *args: Any) -> Any:
+            names, at, status, extent = self.inner.walk(*args)
             walked.extend(names)
-            stops.append(stopped)
-            return names, stopped
+            stops.append(at if status == 2 else -1)  # _rowwalk.WALK_OBJECT
+            return names, at, status, extent
 
     entries.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
     return flatten(path, entries), walked, stops
@@ -322,6 +324,7 @@ def test_text_path_is_taken_and_leaves_only_odd_entries_to_the_object_path(tmp_p
     path = tmp_path / "dump.json"
     _write_dump(path, entries)
     monkeypatch.setattr(stream, "BATCH", batch)
+    monkeypatch.setattr(stream, "WALK_BUFFER", batch)  # the text path reads WALK_BUFFER bytes at a time
     table, walked, stops = _spied_flatten(path, monkeypatch)
     assert len(walked) == 38 and "Functional.s.0.forward" not in walked and "Functional.b.0.forward" not in walked
     assert sum(s >= 0 for s in stops) == 2

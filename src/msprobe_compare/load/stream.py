@@ -3,17 +3,24 @@
 Memory stays proportional to a few blocks of the file plus the set of entry names (and the caller's rows), never to
 the whole text or document.
 
-Fast path (the dumper's `json.dump(..., indent=n)` layout, n spaces): inside "data" every entry starts at a line
-`<2n spaces>"name": ...` and no line inside "data" has an indent below 2n; "data" closes at the line `<n spaces>}`.
-JSON strings cannot hold a raw newline, so the byte pattern `\\n<2n spaces>"` marks exactly the entry starts. Blocks
-are split on it at C speed and every entry is parsed alone with orjson (the stdlib parser only for entries with
-NaN/Infinity). Each piece is checked (a trailing comma between entries, exactly one key); any surprise hands the
-rest of "data" to the general path, which is exact for any valid JSON.
+Finding "data": in the dumper's `json.dump(..., indent=n)` layout the header is read from the first block and the
+end of "data" from a tail window (`_fast_layout`); in any other layout a first pass reads the top-level keys and
+skips "data" by counting brackets (in C when the native module is there), so header keys written after "data" are
+known before any entry.
 
-General path (compact JSON, tabs, odd layouts): a tokenizer whose steps are compiled regular expressions. A first
-pass reads the top-level keys and skips "data" (so header keys written after "data" are known before any entry), a
-second pass splits "data" into entries. A document whose top level is not an object is parsed whole (it is an error
-report anyway).
+Native text path (any layout: compact, any indent, CRLF, blanks anywhere JSON allows them): the row builder's
+native walker reads the entries straight from the bytes (`_text_batches`, Walker.walk in _rowwalk.c) and hands
+back, delimited, only the entries it leaves to the object path; each is parsed alone.
+
+Without the native module, two Python paths:
+- indent=n layout: inside "data" every entry starts at a line `<2n spaces>"name": ...` and no line inside "data"
+  has an indent below 2n; "data" closes at the line `<n spaces>}`. JSON strings cannot hold a raw newline, so the
+  byte pattern `\\n<2n spaces>"` marks exactly the entry starts. Blocks are split on it and batches of entries are
+  parsed with orjson (the stdlib parser only for entries with NaN/Infinity). Each piece is checked (a trailing
+  comma between entries, exactly one key); any surprise hands the rest of "data" to the general path;
+- general path (compact JSON, tabs, odd layouts): a tokenizer whose steps are compiled regular expressions, exact
+  for any valid JSON, which also words every error. A document whose top level is not an object is parsed whole
+  (it is an error report anyway).
 
 Results equal a whole-document parse's `data.items()`, with one exception: a name repeated inside "data" (which a JSON
 object parse silently merges) is refused with an InputError.
@@ -21,24 +28,29 @@ object parse silently merges) is refused with an InputError.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, TypeAlias
 from collections.abc import Generator, Iterable, Iterator
+from types import ModuleType
+from typing import Any, TypeAlias
 
 
 import orjson
 
+from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
 from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
                                            read_json)
 
 BLOCK = 16 << 20  # bytes read at a time
+SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
+WALK_BUFFER = 1 << 20  # the reused buffer of the native text path (cache-sized; grown for a longer entry)
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
 TAIL = 1 << 20  # first tail window searched for the end of "data"
 MAX_TAIL = 64 << 20
@@ -126,8 +138,10 @@ class Entries:
             batches: Iterator[Batch | _Walked] = iter([layout.values])
         elif layout.empty:
             batches = iter(())
+        elif self._walker is not None:
+            batches = _text_batches(path, layout, self._walker)
         elif layout.indent:
-            batches = _fast_batches(path, layout, self._walker)
+            batches = _fast_batches(path, layout)
         else:
             batches = _singles(_general_entries(path, layout.data_start, at_key=False, expect_end=layout.data_end))
         # the entries of each checked batch are iterated in C: no Python frame per entry
@@ -249,13 +263,13 @@ def _may_repeat(text: bytes) -> bool:
 
 
 # -- fast path -----------------------------------------------------------------------------------------------------
-def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[Batch | _Walked]:
+def _fast_batches(path: Path, layout: _Layout) -> Iterator[Batch]:
     """Entries of "data" in an indent=n file, split at the entry-start lines.
 
     About BATCH bytes of whole entries at a time are parsed by one orjson call as one object; that is exact when
     the object has as many members as the batch has entry-start lines. Otherwise (NaN/Infinity, a repeated name,
     a surprise in the layout) the batch is split (`_batches`) down to the entries that need `_parse_piece`.
-    With a native `walker`, each batch is first offered to it as text (see _rowwalk.c)."""
+    (With the native walker, `_text_batches` reads every layout instead.)"""
     n = layout.indent
     sep = b"\n" + b" " * (2 * n) + b'"'
     lsep = len(sep)
@@ -281,21 +295,7 @@ def _fast_batches(path: Path, layout: _Layout, walker: Any = None) -> Iterator[B
                     k = end if last else buf.rfind(sep, i + lsep)
                     if k <= i:
                         break
-                j = i
-                while walker is not None and j < k:  # the text path; entries it leaves go one by one below
-                    walked, stopped = walker.parse(buf, j + lsep - 1, k, k == end, sep[:-1])
-                    if walked:
-                        yield _Walked(walked)
-                    if stopped < 0:
-                        j = k
-                        break
-                    j = stopped - (lsep - 1)  # the entry's separator
-                    nxt = buf.find(sep, j + lsep, k)
-                    nxt = k if nxt < 0 else nxt
-                    if (yield from _object_path(path, layout, buf, j, nxt, sep, end, pos)):
-                        return
-                    j = nxt
-                if j < k and (yield from _object_path(path, layout, buf, j, k, sep, end, pos)):
+                if (yield from _object_path(path, layout, buf, i, k, sep, end, pos)):
                     return
                 if k == end:
                     return
@@ -375,6 +375,58 @@ def _parse_piece(piece: bytes, final: bool) -> Entry | None:
     return next(iter(doc.items()))
 
 
+# -- native text path: any layout -----------------------------------------------------------------------------------
+WALK_END, WALK_MORE = 0, 1  # Walker.walk's status codes (_rowwalk.WALK_END, WALK_MORE); else WALK_OBJECT
+
+
+def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | _Walked]:
+    """The entries of "data" in any layout, read by the native walker straight from the bytes (Walker.walk in
+    _rowwalk.c): it adds the rows of every plain entry itself, a reused buffer of WALK_BUFFER bytes at a time
+    (grown for an entry that does not fit), and hands back each entry it leaves to the object path, delimited; that
+    one is parsed alone here. An entry that does not parse alone (or text that is not valid JSON) sends the rest
+    of "data" to the general path, which words the error."""
+    region_end = layout.data_end  # just past the "}" of "data"
+    base = layout.data_start  # file offset of buf[0]
+    buf = bytearray(WALK_BUFFER)
+    view = memoryview(buf)
+    try:
+        with open(path, "rb") as f:
+            f.seek(base)
+            filled = f.readinto(view[: min(len(buf), region_end - base)])
+            at = 0
+            while True:
+                final = base + filled >= region_end
+                names, at, status, extent = walker.walk(view[:filled], at, final)
+                if names:
+                    yield _Walked(names)
+                if status == WALK_END:
+                    if base + at != region_end:  # the tail window guessed the end of "data" wrong
+                        raise _unexpected_layout(path)
+                    return
+                if status == WALK_MORE:  # an entry runs past the buffer: keep it, read more after it
+                    keep = filled - at
+                    if keep * 2 > len(buf):  # an entry longer than half the buffer: double it
+                        view.release()
+                        buf.extend(bytes(len(buf)))
+                        view = memoryview(buf)
+                    view[:keep] = view[at:filled]
+                    base, at, filled = base + at, 0, keep
+                    got = f.readinto(view[filled : min(len(buf), region_end - base)])
+                    if not got:
+                        raise InputError("changed while it was read (it became shorter)", path)
+                    filled += got
+                    continue
+                piece = bytes(view[at + 1 : extent]) if extent > at else b""
+                entry = _parse_piece(piece, final=True) if piece else None
+                if entry is None:
+                    yield from _singles(_general_entries(path, base + at, at_key=True, expect_end=region_end))
+                    return
+                yield [entry]
+                at = extent
+    finally:
+        view.release()
+
+
 # -- general path --------------------------------------------------------------------------------------------------
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -391,7 +443,7 @@ class _Scanner:
     dropped when the next block is read.
     """
 
-    def __init__(self, path: Path, f: BinaryIO, offset: int) -> None:
+    def __init__(self, path: Path, f: io.BufferedReader, offset: int) -> None:
         self.path = path
         self.f = f
         f.seek(offset)
@@ -447,6 +499,13 @@ class _Scanner:
 
     def container(self) -> None:
         """Skip an object or array (brackets are counted, strings skipped whole; parsing validates the rest)."""
+        fast = native.load("_rowwalk")
+        if fast is not None:  # the same counting in C
+            pos, depth, done = fast.skip(self.buf, self.pos, 0)
+            self.pos = pos
+            if not done:
+                self._skip_rest(fast, depth)
+            return
         depth = 0
         while True:
             buf = self.buf
@@ -467,6 +526,48 @@ class _Scanner:
             self.pos = pos
             if not self.more():
                 self.fail("Unexpected end of data")
+
+    def _skip_rest(self, fast: ModuleType, depth: int) -> None:
+        """The rest of a container that the buffer cuts (at its end or at the quote of a string), counted in C
+        over the file read into one small reused buffer (no new block per read); the scanner then goes on after
+        it. A container that does not end fails as `container` does, at the same offset."""
+        if self.mark >= 0:  # a capture spans it: the ordinary blocks keep its bytes
+            while True:
+                if not self.more():
+                    self.fail("Unexpected end of data")
+                pos, depth, done = fast.skip(self.buf, self.pos, depth)
+                self.pos = pos
+                if done:
+                    return
+        tail = len(self.buf) - self.pos  # a cut string: counted again with what follows it
+        at = self.base + self.pos  # file offset of buf[0]
+        buf = bytearray(max(SKIP_BUFFER, 2 * tail))
+        buf[:tail] = self.buf[self.pos :]
+        view = memoryview(buf)
+        self.buf, self.pos = b"", 0
+        filled = tail
+        while True:
+            got = self.f.readinto(view[filled:]) if not self.eof else 0
+            if not got:  # fails where `container` does: the end of the file, or the quote of a cut string
+                self.eof = True
+                self.buf, self.base, self.pos = bytes(view[:filled]), at, 0
+                view.release()
+                self.fail("Unexpected end of data")
+            filled += got
+            pos, depth, done = fast.skip(view[:filled], 0, depth)
+            if done:
+                end = at + pos
+                break
+            keep = filled - pos  # a string cut by the buffer's end, from its quote
+            if keep * 2 > len(buf):  # a string longer than half the buffer
+                view.release()
+                buf.extend(bytes(len(buf)))
+                view = memoryview(buf)
+            view[:keep] = view[pos:filled]
+            at, filled = at + pos, keep
+        view.release()
+        self.f.seek(end)
+        self.buf, self.base, self.pos, self.eof = b"", end, 0, False
 
     def value(self) -> None:
         c = self.peek()
@@ -616,11 +717,15 @@ def _general_entries(path: Path, offset: int, at_key: bool, expect_end: int) -> 
             if s.expect(b",}", "Expecting ',' delimiter") == 0x7D:
                 break
         if s.offset() != expect_end:
-            raise InputError(
-                "could not be read as one document: the keys after 'data' are laid out unexpectedly "
-                "(re-save it with json.dump(..., indent=1))",
-                path,
-            )
+            raise _unexpected_layout(path)
+
+
+def _unexpected_layout(path: Path) -> InputError:
+    return InputError(
+        "could not be read as one document: the keys after 'data' are laid out unexpectedly "
+        "(re-save it with json.dump(..., indent=1))",
+        path,
+    )
 
 
 def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable[Entry]]:

@@ -9,24 +9,21 @@ cluster (`msprobe_compare.distribute`).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import RowTable
-from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.tensor_metrics import (
     METRIC_FIELDS,
@@ -37,6 +34,8 @@ from msprobe_compare.measure.tensor_metrics import (
     compare_tensors,
 )
 
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,8 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_NO_DATA_FILE), NO_FAILURE
     if task.bench_file is None:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_UNMATCHED), NO_FAILURE
+    from msprobe_compare.load.tensors import load_tensor  # only when tensors are read (start-up speed)
+
     failed: list[tuple[str, TensorFileError]] = []
     loaded = []
     for directory, name in ((npu_dir, task.npu_file), (bench_dir, task.bench_file)):
@@ -194,6 +195,8 @@ def _fork_context() -> Any:
 
     Workers must not be started with spawn/forkserver: those re-run the main module in every worker, and
     `python -m msprobe_compare` has no `if __name__ == "__main__"` guard. Without fork we use threads."""
+    import multiprocessing  # only when rows go to workers (start-up speed)
+
     if sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods():
         return None
     if threading.active_count() != 1:
@@ -206,6 +209,8 @@ def _finished(
 ) -> Iterator[tuple[list[RowTask], list[Any]]]:
     """(batch, fn(batch)) as batches finish, with at most `window` batches submitted and unfinished at any time
     (each worker holds one tensor pair; finished results are small)."""
+    from concurrent.futures import FIRST_COMPLETED, wait  # only with workers (start-up speed)
+
     pending: dict[Future[list[Any]], list[RowTask]] = {}
     queue = iter(batches)
     try:
@@ -291,6 +296,8 @@ def measure_rows(
     else:
         fn = partial(_measure_batch, npu_dir=npu_dir, bench_dir=bench_dir, excess_units=excess_units)
         window = workers * _WINDOW_PER_WORKER
+        from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor  # only with workers (start-up speed)
+
         executor: Executor
         if kind == "thread":  # one row per batch: threads share the GIL-free kernels evenly
             executor = ThreadPoolExecutor(max_workers=workers)

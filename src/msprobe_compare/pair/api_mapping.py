@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
-
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
@@ -43,6 +41,8 @@ _SPELLINGS = {"outputs": ("outputs", "output")}  # D12: documented spelling firs
 @lru_cache(maxsize=1)
 def builtin_table() -> dict[str, str]:
     """The packaged MindSpore -> PyTorch API name table."""
+    from importlib import resources  # only when the table is needed (start-up speed)
+
     source = resources.files("msprobe_compare.pair").joinpath(TABLE_FILE)
     table = parse_yaml(source.read_bytes(), "the packaged API table", Path(str(source)))
     assert isinstance(table, dict), f"{TABLE_FILE} must be a mapping"

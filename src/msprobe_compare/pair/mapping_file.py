@@ -3,12 +3,11 @@ writing the data mapping that -lm derives."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import check_input_file, read_bytes
@@ -18,19 +17,25 @@ MAX_YAML_BYTES = 256 << 20  # a data mapping of a million rows is about 100 MB
 MAX_YAML_ALIASES = 100  # mapping files need none; a few lists of aliases to lists expand exponentially
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses more than MAX_YAML_ALIASES aliases in a document."""
+@functools.cache
+def _bounded_loader() -> Any:
+    """yaml.SafeLoader that refuses more than MAX_YAML_ALIASES aliases in a document (yaml is imported only
+    when a mapping file is read: start-up speed)."""
+    import yaml
 
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self.aliases = 0
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self.aliases = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise _TooManyAliases()
-        return super().compose_node(parent, index)
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise _TooManyAliases()
+            return super().compose_node(parent, index)
+
+    return BoundedLoader
 
 
 class _TooManyAliases(Exception):
@@ -51,8 +56,10 @@ def load_yaml(path: Path, what: str) -> Any:
 def parse_yaml(raw: bytes, what: str, path: Path) -> Any:
     """The one YAML reader (user files and the packaged API table): a safe load with at most MAX_YAML_ALIASES
     aliases; errors name `path`."""
+    import yaml  # only when a YAML file is read (start-up speed)
+
     try:
-        loader = _BoundedLoader(raw.decode("utf-8"))
+        loader = _bounded_loader()(raw.decode("utf-8"))
         try:
             return loader.get_single_data()
         finally:

@@ -6,7 +6,8 @@ cell stays in C:
 - numbers: orjson writes the shortest round-trip digits of a whole float64 array in one call, the digits
   Python's repr chooses; where its layout differs from repr's (exponents, whose spelling depends on orjson's
   release, and 1e-5 <= |x| < 1e-4) the text is rewritten. Every format writes repr's text of a float. Both
-  paths are checked once at import (`ORJSON_DIGITS`); if orjson ever disagrees, repr writes every number;
+  paths are checked once per process, when a block first has enough numbers to pay for the check
+  (`ORJSON_DIGITS`, `floattext.worth`); if orjson ever disagrees, repr writes every number;
 - texts: the block is joined with NUL and searched once; clean texts pass through unchanged (CSV) or are
   wrapped all at once by a join and a split (JSON, XML). Only columns with special characters go cell by
   cell, and then each distinct string is formatted once.
@@ -206,18 +207,35 @@ def _orjson_agrees() -> bool:
     return _numbers_orjson(sample, numbers, ints) == _numbers_python(sample, numbers, ints)
 
 
-ORJSON_DIGITS = floattext.agrees("celltext", _orjson_agrees)  # the orjson paths are in use (else repr's)
+def _orjson_digits() -> bool:
+    """ORJSON_DIGITS: whether the orjson paths are in use (else repr's), checked on first use, not at import (start-up
+    speed); a value a test sets is kept."""
+    verdict = globals().get("ORJSON_DIGITS")
+    if verdict is None:
+        verdict = globals()["ORJSON_DIGITS"] = floattext.agrees("celltext", _orjson_agrees)
+    return verdict
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ORJSON_DIGITS":
+        return _orjson_digits()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _bulk(n: int) -> bool:
+    """Whether n values go through orjson's digits (a small block takes repr's: the same texts, no check run)."""
+    return floattext.worth("celltext", n) and _orjson_digits()
 
 
 def number_texts(values: np.ndarray, numbers: np.ndarray | None = None, ints: np.ndarray | None = None) -> bytes:
     """The texts of a float64 array joined by commas: repr(float(x)), str(int(x)) where `ints` (integral values
     below 1e16), "null" outside `numbers` (default: all); from orjson's digits while ORJSON_DIGITS, else by repr."""
-    return (_numbers_orjson if ORJSON_DIGITS else _numbers_python)(values, numbers, ints)
+    return (_numbers_orjson if _bulk(len(values)) else _numbers_python)(values, numbers, ints)
 
 
 def float_reprs(values: np.ndarray) -> list[str]:
     """repr(float(x)) of each element of a float array."""
-    return (_float_reprs_orjson if ORJSON_DIGITS else _float_reprs_python)(values)
+    return (_float_reprs_orjson if _bulk(len(values)) else _float_reprs_python)(values)
 
 
 # --- a column in compact form --------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import errno
 import itertools
 import os
 import re
-import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +47,18 @@ class _Held:
 
 _held: dict[str, _Held] = {}  # absolute final path -> its reservation, for the names claimed in this process
 _held_lock = threading.Lock()
-_HOST = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname() or "host")[:64]
+
+
+def _host_name() -> str:
+    """The host name; socket.gethostname() only where os.uname() is missing (the socket module costs start-up)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "-", _host_name() or "host")[:64]
 OWNER_SUFFIX = ".owner"
 SCRATCH_SUFFIX = ".scratch"  # other temporaries of a run: `.NAME.HOST.PID-N.scratch` (see scratch_path)
 

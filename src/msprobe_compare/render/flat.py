@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
@@ -86,7 +85,7 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns,
     csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
     formats = [CsvFormat()] * len(cols)
     fast = native.load("_csvrows")
-    digits = fast is not None and orjson_digits(fast)  # checked here, not again in a forked child
+    digits = fast is not None and orjson_digits(fast, n)  # checked here, not again in a forked child
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
@@ -112,10 +111,13 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     return fmt.column(col, lo, hi)
 
 
-def orjson_digits(fast: ModuleType) -> bool:
+def orjson_digits(fast: ModuleType, n: int | None = None) -> bool:
     """Whether `fast.csv_block` gets orjson's text of the numbers: when celltext's orjson paths are in use and the
     module's rewriting of that text gives, on floattext.hard_doubles() in every kind of cell and both formats,
-    the bytes of its exact path (Python's repr of each value). Checked once per process."""
+    the bytes of its exact path (Python's repr of each value). Checked once per process, and not for a table of
+    `n` rows too small to pay for the check (`floattext.worth`; its own path writes the same bytes)."""
+    if n is not None and not floattext.worth("_csvrows", n):
+        return False
     return celltext.ORJSON_DIGITS and floattext.agrees("_csvrows", lambda: _orjson_digits_agree(fast))
 
 
@@ -155,7 +157,7 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Se
                for pos, k in enumerate(order)]  # fmt: skip
     ordered = [cols[k] for k in order]
     fast = native.load("_csvrows")
-    digits = fast is not None and orjson_digits(fast)
+    digits = fast is not None and orjson_digits(fast, n)
 
     def block(lo: int, hi: int) -> bytes:
         if fast is not None:
@@ -231,4 +233,6 @@ def _append(f: Any, g: Any) -> None:
     if done < size:
         g.seek(done)
         f.seek(0, os.SEEK_END)
+        import shutil  # only when the kernel copy stopped short (start-up speed)
+
         shutil.copyfileobj(g, f, 1 << 20)

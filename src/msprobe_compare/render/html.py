@@ -27,7 +27,6 @@ import math
 import operator
 import zlib
 from functools import cache
-from importlib import resources
 from itertools import chain
 from pathlib import Path
 from collections.abc import Sequence
@@ -518,10 +517,14 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
 
 @cache
 def _asset(name: str) -> str:
-    return resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    """A packaged asset's text; the report script's cell-kind codes are checked against CellKind when it is first
+    read (not at import: importlib.resources is loaded only when a report is written, for start-up speed)."""
+    from importlib import resources
 
-
-check_script(_asset("report.js"), "render/assets/report.js")
+    text = resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    if name == "report.js":
+        check_script(text, "render/assets/report.js")
+    return text
 
 
 def page(data: bytes, title: str, *, compress: bool | None = None) -> str:

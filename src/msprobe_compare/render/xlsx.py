@@ -14,13 +14,11 @@ is frozen and repeated on printed pages, and a sheet prints landscape, all colum
 
 from __future__ import annotations
 
-import zipfile
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO, Any
 from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +26,10 @@ from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render.celltext import XmlFormat, cell_xml, row_items, xml_escape
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
+
+if TYPE_CHECKING:
+    import zipfile
+    from concurrent.futures import Future
 
 MAX_SHEET_ROWS = 1_048_500
 # style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header
@@ -219,6 +221,8 @@ class _BackgroundWriter:
     """
 
     def __init__(self, raw: IO[bytes]) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # only when a sheet is written (start-up speed)
+
         self.raw = raw
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlsx-deflate")
         self.pending: deque[Future[Any]] = deque()
@@ -298,6 +302,8 @@ def write_xlsx_columns(
     n_rows = len(columns[0]) if columns else 0
     codes = _codes(colours, n_rows)
     sheets = sheet_sizes(n_rows, sheet_name)
+    import zipfile  # only when a workbook is written (start-up speed)
+
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf, gc_paused():
         start = 0
         for k, (_, size) in enumerate(sheets, start=1):
@@ -310,6 +316,8 @@ def write_workbook(
     path: Path, sheets: list[tuple[str, Sequence[str], Sequence[Sequence[Any]]]]
 ) -> None:
     """Several uncoloured sheets given as (name, header, columns)."""
+    import zipfile  # only when a workbook is written (start-up speed)
+
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for k, (_, header, columns) in enumerate(sheets, start=1):
             size = len(columns[0]) if columns else 0

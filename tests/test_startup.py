@@ -1,0 +1,60 @@
+"""Start-up: a small statistics compare imports only what it uses and runs no fast-path self-check.
+
+Behaviour, not timing (bench/start.py measures the time): the modules a run leaves in `sys.modules` of a fresh
+interpreter, and the bytes it writes, which must be those of a run through the checked fast paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DATA
+
+CASE = DATA / "pytorch" / "mlp_bug_stat"
+
+# Modules a csv compare of one statistics pair does not need (each costs start-up time when imported; shutil is
+# not listed: argparse imports it to learn the terminal width).
+NOT_NEEDED = (
+    "ray", "openpyxl", "yaml", "threadpoolctl", "multiprocessing", "concurrent.futures.process",
+    "concurrent.futures.thread", "socket", "tempfile", "importlib.resources", "zipfile", "logging",
+    "msprobe_compare._tensorkernel", "msprobe_compare.load.tensors", "msprobe_compare.load.parallel_tensors",
+)  # fmt: skip
+
+_PROBE = """
+import contextlib, io, json, sys
+from msprobe_compare.cli import main
+from msprobe_compare import floattext
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(["-f", "pytorch", "compare", "-i", "compare.json", "-o", sys.argv[1], "-s", "--format", "csv"])
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "checks": sorted(floattext._VERDICTS)}))
+"""
+
+
+def _fresh_run(out: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(out)], cwd=CASE, env=env, capture_output=True,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_small_csv_compare_imports_only_what_it_needs(tmp_path: Path) -> None:
+    run = _fresh_run(tmp_path / "out")
+    assert run["code"] == 0
+    loaded = set(run["modules"])
+    assert "msprobe_compare.render.flat" in loaded  # the probe did reach the writers
+    assert sorted(m for m in NOT_NEEDED if m in loaded) == []
+    assert run["checks"] == []  # 103 rows: too few to pay for any fast path's check (floattext.worth)
+
+
+def test_small_compare_writes_the_bytes_of_the_checked_fast_paths(tmp_path: Path, run_cli) -> None:
+    fresh = _fresh_run(tmp_path / "fresh")
+    assert fresh["code"] == 0
+    # in the tests, floattext.BULK_MIN is 0 (conftest): the same compare through the checked orjson paths
+    inproc = run_cli(CASE, "pytorch", "-s", "--format", "csv", out_dir=tmp_path / "inproc")
+    assert inproc.code == 0
+    (ours,) = (tmp_path / "fresh").glob("compare_result_*.csv")
+    assert ours.read_bytes() == inproc.one("compare_result_*.csv").read_bytes()
