@@ -1700,9 +1700,20 @@ PyMODINIT_FUNC PyInit__rowwalk(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* the codes the walker writes into the row table: load/rows.py checks them against StatKind, State and its
+     * RG_* values when it makes a walker */
     if (PyModule_AddIntConstant(m, "WALK_END", WALK_END) < 0 ||
         PyModule_AddIntConstant(m, "WALK_MORE", WALK_MORE) < 0 ||
-        PyModule_AddIntConstant(m, "WALK_OBJECT", WALK_OBJECT) < 0) {
+        PyModule_AddIntConstant(m, "WALK_OBJECT", WALK_OBJECT) < 0 ||
+        PyModule_AddIntConstant(m, "K_NUMBER", K_NUMBER) < 0 || PyModule_AddIntConstant(m, "K_INT", K_INT) < 0 ||
+        PyModule_AddIntConstant(m, "K_NAN", K_NAN) < 0 || PyModule_AddIntConstant(m, "K_NONE", K_NONE) < 0 ||
+        PyModule_AddIntConstant(m, "K_RAW", K_RAW) < 0 ||
+        PyModule_AddIntConstant(m, "S_INPUT", S_INPUT) < 0 ||
+        PyModule_AddIntConstant(m, "S_PARAMETERS", S_PARAMETERS) < 0 ||
+        PyModule_AddIntConstant(m, "S_OUTPUT", S_OUTPUT) < 0 ||
+        PyModule_AddIntConstant(m, "S_PARAMETERS_GRAD", S_PARAMETERS_GRAD) < 0 ||
+        PyModule_AddIntConstant(m, "RG_MISSING", RG_MISSING) < 0 ||
+        PyModule_AddIntConstant(m, "RG_FALSE", RG_FALSE) < 0 || PyModule_AddIntConstant(m, "RG_TRUE", RG_TRUE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

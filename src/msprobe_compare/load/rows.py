@@ -54,6 +54,17 @@ _FIELDS = (
 )
 
 RG_MISSING, RG_FALSE, RG_TRUE = -1, 0, 1
+
+
+@functools.cache
+def check_walker_codes(module: Any) -> None:
+    """The row codes _rowwalk.c writes (K_*, S_*, RG_*) must be StatKind's, State's and RG_*'s: checked once."""
+    want = {f"K_{k.name}": int(k) for k in StatKind}
+    want |= {f"S_{s.name}": int(s) for s in State if s is not State.DEBUG}
+    want |= {"RG_MISSING": RG_MISSING, "RG_FALSE": RG_FALSE, "RG_TRUE": RG_TRUE}
+    got = {name: getattr(module, name, None) for name in want}
+    if got != want:
+        raise ImportError(f"_rowwalk: row codes {got} differ from load/rows.py's {want}")
 _NUMBER, _INT, _NAN, _NONE, _RAW = (int(k) for k in StatKind)  # plain ints: IntEnum access is slow in hot loops
 _ALL_NUMBERS = (_NUMBER,) * 4
 _ALL_NONE = (_NONE,) * 4
@@ -191,6 +202,8 @@ class _Builder:
         self._shapes: dict[bytes, str] = {}  # JSON text of a shape list -> its str()
         self._crcs: dict[tuple[type, Any], str] = {}  # (type, value) of a scalar -> its checksum text
         walker = native.load("_rowwalk")
+        if walker is not None:
+            check_walker_codes(walker)
         self._walker = None if walker is None else walker.Walker(
             self.names, self.dtype, self.shape, self.md5, self.data_name, self.entries, self.entry_index,
             self.state, self.stats, self.kinds, self.rg, self.raw._rows, self._strings, INTERN_LIMIT, _Cells, _ABSENT)  # fmt: skip
