@@ -42,10 +42,16 @@
 #else
 #define HAVE_AVX2 0
 #endif
+#if HAVE_AVX2 && (__GNUC__ >= 8 || defined(__clang__))
+#define HAVE_AVX512 1 /* AVX-512 F + VL, likewise by target attribute */
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512vl")))
+#else
+#define HAVE_AVX512 0
+#endif
 
 #define LANES 4     /* independent accumulators per sum */
 #define BLOCK 4096  /* elements per block, a multiple of 8; lane counters are int32 within a block */
-#define MAX_WIDTH 8 /* elements per step of the widest loop */
+#define MAX_WIDTH 16 /* elements per step of the widest loop */
 
 /* The float32 constants of the numpy path: np.float32(0.001), np.float32(0.005), np.float32(FLOAT_EPSILON). */
 #define T1 ((float)0.001)
@@ -59,8 +65,8 @@
 #endif
 
 typedef enum { SIDE_F32 = 0, SIDE_BF16 = 1 } SideKind;
-typedef enum { LOOP_PORTABLE = 0, LOOP_SSE2 = 1, LOOP_AVX2 = 2, N_LOOPS = 3 } LoopKind;
-static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2"};
+typedef enum { LOOP_PORTABLE = 0, LOOP_SSE2 = 1, LOOP_AVX2 = 2, LOOP_AVX512 = 3, N_LOOPS = 4 } LoopKind;
+static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2", "avx512"};
 
 #define SIZE_OF(kind) ((kind) == SIDE_BF16 ? (Py_ssize_t)2 : (Py_ssize_t)4)
 
@@ -313,6 +319,108 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
 }
 #endif
 
+/* ---- the AVX-512 loop: 16 elements per step; the float32 work in one 16-wide register, the float64 products
+ * 8 wide, added into the same 4 float64 lanes as the other loops: elements i..i+3, then i+4..i+7, and so on
+ * (the order of four steps of the SSE2 loop) ----------------------------------------------------------------- */
+
+#if HAVE_AVX512
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl")))
+
+typedef struct {
+    __m256d dot, nn, bb, ss; /* the 4 lanes of each sum */
+    __m512d max_abs;
+    __m512 max_rel;
+    __m512i count1, count5, beyond;
+    __mmask16 mismatch;
+} Avx512;
+
+AVX512_INLINE __m512 avx512_load(const char *p, Py_ssize_t stride, SideKind kind) {
+    if (kind == SIDE_BF16 && stride == 2) {
+        const __m512i words = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+    }
+    if (kind == SIDE_F32 && stride == 4)
+        return _mm512_loadu_ps((const float *)p);
+    float v[16];
+    load_floats(v, p, stride, kind, 16, 16);
+    return _mm512_loadu_ps(v);
+}
+
+/* Adds the 8 products in p to the lanes: first its elements 0..3, then 4..7. */
+AVX512_INLINE __m256d avx512_add8(__m256d lanes, __m512d p) {
+    lanes = _mm256_add_pd(lanes, _mm512_castpd512_pd256(p));
+    return _mm256_add_pd(lanes, _mm512_extractf64x4_pd(p, 1));
+}
+
+AVX512_INLINE void avx512_sums(Avx512 *v, __m256 n8, __m256 b8) {
+    const __m512d n = _mm512_cvtps_pd(n8), b = _mm512_cvtps_pd(b8), d = _mm512_sub_pd(n, b);
+    v->dot = avx512_add8(v->dot, _mm512_mul_pd(n, b));
+    v->nn = avx512_add8(v->nn, _mm512_mul_pd(n, n));
+    v->bb = avx512_add8(v->bb, _mm512_mul_pd(b, b));
+    v->ss = avx512_add8(v->ss, _mm512_mul_pd(d, d));
+    v->max_abs = _mm512_max_pd(_mm512_abs_pd(d), v->max_abs);
+}
+
+AVX512_INLINE __m256 avx512_high8(__m512 x) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+AVX512_INLINE void avx512_step(Avx512 *v, __m512 nf, __m512 bf, int masked, __m512 tx) {
+    if (masked) {
+        const __m512 inf = _mm512_set1_ps(INFINITY);
+        const __mmask16 n_nan = _mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q), b_nan = _mm512_cmp_ps_mask(bf, bf, _CMP_UNORD_Q);
+        const __mmask16 n_inf = _mm512_cmp_ps_mask(_mm512_abs_ps(nf), inf, _CMP_EQ_OQ);
+        const __mmask16 b_inf = _mm512_cmp_ps_mask(_mm512_abs_ps(bf), inf, _CMP_EQ_OQ);
+        v->mismatch |= (__mmask16)((n_nan ^ b_nan) | (n_inf ^ b_inf));
+        const __mmask16 good = (__mmask16)~(n_nan | n_inf | b_nan | b_inf);
+        nf = _mm512_maskz_mov_ps(good, nf);
+        bf = _mm512_maskz_mov_ps(good, bf);
+    }
+    avx512_sums(v, _mm512_castps512_ps256(nf), _mm512_castps512_ps256(bf));
+    avx512_sums(v, avx512_high8(nf), avx512_high8(bf));
+    const __mmask16 zero = _mm512_cmp_ps_mask(bf, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(zero, _mm512_set1_ps(EPS32));
+    const __m512 den = _mm512_add_ps(bf, e);
+    const __m512 rel = _mm512_abs_ps(_mm512_div_ps(_mm512_sub_ps(_mm512_add_ps(nf, e), den), den));
+    const __m512i one = _mm512_set1_epi32(1);
+    v->max_rel = _mm512_max_ps(rel, v->max_rel);
+    v->count1 = _mm512_mask_add_epi32(v->count1, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T1), _CMP_LT_OQ), v->count1, one);
+    v->count5 = _mm512_mask_add_epi32(v->count5, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T5), _CMP_LT_OQ), v->count5, one);
+    v->beyond = _mm512_mask_add_epi32(v->beyond, _mm512_cmp_ps_mask(rel, tx, _CMP_GT_OQ), v->beyond, one);
+}
+
+AVX512_INLINE void block_avx512(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                                SideKind bk, Py_ssize_t len, int masked, float tolerance) {
+    Avx512 v;
+    const __m512 tx = _mm512_set1_ps(tolerance);
+    v.dot = v.nn = v.bb = v.ss = _mm256_setzero_pd();
+    v.max_abs = _mm512_setzero_pd();
+    v.max_rel = _mm512_setzero_ps();
+    v.count1 = v.count5 = v.beyond = _mm512_setzero_si512();
+    v.mismatch = 0;
+    Py_ssize_t i = 0;
+    for (; i + 16 <= len; i += 16)
+        avx512_step(&v, avx512_load(np + i * ns, ns, nk), avx512_load(bp + i * bs, bs, bk), masked, tx);
+    if (i < len) { /* the tail, padded with zeros */
+        float nf[16], bf[16];
+        load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 16);
+        load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 16);
+        avx512_step(&v, _mm512_loadu_ps(nf), _mm512_loadu_ps(bf), masked, tx);
+        a->padding = (int32_t)(16 - (len - i));
+    }
+    _mm256_storeu_pd(a->dot, v.dot);
+    _mm256_storeu_pd(a->nn, v.nn);
+    _mm256_storeu_pd(a->bb, v.bb);
+    _mm256_storeu_pd(a->ss, v.ss);
+    _mm512_storeu_pd(a->max_abs, v.max_abs);
+    _mm512_storeu_ps(a->max_rel, v.max_rel);
+    _mm512_storeu_si512((void *)a->count1, v.count1);
+    _mm512_storeu_si512((void *)a->count5, v.count5);
+    _mm512_storeu_si512((void *)a->beyond, v.beyond);
+    a->mismatch[0] = v.mismatch != 0;
+}
+#endif
+
 /* ---- blocks and chunks -------------------------------------------------------------------------------------- */
 
 INLINE double sum_lanes(const double *x) {
@@ -408,6 +516,9 @@ DEFINE_RUNS(NO_ATTRS, sse2, block_sse2)
 #if HAVE_AVX2
 DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2)
 #endif
+#if HAVE_AVX512
+DEFINE_RUNS(TARGET_AVX512, avx512, block_avx512)
+#endif
 
 /* Whether this machine can run a loop. */
 static int loop_available(LoopKind loop) {
@@ -423,6 +534,13 @@ static int loop_available(LoopKind loop) {
 #else
         return 0;
 #endif
+    case LOOP_AVX512:
+#if HAVE_AVX512
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0;
+#else
+        return 0;
+#endif
     default:
         return 0;
     }
@@ -430,6 +548,10 @@ static int loop_available(LoopKind loop) {
 
 static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
     switch (loop) {
+#if HAVE_AVX512
+    case LOOP_AVX512:
+        return avx512_runs[n_bf16][b_bf16][strided];
+#endif
 #if HAVE_AVX2
     case LOOP_AVX2:
         return avx2_runs[n_bf16][b_bf16][strided];
@@ -446,6 +568,19 @@ static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
 /* ---- Python interface --------------------------------------------------------------------------------------- */
 
 static LoopKind best_loop = LOOP_PORTABLE; /* set at import */
+
+/* Adds a chunk's totals to the running ones, as tensor_metrics.py adds the chunks' results (in chunk order). */
+static void fold_chunk(Totals *t, const Totals *c) {
+    t->dot += c->dot;
+    t->nn += c->nn;
+    t->bb += c->bb;
+    t->ss += c->ss;
+    t->max_abs = c->max_abs > t->max_abs ? c->max_abs : t->max_abs;
+    t->max_rel = c->max_rel > t->max_rel ? c->max_rel : t->max_rel;
+    t->count1 += c->count1;
+    t->count5 += c->count5;
+    t->beyond += c->beyond;
+}
 
 /* Whether a buffer format string means `code` in native byte order. */
 static int format_is(const char *format, char code) {
@@ -478,7 +613,23 @@ static int get_side(PyObject *obj, int is_bf16, Py_buffer *view, const char *whi
 
 static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_t nargs) {
     float tx = INFINITY; /* no tolerance: nothing is beyond it */
-    if (nargs == 5 && args[4] != Py_None) {
+    Py_ssize_t chunk = 0; /* 0: the whole buffer is one chunk */
+    double carry[4] = {0.0, 0.0, 0.0, 0.0};
+    if (nargs >= 6 && args[5] != Py_None) {
+        chunk = PyLong_AsSsize_t(args[5]);
+        if (chunk == -1 && PyErr_Occurred())
+            return NULL;
+        if (chunk < 1) {
+            PyErr_SetString(PyExc_ValueError, "chunk must be positive");
+            return NULL;
+        }
+    }
+    if (nargs == 7 && args[6] != Py_None) {
+        if (!PyArg_ParseTuple(args[6], "dddd;sums must be a tuple of 4 floats", &carry[0], &carry[1], &carry[2],
+                              &carry[3]))
+            return NULL;
+    }
+    if (nargs >= 5 && args[4] != Py_None) {
         const double tolerance = PyFloat_AsDouble(args[4]);
         if (tolerance == -1.0 && PyErr_Occurred())
             return NULL;
@@ -507,10 +658,21 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
     }
     const Py_ssize_t ns = nv.strides[0], bs = bv.strides[0];
     const RunFn fn = pick(loop, n_bf16, b_bf16, ns != nv.itemsize || bs != bv.itemsize);
-    Totals t = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
-    int status;
+    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
+    int status = 0;
     Py_BEGIN_ALLOW_THREADS
-    status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &t);
+    if (chunk == 0 || chunk >= len) {
+        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &c);
+        fold_chunk(&t, &c);
+    } else {
+        for (Py_ssize_t start = 0; start < len && status == 0; start += chunk) {
+            Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+            const Py_ssize_t size = len - start < chunk ? len - start : chunk;
+            status = fn((const char *)nv.buf + start * ns, ns, (const char *)bv.buf + start * bs, bs, size, tx, &c);
+            fold_chunk(&t, &c);
+        }
+    }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&nv);
     PyBuffer_Release(&bv);
@@ -522,9 +684,9 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
 
 static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes 4 or 5 arguments");
+    if (nargs < 4 || nargs > 7) {
+        PyErr_SetString(PyExc_TypeError, "accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, "
+                                         "sums]]]) takes 4 to 7 arguments");
         return NULL;
     }
     return accumulate_with(best_loop, args, nargs);
@@ -532,10 +694,10 @@ static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t 
 
 static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if ((nargs != 5 && nargs != 6) || !PyUnicode_Check(args[0])) {
+    if (nargs < 5 || nargs > 8 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
-                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes a loop "
-                        "name and 4 or 5 arguments");
+                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) "
+                        "takes a loop name and 4 to 7 arguments");
         return NULL;
     }
     for (int loop = 0; loop < N_LOOPS; loop++) {
@@ -550,8 +712,8 @@ static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssi
 }
 
 #define ACCUMULATE_DOC                                                                                         \
-    "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) -> (dot, nn, bb, ss, max_abs, max_rel, count1, "  \
-    "count5, beyond), or None when the NaN/inf positions differ"
+    "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) -> (dot, nn, bb, ss, max_abs, "   \
+    "max_rel, count1, count5, beyond), or None when the NaN/inf positions differ"
 
 static PyMethodDef methods[] = {
     {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},
