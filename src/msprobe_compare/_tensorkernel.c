@@ -1,7 +1,7 @@
 /* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
  * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
  *
- * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes two 1-D buffers of the same length (buffer
+ * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) takes two 1-D buffers of the same length (buffer
  * protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
  *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond)
  * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
@@ -14,8 +14,14 @@
  * with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The sums use LANES independent
  * accumulators: within blocks of BLOCK elements, element i is added to lane i % LANES in index order; the lanes of
  * a block are added as ((l0 + l1) + (l2 + l3)), and the blocks in order. That order is the same for every stride,
- * thread and machine, and for all three loops (portable C, SSE2, AVX2 picked at run time), so results are
- * deterministic; it is not numpy's or BLAS's order, so sums may differ from the numpy path in the last bits.
+ * thread and machine, and for all four loops (portable C, SSE2, AVX2, AVX-512 picked at run time), so results are
+ * deterministic; it is not numpy's or BLAS's order, so sums may differ from the numpy path in the last bits. Blocks
+ * are independent until they are added up, so the AVX-512 loop runs two whole blocks side by side (one block's
+ * lanes in the low half of each float64 register, the other's in the high half) and then adds them in order.
+ *
+ * With `chunk`, the buffers are cut into chunks of that many elements, each summed as above from zero and added
+ * in chunk order onto the running sums, which start at `sums` (default zeros): one call over many chunks gives
+ * exactly what one call per chunk, added up in order by the caller, gives.
  *
  * Each block is first computed without NaN/inf handling; when its sums of squares come out non-finite (for float32
  * data that happens exactly when the block holds a NaN or an inf) it is computed again with the checks.
@@ -365,6 +371,8 @@ AVX512_INLINE __m256 avx512_high8(__m512 x) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
 }
 
+AVX512_INLINE void avx512_rel(Avx512 *v, __m512 nf, __m512 bf, __m512 tx);
+
 AVX512_INLINE void avx512_step(Avx512 *v, __m512 nf, __m512 bf, int masked, __m512 tx) {
     if (masked) {
         const __m512 inf = _mm512_set1_ps(INFINITY);
@@ -378,6 +386,11 @@ AVX512_INLINE void avx512_step(Avx512 *v, __m512 nf, __m512 bf, int masked, __m5
     }
     avx512_sums(v, _mm512_castps512_ps256(nf), _mm512_castps512_ps256(bf));
     avx512_sums(v, avx512_high8(nf), avx512_high8(bf));
+    avx512_rel(v, nf, bf, tx);
+}
+
+/* The float32 relative error of 16 element pairs: its maximum and the counts. */
+AVX512_INLINE void avx512_rel(Avx512 *v, __m512 nf, __m512 bf, __m512 tx) {
     const __mmask16 zero = _mm512_cmp_ps_mask(bf, _mm512_setzero_ps(), _CMP_EQ_OQ);
     const __m512 e = _mm512_maskz_mov_ps(zero, _mm512_set1_ps(EPS32));
     const __m512 den = _mm512_add_ps(bf, e);
@@ -389,15 +402,32 @@ AVX512_INLINE void avx512_step(Avx512 *v, __m512 nf, __m512 bf, int masked, __m5
     v->beyond = _mm512_mask_add_epi32(v->beyond, _mm512_cmp_ps_mask(rel, tx, _CMP_GT_OQ), v->beyond, one);
 }
 
+AVX512_INLINE void avx512_init(Avx512 *v) {
+    v->dot = v->nn = v->bb = v->ss = _mm256_setzero_pd();
+    v->max_abs = _mm512_setzero_pd();
+    v->max_rel = _mm512_setzero_ps();
+    v->count1 = v->count5 = v->beyond = _mm512_setzero_si512();
+    v->mismatch = 0;
+}
+
+AVX512_INLINE void avx512_store(Lanes *a, const Avx512 *v) {
+    _mm256_storeu_pd(a->dot, v->dot);
+    _mm256_storeu_pd(a->nn, v->nn);
+    _mm256_storeu_pd(a->bb, v->bb);
+    _mm256_storeu_pd(a->ss, v->ss);
+    _mm512_storeu_pd(a->max_abs, v->max_abs);
+    _mm512_storeu_ps(a->max_rel, v->max_rel);
+    _mm512_storeu_si512((void *)a->count1, v->count1);
+    _mm512_storeu_si512((void *)a->count5, v->count5);
+    _mm512_storeu_si512((void *)a->beyond, v->beyond);
+    a->mismatch[0] = v->mismatch != 0;
+}
+
 AVX512_INLINE void block_avx512(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
                                 SideKind bk, Py_ssize_t len, int masked, float tolerance) {
     Avx512 v;
     const __m512 tx = _mm512_set1_ps(tolerance);
-    v.dot = v.nn = v.bb = v.ss = _mm256_setzero_pd();
-    v.max_abs = _mm512_setzero_pd();
-    v.max_rel = _mm512_setzero_ps();
-    v.count1 = v.count5 = v.beyond = _mm512_setzero_si512();
-    v.mismatch = 0;
+    avx512_init(&v);
     Py_ssize_t i = 0;
     for (; i + 16 <= len; i += 16)
         avx512_step(&v, avx512_load(np + i * ns, ns, nk), avx512_load(bp + i * bs, bs, bk), masked, tx);
@@ -408,16 +438,73 @@ AVX512_INLINE void block_avx512(Lanes *a, const char *np, Py_ssize_t ns, SideKin
         avx512_step(&v, _mm512_loadu_ps(nf), _mm512_loadu_ps(bf), masked, tx);
         a->padding = (int32_t)(16 - (len - i));
     }
-    _mm256_storeu_pd(a->dot, v.dot);
-    _mm256_storeu_pd(a->nn, v.nn);
-    _mm256_storeu_pd(a->bb, v.bb);
-    _mm256_storeu_pd(a->ss, v.ss);
-    _mm512_storeu_pd(a->max_abs, v.max_abs);
-    _mm512_storeu_ps(a->max_rel, v.max_rel);
-    _mm512_storeu_si512((void *)a->count1, v.count1);
-    _mm512_storeu_si512((void *)a->count5, v.count5);
-    _mm512_storeu_si512((void *)a->beyond, v.beyond);
-    a->mismatch[0] = v.mismatch != 0;
+    avx512_store(a, &v);
+}
+
+/* The float64 sums of two blocks at once: lanes 0..3 of each register are the first block's 4 lanes, lanes 4..7
+ * the second block's, so one 8-wide addition advances both blocks by 4 elements each (in each block's own order). */
+typedef struct {
+    __m512d dot, nn, bb, ss, max_abs;
+} Pair64;
+
+/* Element pairs i..i+7 of both blocks (n0, b0: the first block's; n1, b1: the second's). */
+AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 b1) {
+    const __m512d n_a = _mm512_cvtps_pd(n0), b_a = _mm512_cvtps_pd(b0);
+    const __m512d n_b = _mm512_cvtps_pd(n1), b_b = _mm512_cvtps_pd(b1);
+    /* elements i..i+3 of both blocks, then i+4..i+7 of both */
+    const __m512d n_lo = _mm512_shuffle_f64x2(n_a, n_b, 0x44), n_hi = _mm512_shuffle_f64x2(n_a, n_b, 0xEE);
+    const __m512d b_lo = _mm512_shuffle_f64x2(b_a, b_b, 0x44), b_hi = _mm512_shuffle_f64x2(b_a, b_b, 0xEE);
+    const __m512d d_lo = _mm512_sub_pd(n_lo, b_lo), d_hi = _mm512_sub_pd(n_hi, b_hi);
+    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_lo, b_lo));
+    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_hi, b_hi));
+    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_lo, n_lo));
+    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_hi, n_hi));
+    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_lo, b_lo));
+    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_hi, b_hi));
+    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_lo, d_lo));
+    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_hi, d_hi));
+    p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_lo), p->max_abs);
+    p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_hi), p->max_abs);
+}
+
+/* Lanes 0..3 of x into first[0..3], lanes 4..7 into second[0..3]. */
+AVX512_INLINE void split_store(double *first, double *second, __m512d x) {
+    _mm256_storeu_pd(first, _mm512_castpd512_pd256(x));
+    _mm256_storeu_pd(second, _mm512_extractf64x4_pd(x, 1));
+}
+
+/* Two whole blocks at once, unmasked: the block at np, bp into two[0], the next one into two[1]. */
+AVX512_INLINE void pair_avx512(Lanes *two, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                               SideKind bk, float tolerance) {
+    Avx512 v[2]; /* the float32 part of each block */
+    Pair64 p;
+    const __m512 tx = _mm512_set1_ps(tolerance);
+    avx512_init(&v[0]);
+    avx512_init(&v[1]);
+    p.dot = p.nn = p.bb = p.ss = p.max_abs = _mm512_setzero_pd();
+    const char *np1 = np + BLOCK * ns, *bp1 = bp + BLOCK * bs;
+    for (Py_ssize_t i = 0; i < BLOCK; i += 16) {
+        const __m512 n0 = avx512_load(np + i * ns, ns, nk), b0 = avx512_load(bp + i * bs, bs, bk);
+        const __m512 n1 = avx512_load(np1 + i * ns, ns, nk), b1 = avx512_load(bp1 + i * bs, bs, bk);
+        pair_sums(&p, _mm512_castps512_ps256(n0), _mm512_castps512_ps256(b0), _mm512_castps512_ps256(n1),
+                  _mm512_castps512_ps256(b1));
+        pair_sums(&p, avx512_high8(n0), avx512_high8(b0), avx512_high8(n1), avx512_high8(b1));
+        avx512_rel(&v[0], n0, b0, tx);
+        avx512_rel(&v[1], n1, b1, tx);
+    }
+    avx512_store(&two[0], &v[0]);
+    avx512_store(&two[1], &v[1]);
+    split_store(two[0].dot, two[1].dot, p.dot);
+    split_store(two[0].nn, two[1].nn, p.nn);
+    split_store(two[0].bb, two[1].bb, p.bb);
+    split_store(two[0].ss, two[1].ss, p.ss);
+    double max_abs[8];
+    _mm512_storeu_pd(max_abs, p.max_abs);
+    for (int j = 0; j < 4; j++) {
+        two[0].max_abs[j] = max_abs[j];
+        two[1].max_abs[j] = max_abs[4 + j];
+        two[0].max_abs[4 + j] = two[1].max_abs[4 + j] = 0.0;
+    }
 }
 #endif
 
@@ -460,64 +547,83 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
     return BLOCK_OK;
 }
 
-/* All blocks of a chunk, through `block` (one of the block_* loops): 0, or -1 when the NaN/inf positions differ. */
-#define RUN_BODY(block)                                                                                       \
-    for (Py_ssize_t start = 0; start < len; start += BLOCK) {                                                 \
-        const Py_ssize_t size = len - start < BLOCK ? len - start : BLOCK;                                    \
-        const char *nb = np + start * ns, *bb = bp + start * bs;                                              \
-        for (int masked = 0; masked < 2; masked++) {                                                          \
+/* All blocks of a chunk, through `block` (one of the block_* loops): 0, or -1 when the NaN/inf positions differ.
+ * With `pair` (a pair_* loop, or NO_PAIR), two whole blocks at a time go through it first, unmasked: their lanes
+ * are independent accumulators, so the two blocks' float64 additions overlap instead of waiting on each other's
+ * latency; each block is then folded (and, when needed, redone masked) in order, exactly as one at a time. */
+#define NO_PAIR(...) ((void)0)
+#define ONE_BLOCK(block, start_, size_, first_masked)                                                        \
+    do {                                                                                                      \
+        const char *nb = np + (start_) * ns, *bb = bp + (start_) * bs;                                        \
+        for (int masked = (first_masked); masked < 2; masked++) {                                             \
             Lanes a;                                                                                          \
             memset(&a, 0, sizeof a);                                                                          \
             if (masked)                                                                                       \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 1, tx);                                               \
+                block(&a, nb, ns, nk, bb, bs, bk, (size_), 1, tx);                                            \
             else                                                                                              \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 0, tx);                                               \
+                block(&a, nb, ns, nk, bb, bs, bk, (size_), 0, tx);                                            \
             const int status = fold_block(&a, masked, t);                                                     \
             if (status == BLOCK_MISMATCH)                                                                     \
                 return -1;                                                                                    \
             if (status == BLOCK_OK)                                                                           \
                 break;                                                                                        \
         }                                                                                                     \
+    } while (0)
+#define RUN_BODY(block, pair, paired)                                                                         \
+    Py_ssize_t start = 0;                                                                                     \
+    for (; (paired) && start + 2 * BLOCK <= len; start += 2 * BLOCK) {                                       \
+        Lanes two[2];                                                                                         \
+        memset(two, 0, sizeof two);                                                                           \
+        pair(two, np + start * ns, ns, nk, bp + start * bs, bs, bk, tx);                                      \
+        for (int k = 0; k < 2; k++) {                                                                         \
+            const int status = fold_block(&two[k], 0, t);                                                     \
+            if (status == BLOCK_MISMATCH)                                                                     \
+                return -1;                                                                                    \
+            if (status == BLOCK_NONFINITE)                                                                    \
+                ONE_BLOCK(block, start + k * BLOCK, BLOCK, 1);                                                \
+        }                                                                                                     \
     }                                                                                                         \
+    for (; start < len; start += BLOCK)                                                                       \
+        ONE_BLOCK(block, start, len - start < BLOCK ? len - start : BLOCK, 0);                                \
     return 0;
 
 typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssize_t, float, Totals *);
 
 /* One function per loop and pair of side kinds, with unit strides known at compile time or general strides. */
-#define DEFINE_RUN(attrs, name, block, nk_, bk_)                                                              \
+#define DEFINE_RUN(attrs, name, block, pair, paired, nk_, bk_)                                                            \
     static attrs int name##_unit(const char *np, Py_ssize_t ns_, const char *bp, Py_ssize_t bs_,              \
                                  Py_ssize_t len, float tx, Totals *t) {                                       \
         const SideKind nk = nk_, bk = bk_;                                                                    \
         const Py_ssize_t ns = SIZE_OF(nk_), bs = SIZE_OF(bk_);                                                \
         (void)ns_;                                                                                            \
         (void)bs_;                                                                                            \
-        RUN_BODY(block)                                                                                       \
+        RUN_BODY(block, pair, paired)                                                                         \
     }                                                                                                         \
     static attrs int name##_strided(const char *np, Py_ssize_t ns, const char *bp, Py_ssize_t bs,             \
                                     Py_ssize_t len, float tx, Totals *t) {                                    \
         const SideKind nk = nk_, bk = bk_;                                                                    \
-        RUN_BODY(block)                                                                                       \
+        RUN_BODY(block, pair, paired)                                                                         \
     }
-#define DEFINE_RUNS(attrs, loop, block)                                                                       \
-    DEFINE_RUN(attrs, loop##_f32_f32, block, SIDE_F32, SIDE_F32)                                              \
-    DEFINE_RUN(attrs, loop##_f32_bf16, block, SIDE_F32, SIDE_BF16)                                            \
-    DEFINE_RUN(attrs, loop##_bf16_f32, block, SIDE_BF16, SIDE_F32)                                            \
-    DEFINE_RUN(attrs, loop##_bf16_bf16, block, SIDE_BF16, SIDE_BF16)                                          \
+#define DEFINE_RUNS(attrs, loop, block, pair, paired)                                                         \
+    DEFINE_RUN(attrs, loop##_f32_f32, block, pair, paired, SIDE_F32, SIDE_F32)                                \
+    DEFINE_RUN(attrs, loop##_f32_bf16, block, pair, paired, SIDE_F32, SIDE_BF16)                              \
+    DEFINE_RUN(attrs, loop##_bf16_f32, block, pair, paired, SIDE_BF16, SIDE_F32)                              \
+    DEFINE_RUN(attrs, loop##_bf16_bf16, block, pair, paired, SIDE_BF16, SIDE_BF16)                            \
     static const RunFn loop##_runs[2][2][2] = { /* [npu kind][bench kind][strided] */                        \
         {{loop##_f32_f32_unit, loop##_f32_f32_strided}, {loop##_f32_bf16_unit, loop##_f32_bf16_strided}},     \
         {{loop##_bf16_f32_unit, loop##_bf16_f32_strided}, {loop##_bf16_bf16_unit, loop##_bf16_bf16_strided}}, \
     };
 
 #define NO_ATTRS
-DEFINE_RUNS(NO_ATTRS, portable, block_portable)
+DEFINE_RUNS(NO_ATTRS, portable, block_portable, NO_PAIR, 0)
 #if HAVE_SSE2
-DEFINE_RUNS(NO_ATTRS, sse2, block_sse2)
+DEFINE_RUNS(NO_ATTRS, sse2, block_sse2, NO_PAIR, 0)
 #endif
 #if HAVE_AVX2
-DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2)
+DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2, NO_PAIR, 0)
 #endif
 #if HAVE_AVX512
-DEFINE_RUNS(TARGET_AVX512, avx512, block_avx512)
+DEFINE_RUNS(TARGET_AVX512, avx512, block_avx512, pair_avx512, 1)
 #endif
 
 /* Whether this machine can run a loop. */

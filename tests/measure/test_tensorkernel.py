@@ -195,7 +195,8 @@ def test_generated_pairs_match_numpy_path(kernel: types.ModuleType, pair: tuple[
 # sizes, blocks, layouts
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289,
+                                  16_384, 24_577])
 @pytest.mark.parametrize("kinds", [("float32", "float32"), (BF16, BF16), ("float32", BF16)])
 def test_sizes_around_lanes_and_blocks(kernel: types.ModuleType, size: int, kinds: tuple[str, str]) -> None:
     rng = np.random.default_rng(size)
@@ -220,6 +221,22 @@ def test_mismatch_in_a_later_block_and_chunk(kernel: types.ModuleType) -> None:
     b[8999] = np.nan
     same = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
     assert same.cosine.value == 1.0 and same.max_rel_err.value == 0.0 and same.one_thousandth.value == 1.0
+
+
+@pytest.mark.parametrize("where", [None, 100, 4096 + 100, 8192 + 4096 + 1])
+@pytest.mark.parametrize("same", [True, False])
+def test_nan_in_either_block_of_a_pair(kernel: types.ModuleType, where: int | None, same: bool) -> None:
+    """The widest loop takes two whole blocks at a time: a NaN in the first or the second of them (at the same
+    position on both sides: that block is redone with the checks; on one side only: no result)."""
+    rng = np.random.default_rng(5)
+    n = rng.standard_normal(4 * 4096 + 333).astype(np.float32)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    if where is not None:
+        n[where] = np.nan
+        b[where] = np.nan if same else 1.0
+    for kinds in (("float32", "float32"), (BF16, BF16)):
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_metrics.DEFAULT_CHUNK_ELEMS)
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 3 * 4096)
 
 
 def test_large_pair_sums(kernel: types.ModuleType) -> None:
