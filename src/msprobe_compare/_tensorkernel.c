@@ -1,8 +1,9 @@
 /* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
  * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
  *
- * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) takes two 1-D buffers of the same length (buffer
- * protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
+ * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) takes two 1-D buffers of the
+ * same length (buffer protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and
+ * returns
  *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond)
  * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
  * RE = |(N'-B')/B'| and the counts of RE < float32(0.001) and RE < float32(0.005), where N' = N + e, B' = B + e and
