@@ -12,7 +12,7 @@ Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 
   never turns into NaN/inf and identical tensors always give MaxRelativeErr 0 and ratios 1.
 * NaN/inf positions identical on both sides count as 0 on both sides; otherwise every metric is N/A.
 
-When the compiled kernel `msprobe_compare._tensorkernel` is built with a SIMD loop (SSE2/AVX2 on x86; see
+When the compiled kernel `msprobe_compare._tensorkernel` is built with a SIMD loop (SSE2/AVX2/AVX-512 on x86; see
 `_native_kernel`; MSPROBE_NATIVE=0 turns it off), pairs whose sides are each float32 or bfloat16 go through it
 instead of numpy: one fused pass per chunk, straight from the (possibly memory-mapped) buffers, without the GIL.
 It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, the ratios and the messages are
