@@ -1,8 +1,9 @@
 /* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
  * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
  *
- * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes two 1-D buffers of the same length (buffer
- * protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and returns
+ * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) takes two 1-D buffers of the
+ * same length (buffer protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and
+ * returns
  *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond)
  * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
  * RE = |(N'-B')/B'| and the counts of RE < float32(0.001) and RE < float32(0.005), where N' = N + e, B' = B + e and
@@ -14,8 +15,14 @@
  * with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The sums use LANES independent
  * accumulators: within blocks of BLOCK elements, element i is added to lane i % LANES in index order; the lanes of
  * a block are added as ((l0 + l1) + (l2 + l3)), and the blocks in order. That order is the same for every stride,
- * thread and machine, and for all three loops (portable C, SSE2, AVX2 picked at run time), so results are
- * deterministic; it is not numpy's or BLAS's order, so sums may differ from the numpy path in the last bits.
+ * thread and machine, and for all four loops (portable C, SSE2, AVX2, AVX-512 picked at run time), so results are
+ * deterministic; it is not numpy's or BLAS's order, so sums may differ from the numpy path in the last bits. Blocks
+ * are independent until they are added up, so the AVX-512 loop runs two whole blocks side by side (one block's
+ * lanes in the low half of each float64 register, the other's in the high half) and then adds them in order.
+ *
+ * With `chunk`, the buffers are cut into chunks of that many elements, each summed as above from zero and added
+ * in chunk order onto the running sums, which start at `sums` (default zeros): one call over many chunks gives
+ * exactly what one call per chunk, added up in order by the caller, gives.
  *
  * Each block is first computed without NaN/inf handling; when its sums of squares come out non-finite (for float32
  * data that happens exactly when the block holds a NaN or an inf) it is computed again with the checks.
@@ -42,10 +49,16 @@
 #else
 #define HAVE_AVX2 0
 #endif
+#if HAVE_AVX2 && (__GNUC__ >= 8 || defined(__clang__))
+#define HAVE_AVX512 1 /* AVX-512 F + VL, likewise by target attribute */
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512vl")))
+#else
+#define HAVE_AVX512 0
+#endif
 
 #define LANES 4     /* independent accumulators per sum */
 #define BLOCK 4096  /* elements per block, a multiple of 8; lane counters are int32 within a block */
-#define MAX_WIDTH 8 /* elements per step of the widest loop */
+#define MAX_WIDTH 16 /* elements per step of the widest loop */
 
 /* The float32 constants of the numpy path: np.float32(0.001), np.float32(0.005), np.float32(FLOAT_EPSILON). */
 #define T1 ((float)0.001)
@@ -59,8 +72,8 @@
 #endif
 
 typedef enum { SIDE_F32 = 0, SIDE_BF16 = 1 } SideKind;
-typedef enum { LOOP_PORTABLE = 0, LOOP_SSE2 = 1, LOOP_AVX2 = 2, N_LOOPS = 3 } LoopKind;
-static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2"};
+typedef enum { LOOP_PORTABLE = 0, LOOP_SSE2 = 1, LOOP_AVX2 = 2, LOOP_AVX512 = 3, N_LOOPS = 4 } LoopKind;
+static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2", "avx512"};
 
 #define SIZE_OF(kind) ((kind) == SIDE_BF16 ? (Py_ssize_t)2 : (Py_ssize_t)4)
 
@@ -313,6 +326,189 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
 }
 #endif
 
+/* ---- the AVX-512 loop: 16 elements per step; the float32 work in one 16-wide register, the float64 products
+ * 8 wide, added into the same 4 float64 lanes as the other loops: elements i..i+3, then i+4..i+7, and so on
+ * (the order of four steps of the SSE2 loop) ----------------------------------------------------------------- */
+
+#if HAVE_AVX512
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl")))
+
+typedef struct {
+    __m256d dot, nn, bb, ss; /* the 4 lanes of each sum */
+    __m512d max_abs;
+    __m512 max_rel;
+    __m512i count1, count5, beyond;
+    __mmask16 mismatch;
+} Avx512;
+
+AVX512_INLINE __m512 avx512_load(const char *p, Py_ssize_t stride, SideKind kind) {
+    if (kind == SIDE_BF16 && stride == 2) {
+        const __m512i words = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+    }
+    if (kind == SIDE_F32 && stride == 4)
+        return _mm512_loadu_ps((const float *)p);
+    float v[16];
+    load_floats(v, p, stride, kind, 16, 16);
+    return _mm512_loadu_ps(v);
+}
+
+/* Adds the 8 products in p to the lanes: first its elements 0..3, then 4..7. */
+AVX512_INLINE __m256d avx512_add8(__m256d lanes, __m512d p) {
+    lanes = _mm256_add_pd(lanes, _mm512_castpd512_pd256(p));
+    return _mm256_add_pd(lanes, _mm512_extractf64x4_pd(p, 1));
+}
+
+AVX512_INLINE void avx512_sums(Avx512 *v, __m256 n8, __m256 b8) {
+    const __m512d n = _mm512_cvtps_pd(n8), b = _mm512_cvtps_pd(b8), d = _mm512_sub_pd(n, b);
+    v->dot = avx512_add8(v->dot, _mm512_mul_pd(n, b));
+    v->nn = avx512_add8(v->nn, _mm512_mul_pd(n, n));
+    v->bb = avx512_add8(v->bb, _mm512_mul_pd(b, b));
+    v->ss = avx512_add8(v->ss, _mm512_mul_pd(d, d));
+    v->max_abs = _mm512_max_pd(_mm512_abs_pd(d), v->max_abs);
+}
+
+AVX512_INLINE __m256 avx512_high8(__m512 x) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+AVX512_INLINE void avx512_rel(Avx512 *v, __m512 nf, __m512 bf, __m512 tx);
+
+AVX512_INLINE void avx512_step(Avx512 *v, __m512 nf, __m512 bf, int masked, __m512 tx) {
+    if (masked) {
+        const __m512 inf = _mm512_set1_ps(INFINITY);
+        const __mmask16 n_nan = _mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q), b_nan = _mm512_cmp_ps_mask(bf, bf, _CMP_UNORD_Q);
+        const __mmask16 n_inf = _mm512_cmp_ps_mask(_mm512_abs_ps(nf), inf, _CMP_EQ_OQ);
+        const __mmask16 b_inf = _mm512_cmp_ps_mask(_mm512_abs_ps(bf), inf, _CMP_EQ_OQ);
+        v->mismatch |= (__mmask16)((n_nan ^ b_nan) | (n_inf ^ b_inf));
+        const __mmask16 good = (__mmask16)~(n_nan | n_inf | b_nan | b_inf);
+        nf = _mm512_maskz_mov_ps(good, nf);
+        bf = _mm512_maskz_mov_ps(good, bf);
+    }
+    avx512_sums(v, _mm512_castps512_ps256(nf), _mm512_castps512_ps256(bf));
+    avx512_sums(v, avx512_high8(nf), avx512_high8(bf));
+    avx512_rel(v, nf, bf, tx);
+}
+
+/* The float32 relative error of 16 element pairs: its maximum and the counts. */
+AVX512_INLINE void avx512_rel(Avx512 *v, __m512 nf, __m512 bf, __m512 tx) {
+    const __mmask16 zero = _mm512_cmp_ps_mask(bf, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(zero, _mm512_set1_ps(EPS32));
+    const __m512 den = _mm512_add_ps(bf, e);
+    const __m512 rel = _mm512_abs_ps(_mm512_div_ps(_mm512_sub_ps(_mm512_add_ps(nf, e), den), den));
+    const __m512i one = _mm512_set1_epi32(1);
+    v->max_rel = _mm512_max_ps(rel, v->max_rel);
+    v->count1 = _mm512_mask_add_epi32(v->count1, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T1), _CMP_LT_OQ), v->count1, one);
+    v->count5 = _mm512_mask_add_epi32(v->count5, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T5), _CMP_LT_OQ), v->count5, one);
+    v->beyond = _mm512_mask_add_epi32(v->beyond, _mm512_cmp_ps_mask(rel, tx, _CMP_GT_OQ), v->beyond, one);
+}
+
+AVX512_INLINE void avx512_init(Avx512 *v) {
+    v->dot = v->nn = v->bb = v->ss = _mm256_setzero_pd();
+    v->max_abs = _mm512_setzero_pd();
+    v->max_rel = _mm512_setzero_ps();
+    v->count1 = v->count5 = v->beyond = _mm512_setzero_si512();
+    v->mismatch = 0;
+}
+
+AVX512_INLINE void avx512_store(Lanes *a, const Avx512 *v) {
+    _mm256_storeu_pd(a->dot, v->dot);
+    _mm256_storeu_pd(a->nn, v->nn);
+    _mm256_storeu_pd(a->bb, v->bb);
+    _mm256_storeu_pd(a->ss, v->ss);
+    _mm512_storeu_pd(a->max_abs, v->max_abs);
+    _mm512_storeu_ps(a->max_rel, v->max_rel);
+    _mm512_storeu_si512((void *)a->count1, v->count1);
+    _mm512_storeu_si512((void *)a->count5, v->count5);
+    _mm512_storeu_si512((void *)a->beyond, v->beyond);
+    a->mismatch[0] = v->mismatch != 0;
+}
+
+AVX512_INLINE void block_avx512(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                                SideKind bk, Py_ssize_t len, int masked, float tolerance) {
+    Avx512 v;
+    const __m512 tx = _mm512_set1_ps(tolerance);
+    avx512_init(&v);
+    Py_ssize_t i = 0;
+    for (; i + 16 <= len; i += 16)
+        avx512_step(&v, avx512_load(np + i * ns, ns, nk), avx512_load(bp + i * bs, bs, bk), masked, tx);
+    if (i < len) { /* the tail, padded with zeros */
+        float nf[16], bf[16];
+        load_floats(nf, np + i * ns, ns, nk, (int)(len - i), 16);
+        load_floats(bf, bp + i * bs, bs, bk, (int)(len - i), 16);
+        avx512_step(&v, _mm512_loadu_ps(nf), _mm512_loadu_ps(bf), masked, tx);
+        a->padding = (int32_t)(16 - (len - i));
+    }
+    avx512_store(a, &v);
+}
+
+/* The float64 sums of two blocks at once: lanes 0..3 of each register are the first block's 4 lanes, lanes 4..7
+ * the second block's, so one 8-wide addition advances both blocks by 4 elements each (in each block's own order). */
+typedef struct {
+    __m512d dot, nn, bb, ss, max_abs;
+} Pair64;
+
+/* Element pairs i..i+7 of both blocks (n0, b0: the first block's; n1, b1: the second's). */
+AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 b1) {
+    const __m512d n_a = _mm512_cvtps_pd(n0), b_a = _mm512_cvtps_pd(b0);
+    const __m512d n_b = _mm512_cvtps_pd(n1), b_b = _mm512_cvtps_pd(b1);
+    /* elements i..i+3 of both blocks, then i+4..i+7 of both */
+    const __m512d n_lo = _mm512_shuffle_f64x2(n_a, n_b, 0x44), n_hi = _mm512_shuffle_f64x2(n_a, n_b, 0xEE);
+    const __m512d b_lo = _mm512_shuffle_f64x2(b_a, b_b, 0x44), b_hi = _mm512_shuffle_f64x2(b_a, b_b, 0xEE);
+    const __m512d d_lo = _mm512_sub_pd(n_lo, b_lo), d_hi = _mm512_sub_pd(n_hi, b_hi);
+    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_lo, b_lo));
+    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_hi, b_hi));
+    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_lo, n_lo));
+    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_hi, n_hi));
+    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_lo, b_lo));
+    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_hi, b_hi));
+    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_lo, d_lo));
+    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_hi, d_hi));
+    p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_lo), p->max_abs);
+    p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_hi), p->max_abs);
+}
+
+/* Lanes 0..3 of x into first[0..3], lanes 4..7 into second[0..3]. */
+AVX512_INLINE void split_store(double *first, double *second, __m512d x) {
+    _mm256_storeu_pd(first, _mm512_castpd512_pd256(x));
+    _mm256_storeu_pd(second, _mm512_extractf64x4_pd(x, 1));
+}
+
+/* Two whole blocks at once, unmasked: the block at np, bp into two[0], the next one into two[1]. */
+AVX512_INLINE void pair_avx512(Lanes *two, const char *np, Py_ssize_t ns, SideKind nk, const char *bp, Py_ssize_t bs,
+                               SideKind bk, float tolerance) {
+    Avx512 v[2]; /* the float32 part of each block */
+    Pair64 p;
+    const __m512 tx = _mm512_set1_ps(tolerance);
+    avx512_init(&v[0]);
+    avx512_init(&v[1]);
+    p.dot = p.nn = p.bb = p.ss = p.max_abs = _mm512_setzero_pd();
+    const char *np1 = np + BLOCK * ns, *bp1 = bp + BLOCK * bs;
+    for (Py_ssize_t i = 0; i < BLOCK; i += 16) {
+        const __m512 n0 = avx512_load(np + i * ns, ns, nk), b0 = avx512_load(bp + i * bs, bs, bk);
+        const __m512 n1 = avx512_load(np1 + i * ns, ns, nk), b1 = avx512_load(bp1 + i * bs, bs, bk);
+        pair_sums(&p, _mm512_castps512_ps256(n0), _mm512_castps512_ps256(b0), _mm512_castps512_ps256(n1),
+                  _mm512_castps512_ps256(b1));
+        pair_sums(&p, avx512_high8(n0), avx512_high8(b0), avx512_high8(n1), avx512_high8(b1));
+        avx512_rel(&v[0], n0, b0, tx);
+        avx512_rel(&v[1], n1, b1, tx);
+    }
+    avx512_store(&two[0], &v[0]);
+    avx512_store(&two[1], &v[1]);
+    split_store(two[0].dot, two[1].dot, p.dot);
+    split_store(two[0].nn, two[1].nn, p.nn);
+    split_store(two[0].bb, two[1].bb, p.bb);
+    split_store(two[0].ss, two[1].ss, p.ss);
+    double max_abs[8];
+    _mm512_storeu_pd(max_abs, p.max_abs);
+    for (int j = 0; j < 4; j++) {
+        two[0].max_abs[j] = max_abs[j];
+        two[1].max_abs[j] = max_abs[4 + j];
+        two[0].max_abs[4 + j] = two[1].max_abs[4 + j] = 0.0;
+    }
+}
+#endif
+
 /* ---- blocks and chunks -------------------------------------------------------------------------------------- */
 
 INLINE double sum_lanes(const double *x) {
@@ -352,61 +548,83 @@ static int fold_block(const Lanes *a, int masked, Totals *t) {
     return BLOCK_OK;
 }
 
-/* All blocks of a chunk, through `block` (one of the block_* loops): 0, or -1 when the NaN/inf positions differ. */
-#define RUN_BODY(block)                                                                                       \
-    for (Py_ssize_t start = 0; start < len; start += BLOCK) {                                                 \
-        const Py_ssize_t size = len - start < BLOCK ? len - start : BLOCK;                                    \
-        const char *nb = np + start * ns, *bb = bp + start * bs;                                              \
-        for (int masked = 0; masked < 2; masked++) {                                                          \
+/* All blocks of a chunk, through `block` (one of the block_* loops): 0, or -1 when the NaN/inf positions differ.
+ * With `pair` (a pair_* loop, or NO_PAIR), two whole blocks at a time go through it first, unmasked: their lanes
+ * are independent accumulators, so the two blocks' float64 additions overlap instead of waiting on each other's
+ * latency; each block is then folded (and, when needed, redone masked) in order, exactly as one at a time. */
+#define NO_PAIR(...) ((void)0)
+#define ONE_BLOCK(block, start_, size_, first_masked)                                                        \
+    do {                                                                                                      \
+        const char *nb = np + (start_) * ns, *bb = bp + (start_) * bs;                                        \
+        for (int masked = (first_masked); masked < 2; masked++) {                                             \
             Lanes a;                                                                                          \
             memset(&a, 0, sizeof a);                                                                          \
             if (masked)                                                                                       \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 1, tx);                                               \
+                block(&a, nb, ns, nk, bb, bs, bk, (size_), 1, tx);                                            \
             else                                                                                              \
-                block(&a, nb, ns, nk, bb, bs, bk, size, 0, tx);                                               \
+                block(&a, nb, ns, nk, bb, bs, bk, (size_), 0, tx);                                            \
             const int status = fold_block(&a, masked, t);                                                     \
             if (status == BLOCK_MISMATCH)                                                                     \
                 return -1;                                                                                    \
             if (status == BLOCK_OK)                                                                           \
                 break;                                                                                        \
         }                                                                                                     \
+    } while (0)
+#define RUN_BODY(block, pair, paired)                                                                         \
+    Py_ssize_t start = 0;                                                                                     \
+    for (; (paired) && start + 2 * BLOCK <= len; start += 2 * BLOCK) {                                       \
+        Lanes two[2];                                                                                         \
+        memset(two, 0, sizeof two);                                                                           \
+        pair(two, np + start * ns, ns, nk, bp + start * bs, bs, bk, tx);                                      \
+        for (int k = 0; k < 2; k++) {                                                                         \
+            const int status = fold_block(&two[k], 0, t);                                                     \
+            if (status == BLOCK_MISMATCH)                                                                     \
+                return -1;                                                                                    \
+            if (status == BLOCK_NONFINITE)                                                                    \
+                ONE_BLOCK(block, start + k * BLOCK, BLOCK, 1);                                                \
+        }                                                                                                     \
     }                                                                                                         \
+    for (; start < len; start += BLOCK)                                                                       \
+        ONE_BLOCK(block, start, len - start < BLOCK ? len - start : BLOCK, 0);                                \
     return 0;
 
 typedef int (*RunFn)(const char *, Py_ssize_t, const char *, Py_ssize_t, Py_ssize_t, float, Totals *);
 
 /* One function per loop and pair of side kinds, with unit strides known at compile time or general strides. */
-#define DEFINE_RUN(attrs, name, block, nk_, bk_)                                                              \
+#define DEFINE_RUN(attrs, name, block, pair, paired, nk_, bk_)                                                            \
     static attrs int name##_unit(const char *np, Py_ssize_t ns_, const char *bp, Py_ssize_t bs_,              \
                                  Py_ssize_t len, float tx, Totals *t) {                                       \
         const SideKind nk = nk_, bk = bk_;                                                                    \
         const Py_ssize_t ns = SIZE_OF(nk_), bs = SIZE_OF(bk_);                                                \
         (void)ns_;                                                                                            \
         (void)bs_;                                                                                            \
-        RUN_BODY(block)                                                                                       \
+        RUN_BODY(block, pair, paired)                                                                         \
     }                                                                                                         \
     static attrs int name##_strided(const char *np, Py_ssize_t ns, const char *bp, Py_ssize_t bs,             \
                                     Py_ssize_t len, float tx, Totals *t) {                                    \
         const SideKind nk = nk_, bk = bk_;                                                                    \
-        RUN_BODY(block)                                                                                       \
+        RUN_BODY(block, pair, paired)                                                                         \
     }
-#define DEFINE_RUNS(attrs, loop, block)                                                                       \
-    DEFINE_RUN(attrs, loop##_f32_f32, block, SIDE_F32, SIDE_F32)                                              \
-    DEFINE_RUN(attrs, loop##_f32_bf16, block, SIDE_F32, SIDE_BF16)                                            \
-    DEFINE_RUN(attrs, loop##_bf16_f32, block, SIDE_BF16, SIDE_F32)                                            \
-    DEFINE_RUN(attrs, loop##_bf16_bf16, block, SIDE_BF16, SIDE_BF16)                                          \
+#define DEFINE_RUNS(attrs, loop, block, pair, paired)                                                         \
+    DEFINE_RUN(attrs, loop##_f32_f32, block, pair, paired, SIDE_F32, SIDE_F32)                                \
+    DEFINE_RUN(attrs, loop##_f32_bf16, block, pair, paired, SIDE_F32, SIDE_BF16)                              \
+    DEFINE_RUN(attrs, loop##_bf16_f32, block, pair, paired, SIDE_BF16, SIDE_F32)                              \
+    DEFINE_RUN(attrs, loop##_bf16_bf16, block, pair, paired, SIDE_BF16, SIDE_BF16)                            \
     static const RunFn loop##_runs[2][2][2] = { /* [npu kind][bench kind][strided] */                        \
         {{loop##_f32_f32_unit, loop##_f32_f32_strided}, {loop##_f32_bf16_unit, loop##_f32_bf16_strided}},     \
         {{loop##_bf16_f32_unit, loop##_bf16_f32_strided}, {loop##_bf16_bf16_unit, loop##_bf16_bf16_strided}}, \
     };
 
 #define NO_ATTRS
-DEFINE_RUNS(NO_ATTRS, portable, block_portable)
+DEFINE_RUNS(NO_ATTRS, portable, block_portable, NO_PAIR, 0)
 #if HAVE_SSE2
-DEFINE_RUNS(NO_ATTRS, sse2, block_sse2)
+DEFINE_RUNS(NO_ATTRS, sse2, block_sse2, NO_PAIR, 0)
 #endif
 #if HAVE_AVX2
-DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2)
+DEFINE_RUNS(TARGET_AVX2, avx2, block_avx2, NO_PAIR, 0)
+#endif
+#if HAVE_AVX512
+DEFINE_RUNS(TARGET_AVX512, avx512, block_avx512, pair_avx512, 1)
 #endif
 
 /* Whether this machine can run a loop. */
@@ -423,6 +641,13 @@ static int loop_available(LoopKind loop) {
 #else
         return 0;
 #endif
+    case LOOP_AVX512:
+#if HAVE_AVX512
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0;
+#else
+        return 0;
+#endif
     default:
         return 0;
     }
@@ -430,6 +655,10 @@ static int loop_available(LoopKind loop) {
 
 static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
     switch (loop) {
+#if HAVE_AVX512
+    case LOOP_AVX512:
+        return avx512_runs[n_bf16][b_bf16][strided];
+#endif
 #if HAVE_AVX2
     case LOOP_AVX2:
         return avx2_runs[n_bf16][b_bf16][strided];
@@ -446,6 +675,19 @@ static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
 /* ---- Python interface --------------------------------------------------------------------------------------- */
 
 static LoopKind best_loop = LOOP_PORTABLE; /* set at import */
+
+/* Adds a chunk's totals to the running ones, as tensor_metrics.py adds the chunks' results (in chunk order). */
+static void fold_chunk(Totals *t, const Totals *c) {
+    t->dot += c->dot;
+    t->nn += c->nn;
+    t->bb += c->bb;
+    t->ss += c->ss;
+    t->max_abs = c->max_abs > t->max_abs ? c->max_abs : t->max_abs;
+    t->max_rel = c->max_rel > t->max_rel ? c->max_rel : t->max_rel;
+    t->count1 += c->count1;
+    t->count5 += c->count5;
+    t->beyond += c->beyond;
+}
 
 /* Whether a buffer format string means `code` in native byte order. */
 static int format_is(const char *format, char code) {
@@ -478,7 +720,23 @@ static int get_side(PyObject *obj, int is_bf16, Py_buffer *view, const char *whi
 
 static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_t nargs) {
     float tx = INFINITY; /* no tolerance: nothing is beyond it */
-    if (nargs == 5 && args[4] != Py_None) {
+    Py_ssize_t chunk = 0; /* 0: the whole buffer is one chunk */
+    double carry[4] = {0.0, 0.0, 0.0, 0.0};
+    if (nargs >= 6 && args[5] != Py_None) {
+        chunk = PyLong_AsSsize_t(args[5]);
+        if (chunk == -1 && PyErr_Occurred())
+            return NULL;
+        if (chunk < 1) {
+            PyErr_SetString(PyExc_ValueError, "chunk must be positive");
+            return NULL;
+        }
+    }
+    if (nargs == 7 && args[6] != Py_None) {
+        if (!PyArg_ParseTuple(args[6], "dddd;sums must be a tuple of 4 floats", &carry[0], &carry[1], &carry[2],
+                              &carry[3]))
+            return NULL;
+    }
+    if (nargs >= 5 && args[4] != Py_None) {
         const double tolerance = PyFloat_AsDouble(args[4]);
         if (tolerance == -1.0 && PyErr_Occurred())
             return NULL;
@@ -507,10 +765,21 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
     }
     const Py_ssize_t ns = nv.strides[0], bs = bv.strides[0];
     const RunFn fn = pick(loop, n_bf16, b_bf16, ns != nv.itemsize || bs != bv.itemsize);
-    Totals t = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
-    int status;
+    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
+    int status = 0;
     Py_BEGIN_ALLOW_THREADS
-    status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &t);
+    if (chunk == 0 || chunk >= len) {
+        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &c);
+        fold_chunk(&t, &c);
+    } else {
+        for (Py_ssize_t start = 0; start < len && status == 0; start += chunk) {
+            Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+            const Py_ssize_t size = len - start < chunk ? len - start : chunk;
+            status = fn((const char *)nv.buf + start * ns, ns, (const char *)bv.buf + start * bs, bs, size, tx, &c);
+            fold_chunk(&t, &c);
+        }
+    }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&nv);
     PyBuffer_Release(&bv);
@@ -522,9 +791,9 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
 
 static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes 4 or 5 arguments");
+    if (nargs < 4 || nargs > 7) {
+        PyErr_SetString(PyExc_TypeError, "accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, "
+                                         "sums]]]) takes 4 to 7 arguments");
         return NULL;
     }
     return accumulate_with(best_loop, args, nargs);
@@ -532,10 +801,10 @@ static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t 
 
 static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if ((nargs != 5 && nargs != 6) || !PyUnicode_Check(args[0])) {
+    if (nargs < 5 || nargs > 8 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
-                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) takes a loop "
-                        "name and 4 or 5 arguments");
+                        "accumulate_loop(loop, npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) "
+                        "takes a loop name and 4 to 7 arguments");
         return NULL;
     }
     for (int loop = 0; loop < N_LOOPS; loop++) {
@@ -550,8 +819,8 @@ static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssi
 }
 
 #define ACCUMULATE_DOC                                                                                         \
-    "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance]) -> (dot, nn, bb, ss, max_abs, max_rel, count1, "  \
-    "count5, beyond), or None when the NaN/inf positions differ"
+    "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) -> (dot, nn, bb, ss, max_abs, "   \
+    "max_rel, count1, count5, beyond), or None when the NaN/inf positions differ"
 
 static PyMethodDef methods[] = {
     {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},

@@ -5,7 +5,8 @@ same or different positions, sizes around the unroll width and the block size, s
 memory-mapped views, any chunk size) the maxima, counts (the root cause's count of relative errors beyond a
 dtype-aware tolerance too) and messages must be identical and the sums equal within
 1e-12 relative (the dot product relative to sqrt(N.N * B.B), its bound by Cauchy-Schwarz). Every loop the machine
-can run (portable C, SSE2, AVX2) must give bit-identical results.
+can run (portable C, SSE2, AVX2, AVX-512) must give bit-identical results, and one call over many chunks
+(`chunk`, `sums`) exactly what one call per chunk, added up in chunk order, gives.
 
 Skipped when the module is not built, unless MSPROBE_REQUIRE_NATIVE=1, which makes a missing module a failure.
 """
@@ -194,7 +195,8 @@ def test_generated_pairs_match_numpy_path(kernel: types.ModuleType, pair: tuple[
 # sizes, blocks, layouts
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289,
+                                  16_384, 24_577])
 @pytest.mark.parametrize("kinds", [("float32", "float32"), (BF16, BF16), ("float32", BF16)])
 def test_sizes_around_lanes_and_blocks(kernel: types.ModuleType, size: int, kinds: tuple[str, str]) -> None:
     rng = np.random.default_rng(size)
@@ -219,6 +221,22 @@ def test_mismatch_in_a_later_block_and_chunk(kernel: types.ModuleType) -> None:
     b[8999] = np.nan
     same = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
     assert same.cosine.value == 1.0 and same.max_rel_err.value == 0.0 and same.one_thousandth.value == 1.0
+
+
+@pytest.mark.parametrize("where", [None, 100, 4096 + 100, 8192 + 4096 + 1])
+@pytest.mark.parametrize("same", [True, False])
+def test_nan_in_either_block_of_a_pair(kernel: types.ModuleType, where: int | None, same: bool) -> None:
+    """The widest loop takes two whole blocks at a time: a NaN in the first or the second of them (at the same
+    position on both sides: that block is redone with the checks; on one side only: no result)."""
+    rng = np.random.default_rng(5)
+    n = rng.standard_normal(4 * 4096 + 333).astype(np.float32)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    if where is not None:
+        n[where] = np.nan
+        b[where] = np.nan if same else 1.0
+    for kinds in (("float32", "float32"), (BF16, BF16)):
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_metrics.DEFAULT_CHUNK_ELEMS)
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 3 * 4096)
 
 
 def test_large_pair_sums(kernel: types.ModuleType) -> None:
@@ -375,6 +393,49 @@ def test_threads_give_identical_results(kernel: types.ModuleType) -> None:
     assert all(r.euc_dist.value == alone.euc_dist.value for r in results)  # bit for bit, not just rounded
 
 
+def _per_chunk_fold(kernel: types.ModuleType, loop: str, n: np.ndarray, n_bf16: bool, b: np.ndarray, b_bf16: bool,
+                    tol: float | None, chunk: int) -> tuple | None:  # fmt: skip
+    """One call per chunk, folded as tensor_metrics.py folded them before the kernel took many chunks per call."""
+    sums, max_abs, max_rel, counts = [0.0] * 4, 0.0, 0.0, [0, 0, 0]
+    for start in range(0, n.size, chunk):
+        part = kernel.accumulate_loop(loop, n[start:start + chunk], n_bf16, b[start:start + chunk], b_bf16, tol)
+        if part is None:
+            return None
+        sums = [s + p for s, p in zip(sums, part[:4], strict=True)]
+        max_abs, max_rel = max(max_abs, part[4]), max(max_rel, part[5])
+        counts = [c + p for c, p in zip(counts, part[6:], strict=True)]
+    return (*sums, max_abs, max_rel, *counts)
+
+
+@pytest.mark.parametrize("kinds", [(False, False), (True, True), (True, False)])
+def test_many_chunks_per_call_equal_one_call_per_chunk(kernel: types.ModuleType, kinds: tuple[bool, bool]) -> None:
+    rng = np.random.default_rng(21)
+    n = (rng.standard_normal(50_001) * 1e3).astype(np.float32)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    b[::37] = 0.0
+    n[[7, 40_000]] = b[[7, 40_000]] = np.nan
+    sides = [_bf16(x) if bf else x for x, bf in zip((n, b), kinds, strict=True)]
+    for loop in kernel.LOOPS:
+        for chunk in (1000, 4096, 7777, 50_001, 10**9):
+            want = _per_chunk_fold(kernel, loop, sides[0], kinds[0], sides[1], kinds[1], 0.004, chunk)
+            got = kernel.accumulate_loop(loop, sides[0], kinds[0], sides[1], kinds[1], 0.004, chunk)
+            assert got == want, (loop, chunk)
+            # split in two calls, the running sums carried from the first into the second
+            cut = (n.size // 2) // chunk * chunk if chunk < n.size else n.size
+            first = kernel.accumulate_loop(loop, sides[0][:cut], kinds[0], sides[1][:cut], kinds[1], 0.004, chunk)
+            second = kernel.accumulate_loop(loop, sides[0][cut:], kinds[0], sides[1][cut:], kinds[1], 0.004, chunk,
+                                            first[:4])  # fmt: skip
+            assert second[:4] == want[:4], (loop, chunk)
+    n[9] = np.nan  # NaN on one side only: no result, however the chunks are grouped
+    for loop in kernel.LOOPS:
+        assert kernel.accumulate_loop(loop, n, False, b, False, None, 1000) is None
+
+
+def test_the_widest_loop_is_used(kernel: types.ModuleType) -> None:
+    assert kernel.SIMD == kernel.LOOPS[-1]
+    assert list(kernel.LOOPS) == [loop for loop in ("portable", "sse2", "avx2", "avx512") if loop in kernel.LOOPS]
+
+
 def test_interface_errors(kernel: types.ModuleType) -> None:
     f32 = np.ones(8, np.float32)
     bits = _bf16(f32)
@@ -393,4 +454,10 @@ def test_interface_errors(kernel: types.ModuleType) -> None:
     with pytest.raises(ValueError):
         kernel.accumulate_loop("no such loop", f32, False, f32, False)
     assert kernel.SIMD in kernel.LOOPS and "portable" in kernel.LOOPS
+    with pytest.raises(ValueError):
+        kernel.accumulate(f32, False, f32, False, None, 0)  # chunk
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32, False, f32, False, None, 4, (0.0, 0.0))  # sums
+    with pytest.raises(TypeError):
+        kernel.accumulate(f32, False, f32, False, None, 4, None, 1)
     assert kernel.accumulate(memoryview(f32), 0, memoryview(bits), 1)[6:] == (8, 8, 0)  # any buffer
