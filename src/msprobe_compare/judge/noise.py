@@ -118,17 +118,11 @@ def precision(dtype: str) -> tuple[float, int]:
 
 
 def _per_row(table: RowTable, k: int) -> np.ndarray:
-    """(unit roundoff, mantissa bits)[k] per row: one pass over the dtype texts per table, kept on the table."""
-    cached = getattr(table, "_precision_rows", None)
-    if cached is None or len(cached[0]) != len(table.dtype):
-        distinct, codes = table.dtype_codes
-        values = np.array([precision(d) for d in distinct], dtype=np.float64).reshape(-1, 2)
-        cached = (values[codes, 0], values[codes, 1])
-        try:
-            table._precision_rows = cached  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
-    return cached[k]
+    """(unit roundoff, mantissa bits)[k] per row, from the table's dtype codes (one pass over the texts per table);
+    a fresh array, not kept (the tables live until the reports are written)."""
+    distinct, codes = table.dtype_codes
+    values = np.array([precision(d)[k] for d in distinct], dtype=np.float64)
+    return values[codes]
 
 
 def units(table: RowTable) -> np.ndarray:
@@ -145,7 +139,7 @@ def stat_bits(table: RowTable) -> np.ndarray:
     cached = getattr(table, "_stat_bits", None)
     if cached is not None and len(cached) == len(table.dtype):
         return cached
-    bits = _per_row(table, 1)
+    bits = _per_row(table, 1).astype(np.int8)  # at most 52: kept on the table, small
     floating = bits[bits > 0]
     low = float(floating.min()) if len(floating) else 0.0
     out = bits
@@ -165,7 +159,7 @@ def stat_bits(table: RowTable) -> np.ndarray:
             long = number & (short != np.round(short))
         coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
         out = bits.copy()
-        out[finer[coarse]] = low
+        out[finer[coarse]] = int(low)
     try:
         table._stat_bits = out  # type: ignore[attr-defined]
     except AttributeError:
@@ -277,19 +271,11 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
 
 
 def row_numel(table: RowTable) -> np.ndarray:
-    """The element count of each row's shape (`numel`), once per distinct shape text; kept on the table."""
-    cached = getattr(table, "_numel_rows", None)
-    if cached is not None and len(cached) == len(table.shape):
-        return cached
+    """The element count of each row's shape (`numel`), once per distinct shape text."""
     distinct = list(dict.fromkeys(table.shape))
     index = {d: i for i, d in enumerate(distinct)}
     codes = np.fromiter(map(index.__getitem__, table.shape), dtype=np.int32, count=len(table.shape))
-    out = np.array([numel(d) for d in distinct], dtype=np.float64)[codes] if distinct else np.zeros(0)
-    try:
-        table._numel_rows = out  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    return out
+    return np.array([numel(d) for d in distinct], dtype=np.float64)[codes] if distinct else np.zeros(0)
 
 
 def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:

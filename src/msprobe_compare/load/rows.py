@@ -472,13 +472,20 @@ _PHASE_NAMES = np.array(PHASES, dtype=object)
 
 def phase_codes(entries: list[str]) -> np.ndarray:
     """`PHASES.index(phase_of(e))` per entry: the names that cannot be anything but forward (no `backward`, no
-    `parameters_grad` in them) or backward (ending `.backward`, no `parameters_grad`) are sorted by substring
-    searches run over the whole list at once; `phase_of` decides the rest."""
+    `parameters_grad` in them) or backward (no `parameters_grad`, and `backward` the last or the last but one
+    part: `X.3.backward`, `Module.x.backward.0`) are sorted by string methods mapped over the whole list at once;
+    `phase_of` decides the rest."""
     n = len(entries)
     backward = np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n)
     grad = np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool, count=n)
     codes = backward.astype(np.int8)  # backward texts: backward when they end so, else decided below
     ends = np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n)
+    odd = np.flatnonzero(backward & ~ends & ~grad)
+    if len(odd):  # the last but one part `backward` (modules: `.backward.0`), else phase_of below
+        sub = operator.itemgetter(*odd.tolist())(entries) if len(odd) > 1 else (entries[int(odd[0])],)
+        heads = map(operator.itemgetter(0), map(str.rpartition, sub, itertools.repeat(".")))
+        module = np.fromiter(map(str.endswith, heads, itertools.repeat(".backward")), dtype=bool, count=len(odd))
+        ends[odd[module]] = True
     for e in np.flatnonzero(grad | (backward & ~ends)).tolist():
         codes[e] = PHASES.index(phase_of(entries[e]))
     return codes
