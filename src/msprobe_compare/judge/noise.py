@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from msprobe_compare.errors import UsageError
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, MetricState
 
 
@@ -272,10 +272,8 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
 
 def row_numel(table: RowTable) -> np.ndarray:
     """The element count of each row's shape (`numel`), once per distinct shape text."""
-    distinct = list(dict.fromkeys(table.shape))
-    index = {d: i for i, d in enumerate(distinct)}
-    codes = np.fromiter(map(index.__getitem__, table.shape), dtype=np.int32, count=len(table.shape))
-    return np.array([numel(d) for d in distinct], dtype=np.float64)[codes] if distinct else np.zeros(0)
+    distinct, codes = text_codes(table.shape)
+    return np.array([numel(d) for d in distinct], dtype=np.float64)[codes]
 
 
 def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
@@ -527,7 +525,7 @@ def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[in
             k += 1
     if not found:
         return []
-    return [e for e, name in enumerate(entries) if name in found]
+    return np.flatnonzero(np.fromiter(map(found.__contains__, entries), dtype=bool, count=len(entries))).tolist()
 
 
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)

@@ -506,7 +506,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
 
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
-    hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False
+    hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
     floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
     lowest = max(unit.tolist(), default=0.0)
     names = list(dict.fromkeys(m.names))

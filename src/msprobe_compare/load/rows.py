@@ -103,10 +103,7 @@ class RowTable:
     @functools.cached_property
     def dtype_codes(self) -> tuple[list[str], np.ndarray]:
         """(the distinct dtype texts, each row's index into them): one pass over the dtype column per table."""
-        distinct = list(dict.fromkeys(self.dtype))
-        index = {d: i for i, d in enumerate(distinct)}
-        codes = np.fromiter(map(index.__getitem__, self.dtype), dtype=np.int32, count=len(self.dtype))
-        return distinct, codes
+        return text_codes(self.dtype)
 
     def dtype_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """`predicate(dtype)` per row, evaluated once per distinct dtype text."""
@@ -464,6 +461,16 @@ def is_param_grad(op: str) -> bool:
     if last.isdigit() and last.isascii():
         last = head.rpartition(".")[2]
     return last == "parameters_grad"
+
+
+def text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(the distinct texts in order of first appearance, each text's index into them), in one pass over `texts`:
+    each text is numbered by the position where it first appears, then the positions are renumbered."""
+    first: dict[str, int] = {}
+    pos = np.fromiter(map(first.setdefault, texts, itertools.count()), dtype=np.int64, count=len(texts))
+    renumber = np.zeros(len(texts), dtype=np.int32)
+    renumber[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first), dtype=np.int32)
+    return list(first), renumber[pos]
 
 
 PHASES = ("forward", "backward", "parameters_grad")

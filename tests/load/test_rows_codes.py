@@ -1,4 +1,4 @@
-"""RowTable.phase_codes (string methods over the whole list) against phase_of, name by name."""
+"""RowTable.phase_codes (string methods over the whole list) against phase_of, and text_codes."""
 
 from __future__ import annotations
 
@@ -32,3 +32,15 @@ def test_phase_codes_equal_phase_of() -> None:
     assert codes.tolist().count(PHASES.index("parameters_grad")) == 2
     assert phase_codes([]).tolist() == []
     assert phase_codes(["Module.a.Linear.backward.0"]).tolist() == [1]
+
+
+def test_text_codes_number_distinct_texts_in_order_of_appearance() -> None:
+    from msprobe_compare.load.rows import text_codes
+
+    texts = ["torch.float32", "<class 'int'>", "torch.float32", "None", "<class 'int'>", "torch.bfloat16"]
+    distinct, codes = text_codes(texts)
+    assert distinct == ["torch.float32", "<class 'int'>", "None", "torch.bfloat16"]
+    assert codes.tolist() == [0, 1, 0, 2, 1, 3]
+    assert [distinct[c] for c in codes.tolist()] == texts
+    empty, none = text_codes([])
+    assert empty == [] and none.tolist() == []
