@@ -203,8 +203,14 @@ def _inplace_entries(entries: list[str]) -> np.ndarray:
         return _INPLACE_MEMO[0][1]
     inplace = np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool,
                           count=len(entries))  # a cheap first sieve: `add_.3.forward`
-    for e in np.flatnonzero(inplace).tolist():
-        inplace[e] = _is_inplace(entries[e])
+    sieved = np.flatnonzero(inplace)
+    if len(sieved):  # a second one: some `_.` not the end of a `__.` (dunder methods: `__add__.0.forward`)
+        names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
+        single = np.fromiter(map(operator.gt, map(str.count, names, itertools.repeat("_.")),
+                                 map(str.count, names, itertools.repeat("__."))), dtype=bool, count=len(sieved))
+        inplace[sieved[~single]] = False
+        for e in sieved[single].tolist():
+            inplace[e] = _is_inplace(entries[e])
     _INPLACE_MEMO[:] = [(entries, inplace)]
     return inplace
 
