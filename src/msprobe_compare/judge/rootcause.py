@@ -382,6 +382,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     prior[order] = prior_o
     prior_src = np.empty_like(prior_src_o)
     prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
+    del seen, cum, prior_o, setter, prior_src_o  # (calls, measures) each: freed for what follows
     ufl = np.empty(n_entries)
     ufl[order] = u_floor
     usrc = np.empty(n_entries, dtype=np.intp)
@@ -401,6 +402,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+    del r_in_c, r_out_c, fin_out
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
