@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from msprobe_compare.errors import UsageError
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, MetricState
 
 
@@ -118,19 +118,11 @@ def precision(dtype: str) -> tuple[float, int]:
 
 
 def _per_row(table: RowTable, k: int) -> np.ndarray:
-    """(unit roundoff, mantissa bits)[k] per row: one pass over the dtype texts per table, kept on the table."""
-    cached = getattr(table, "_precision_rows", None)
-    if cached is None or len(cached[0]) != len(table.dtype):
-        distinct = list(dict.fromkeys(table.dtype))
-        index = {d: i for i, d in enumerate(distinct)}
-        codes = np.fromiter(map(index.__getitem__, table.dtype), dtype=np.int32, count=len(table.dtype))
-        values = np.array([precision(d) for d in distinct], dtype=np.float64).reshape(-1, 2)
-        cached = (values[codes, 0], values[codes, 1])
-        try:
-            table._precision_rows = cached  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
-    return cached[k]
+    """(unit roundoff, mantissa bits)[k] per row, from the table's dtype codes (one pass over the texts per table);
+    a fresh array, not kept (the tables live until the reports are written)."""
+    distinct, codes = table.dtype_codes
+    values = np.array([precision(d)[k] for d in distinct], dtype=np.float64)
+    return values[codes]
 
 
 def units(table: RowTable) -> np.ndarray:
@@ -147,7 +139,7 @@ def stat_bits(table: RowTable) -> np.ndarray:
     cached = getattr(table, "_stat_bits", None)
     if cached is not None and len(cached) == len(table.dtype):
         return cached
-    bits = _per_row(table, 1)
+    bits = _per_row(table, 1).astype(np.int8)  # at most 52: kept on the table, small
     floating = bits[bits > 0]
     low = float(floating.min()) if len(floating) else 0.0
     out = bits
@@ -167,7 +159,7 @@ def stat_bits(table: RowTable) -> np.ndarray:
             long = number & (short != np.round(short))
         coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
         out = bits.copy()
-        out[finer[coarse]] = low
+        out[finer[coarse]] = int(low)
     try:
         table._stat_bits = out  # type: ignore[attr-defined]
     except AttributeError:
@@ -214,20 +206,42 @@ STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
 TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
 
 
+STAT_CHUNK = 1 << 16  # rows measured at a time: the temporaries stay small and are reused, not faulted in anew
+
+
 def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasures:
     """Statistics mode: |dNorm|/Norm and |dMean|/RMS (RMS = Norm/sqrt(numel)), each with one ulp of the recorded
-    statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution."""
+    statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution. Rows are measured in chunks
+    of STAT_CHUNK (every measure is per row)."""
     n = len(npu)
+    nbits, nunit = stat_bits(npu), units(npu)
+    bbits, bunit = (stat_bits(bench), units(bench)) if len(bench) else (None, None)
+    size = row_numel(npu)
+    diff, quant, unit = np.empty((n, 3)), np.empty((n, 3)), np.empty(n)
+    nonfinite, nonfinite_any = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+    for lo in range(0, n, STAT_CHUNK):
+        part = slice(lo, min(n, lo + STAT_CHUNK))
+        _stat_chunk(npu, bench, match[part], part, nbits, bbits, nunit, bunit, size, diff, quant, unit, nonfinite,
+                    nonfinite_any)  # fmt: skip
+    return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, nbits_all: np.ndarray,
+                bbits_all: np.ndarray | None, nunit: np.ndarray, bunit: np.ndarray | None, size_all: np.ndarray,
+                diff_out: np.ndarray, quant_out: np.ndarray, unit_out: np.ndarray, nonfinite_out: np.ndarray,
+                nonfinite_any_out: np.ndarray) -> None:  # fmt: skip
+    """stat_measures over the NPU rows `part` (`match` is theirs), written into the `_out` arrays."""
+    n = len(match)
     hit = match >= 0
     cols = np.where(hit, match, 0)
-    bv = bench.stats[cols] if len(bench) else np.zeros((n, 4))
-    bk = bench.stat_kind[cols] if len(bench) else np.full((n, 4), StatKind.NONE, dtype=np.int8)
-    nv, nk = npu.stats, npu.stat_kind
+    bv = bench.stats[cols] if bbits_all is not None else np.zeros((n, 4))
+    bk = bench.stat_kind[cols] if bbits_all is not None else np.full((n, 4), StatKind.NONE, dtype=np.int8)
+    nv, nk = npu.stats[part], npu.stat_kind[part]
     ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
-    nbits = stat_bits(npu)
-    bbits = stat_bits(bench)[cols] if len(bench) else np.zeros(n)
-    unit = np.maximum(units(npu), units(bench)[cols] if len(bench) else 0.0)
-    size = np.fromiter(map(numel, npu.shape), dtype=np.float64, count=n) if n else np.zeros(0)
+    nbits = nbits_all[part]
+    bbits = bbits_all[cols] if bbits_all is not None else np.zeros(n)
+    unit_out[part] = np.maximum(nunit[part], bunit[cols] if bunit is not None else 0.0)
+    size = size_all[part]
     with np.errstate(all="ignore"):
         norm_n, norm_b = np.abs(nv[:, 3]), np.abs(bv[:, 3])
         scale = np.maximum(norm_n, norm_b)
@@ -248,10 +262,18 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     nonfinite = hit & (finite_n != finite_b)
     nonfinite_any = hit & ~(finite_n & finite_b)
     ok &= ~nonfinite_any
-    diff = np.where(ok[:, None], np.stack([d_norm, d_mean, d_ext], axis=1), np.nan)
+    nonfinite_out[part], nonfinite_any_out[part] = nonfinite, nonfinite_any
+    diff, quant = diff_out[part], quant_out[part]  # views: written in place
+    for k, (d, q) in enumerate(((d_norm, q_norm), (d_mean, q_mean), (d_ext, q_ext))):
+        diff[:, k] = np.where(ok, d, np.nan)
+        quant[:, k] = np.where(ok, q, np.nan)
     diff[nonfinite] = np.inf
-    quant = np.where(ok[:, None], np.stack([q_norm, q_mean, q_ext], axis=1), np.nan)
-    return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+def row_numel(table: RowTable) -> np.ndarray:
+    """The element count of each row's shape (`numel`), once per distinct shape text."""
+    distinct, codes = text_codes(table.shape)
+    return np.array([numel(d) for d in distinct], dtype=np.float64)[codes]
 
 
 def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
@@ -503,7 +525,7 @@ def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[in
             k += 1
     if not found:
         return []
-    return [e for e, name in enumerate(entries) if name in found]
+    return np.flatnonzero(np.fromiter(map(found.__contains__, entries), dtype=bool, count=len(entries))).tolist()
 
 
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)

@@ -36,7 +36,7 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 
@@ -203,8 +203,14 @@ def _inplace_entries(entries: list[str]) -> np.ndarray:
         return _INPLACE_MEMO[0][1]
     inplace = np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool,
                           count=len(entries))  # a cheap first sieve: `add_.3.forward`
-    for e in np.flatnonzero(inplace).tolist():
-        inplace[e] = _is_inplace(entries[e])
+    sieved = np.flatnonzero(inplace)
+    if len(sieved):  # a second one: some `_.` not the end of a `__.` (dunder methods: `__add__.0.forward`)
+        names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
+        single = np.fromiter(map(operator.gt, map(str.count, names, itertools.repeat("_.")),
+                                 map(str.count, names, itertools.repeat("__."))), dtype=bool, count=len(sieved))
+        inplace[sieved[~single]] = False
+        for e in sieved[single].tolist():
+            inplace[e] = _is_inplace(entries[e])
     _INPLACE_MEMO[:] = [(entries, inplace)]
     return inplace
 
@@ -237,7 +243,12 @@ def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarr
     both_numeric = np.isin(kn, numeric) & np.isin(kb, numeric)
     raw = (kn == StatKind.RAW) | (kb == StatKind.RAW)
     differs = np.where(both_numeric, npu.stats[rows, 0] != bench.stats[cols, 0], kn != kb)
-    for k in np.flatnonzero(raw).tolist():  # text, bool, ...: as Python compares the shown values
+    both_raw = (kn == StatKind.RAW) & (kb == StatKind.RAW)
+    if both_raw.any():  # text, bool, ...: compared as Python compares them, all at once
+        at = np.flatnonzero(both_raw)
+        a_raw, b_raw = npu.raw.column(rows[at].tolist(), 0), bench.raw.column(cols[at].tolist(), 0)
+        differs[at] = np.fromiter(map(operator.ne, a_raw, b_raw), dtype=bool, count=len(at))
+    for k in np.flatnonzero(raw & ~(both_raw & ~differs)).tolist():  # one side raw, or raw values that differ
         a, b = npu.stat_display(int(rows[k]), 0), bench.stat_display(int(cols[k]), 0)
         # the target of a cast, float16 on one side and float32 on the other, is the precision the runs differ
         # in (measured by the noise model), not a configuration difference
@@ -317,7 +328,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     else:
         m = noise.stat_measures(npu, bench, match)
         origin_margin, suspect_margin = tol.origin, tol.suspect
-    diff = np.where(tensor_row[:, None], m.diff, np.nan)
+    diff = m.diff  # the measures' own array, masked in place
+    diff[~tensor_row] = np.nan
     differs = noise._any_cols(diff > 0)  # NaN compares False
     artifact = inplace_artifacts(o, differs, match)
     diff[artifact] = np.nan
@@ -331,7 +343,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     tin, tout = is_in & tensor_row, is_out & tensor_row
     in_d = red.max(tin, diff)  # (calls, measures), -inf: no measured input
     out_d = red.max(tout, diff)
-    quant = np.where(np.isnan(diff), np.nan, m.quant)
+    quant = m.quant
+    quant[np.isnan(diff)] = np.nan
     q_in = red.max(tin, quant, 0.0)
     q_all = red.max(tensor_row, quant, 0.0)
     unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
@@ -343,9 +356,9 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
     has_out = red.any(tout & measured)
 
-    phases = npu.phases
+    phases, phase_code = npu.phases, npu.phase_codes
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
-    grads = np.fromiter((p == "parameters_grad" for p in phases), dtype=bool, count=n_entries)
+    grads = phase_code == PHASES.index("parameters_grad")
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
 
     # the noise floor along execution order: the largest finite difference seen before each call, at least the
@@ -369,14 +382,15 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     prior[order] = prior_o
     prior_src = np.empty_like(prior_src_o)
     prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
+    del seen, cum, prior_o, setter, prior_src_o  # (calls, measures) each: freed for what follows
     ufl = np.empty(n_entries)
     ufl[order] = u_floor
     usrc = np.empty(n_entries, dtype=np.intp)
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
-    base_in = np.stack([prior, np.zeros_like(prior), q_in, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
-    base_out = np.stack([prior, fin_in, q_all, np.repeat(ufl[:, None], k_cols, axis=1)], axis=2)
-    floor_in, floor_out = base_in.max(axis=2), base_out.max(axis=2)  # (calls, measures)
+    base_in, base_out = (prior, None, q_in, ufl), (prior, fin_in, q_all, ufl)
+    floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
+    floor_out = np.maximum(np.maximum(np.maximum(prior, fin_in), q_all), ufl[:, None])
     # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
     weight = np.ones(k_cols)
     if k_cols == 3:
@@ -388,6 +402,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+    del r_in_c, r_out_c, fin_out
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
@@ -413,7 +428,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
     l_quiet = quiet.tolist() if not md5 else [False] * n_entries
     l_differs = (in_diff | out_diff).tolist()
-    forward = [p == "forward" for p in phases]
+    forward = (phase_code == PHASES.index("forward")).tolist()
     NOISE, OK, PROPAGATED = CallState.NOISE, CallState.OK, CallState.PROPAGATED
 
     for e in order.tolist():
@@ -499,7 +514,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
 
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
-    hidden = np.array([s is CallState.UNKNOWN for s in states], dtype=bool) | grads if n_entries else False
+    hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
     floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
     lowest = max(unit.tolist(), default=0.0)
     names = list(dict.fromkeys(m.names))
@@ -576,8 +591,8 @@ class _Context:
         return np.flatnonzero(self.o.npu.entry_index == e)
 
     def _source(self, e: int, c: int, outputs: bool) -> str:
-        base = self.base_out if outputs else self.base_in
-        k = int(base[e, c].argmax())
+        base = self.base_out if outputs else self.base_in  # the floor's candidates, the first largest decides
+        k = int(np.argmax([0.0 if b is None else float(b[e] if b.ndim == 1 else b[e, c]) for b in base]))
         if k == 0:
             src = int(self.prior_src[e, c])
             return f"largest difference upstream, at {self.entries[src]}" if src >= 0 else "upstream"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import os
 import re
 import stat
@@ -226,10 +228,11 @@ def read_construct_json(path: Path) -> dict[str, str | None]:
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise InputError("is not a JSON object; expected construct.json", path)
-    tree: dict[str, str | None] = {}
-    for name, parent in doc.items():
-        if name == "megatron_micro_step_number":
-            continue
+    tree: dict[str, Any] = doc  # normalised in place: only the values that are not a text are visited
+    tree.pop("megatron_micro_step_number", None)
+    for name in [*itertools.compress(tree, map(operator.not_, map(isinstance, tree.values(),
+                                                                 itertools.repeat(str))))]:  # fmt: skip
+        parent = tree[name]
         if isinstance(parent, list):
             parent = parent[0] if parent else None
         tree[name] = parent if isinstance(parent, str) else None

@@ -7,6 +7,8 @@ work on the columns: numeric statistics stay numeric, with a small kind code per
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -100,14 +102,24 @@ class RowTable:
         return np.searchsorted(self.entry_index, np.arange(len(self.entries) + 1))
 
     @functools.cached_property
+    def phase_codes(self) -> np.ndarray:
+        """The call direction of each entry as an index into PHASES (`phase_of`), parsed once per table."""
+        return phase_codes(self.entries)
+
+    @functools.cached_property
     def phases(self) -> list[str]:
         """The call direction of each entry (`phase_of`), parsed once per table."""
-        return [phase_of(e) for e in self.entries]
+        return _PHASE_NAMES[self.phase_codes].tolist()
+
+    @functools.cached_property
+    def dtype_codes(self) -> tuple[list[str], np.ndarray]:
+        """(the distinct dtype texts, each row's index into them): one pass over the dtype column per table."""
+        return text_codes(self.dtype)
 
     def dtype_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """`predicate(dtype)` per row, evaluated once per distinct dtype text."""
-        decided = {d: bool(predicate(d)) for d in set(self.dtype)}
-        return np.fromiter(map(decided.__getitem__, self.dtype), dtype=bool, count=len(self.dtype))
+        distinct, codes = self.dtype_codes
+        return np.array([bool(predicate(d)) for d in distinct], dtype=bool)[codes]
 
     def stat_display(self, row: int, col: int) -> Any:
         """The statistic as a Python value for rendering (float, int, str) or a marker string."""
@@ -462,6 +474,41 @@ def is_param_grad(op: str) -> bool:
     if last.isdigit() and last.isascii():
         last = head.rpartition(".")[2]
     return last == "parameters_grad"
+
+
+def text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(the distinct texts in order of first appearance, each text's index into them), in one pass over `texts`:
+    each text is numbered by the position where it first appears, then the positions are renumbered."""
+    first: dict[str, int] = {}
+    pos = np.fromiter(map(first.setdefault, texts, itertools.count()), dtype=np.int64, count=len(texts))
+    renumber = np.zeros(len(texts), dtype=np.int32)
+    renumber[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first), dtype=np.int32)
+    return list(first), renumber[pos]
+
+
+PHASES = ("forward", "backward", "parameters_grad")
+_PHASE_NAMES = np.array(PHASES, dtype=object)
+
+
+def phase_codes(entries: list[str]) -> np.ndarray:
+    """`PHASES.index(phase_of(e))` per entry: the names that cannot be anything but forward (no `backward`, no
+    `parameters_grad` in them) or backward (no `parameters_grad`, and `backward` the last or the last but one
+    part: `X.3.backward`, `Module.x.backward.0`) are sorted by string methods mapped over the whole list at once;
+    `phase_of` decides the rest."""
+    n = len(entries)
+    backward = np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n)
+    grad = np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool, count=n)
+    codes = backward.astype(np.int8)  # backward texts: backward when they end so, else decided below
+    ends = np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n)
+    odd = np.flatnonzero(backward & ~ends & ~grad)
+    if len(odd):  # the last but one part `backward` (modules: `.backward.0`), else phase_of below
+        sub = operator.itemgetter(*odd.tolist())(entries) if len(odd) > 1 else (entries[int(odd[0])],)
+        heads = map(operator.itemgetter(0), map(str.rpartition, sub, itertools.repeat(".")))
+        module = np.fromiter(map(str.endswith, heads, itertools.repeat(".backward")), dtype=bool, count=len(odd))
+        ends[odd[module]] = True
+    for e in np.flatnonzero(grad | (backward & ~ends)).tolist():
+        codes[e] = PHASES.index(phase_of(entries[e]))
+    return codes
 
 
 def phase_of(entry: str) -> str:

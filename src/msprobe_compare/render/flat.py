@@ -36,7 +36,7 @@ from msprobe_compare.render import celltext
 from msprobe_compare.render.cellkind import check_native
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.runtime import can_fork, gc_paused, reap
+from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
 from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
@@ -179,6 +179,7 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
             _blocks(f, block, 0, n)
             return
         part = scratch_path(path)  # removed by the next run into the folder if this one is killed
+        release_free_memory()  # free pages would be shared copy-on-write with the child
         pid = os.fork()
         if pid == 0:  # child: the second half into the part file; exit without cleanup handlers
             status = 1
