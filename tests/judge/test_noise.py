@@ -27,6 +27,7 @@ from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.log import Console
+from msprobe_compare.render import story
 from msprobe_compare.render.story import origin_description
 
 NOISE = DATA / "noise"
@@ -75,14 +76,14 @@ def test_first_origin_or_suspect_is_the_bug(name, cases, monkeypatch):
     origins = [o.entry for o in rc.origins]
     if not truth:  # noise only
         assert origins == [], [origin_description(o) for o in rc.origins]
-        assert rc.suspects == [], [s.description for s in rc.suspects]
+        assert rc.suspects == [], [story.suspect_description(s) for s in rc.suspects]
         assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
         return
     assert all(o in truth for o in origins), origins  # never another op as origin
     if origins:
         assert origins[0] in truth
     else:  # a bug the precision cannot separate: the first suspect
-        assert rc.suspects and rc.suspects[0].entry in truth, [s.description for s in rc.suspects]
+        assert rc.suspects and rc.suspects[0].entry in truth, [story.suspect_description(s) for s in rc.suspects]
 
 
 def test_expected_kinds(cases, monkeypatch):
@@ -105,12 +106,12 @@ def test_evidence_names_floor_threshold_and_dtypes(cases, monkeypatch):
     ev = rc.first.evidence
     assert ev.metric == "Norm rel. diff" and ev.first_row == "Functional.gelu.1.forward.output.0"
     assert ev.dtypes == ("torch.bfloat16", "torch.float32")
-    assert ev.floor == pytest.approx(0.0065, abs=5e-4) and "bfloat16" in ev.floor_source
+    assert ev.floor == pytest.approx(0.0065, abs=5e-4) and "bfloat16" in story.floor_source_text(ev.floor_source)
     assert ev.threshold == pytest.approx(rc.tolerance.origin * ev.floor)
     assert ev.ratio == pytest.approx(ev.outputs / ev.floor) and ev.ratio > 10
     assert rc.lowest_precision == "bfloat16"
     eps = _outcome(cases / "tfm_amp_eps_L1_stat", monkeypatch).rootcause.first
-    assert eps.evidence.args == ("input.4: 0.01 vs 1e-05",)
+    assert tuple(map(story.arg_text, eps.evidence.args)) == ("input.4: 0.01 vs 1e-05",)
 
 
 def test_x1p01_under_bf16_statistics_is_a_suspect_with_what_to_dump(cases, monkeypatch):
@@ -118,7 +119,7 @@ def test_x1p01_under_bf16_statistics_is_a_suspect_with_what_to_dump(cases, monke
     [s] = rc.suspects
     assert rc.origins == [] and s.entry == "Functional.linear.3.forward"
     assert rc.tolerance.suspect < s.evidence.ratio <= rc.tolerance.origin
-    assert "precision: high" in s.advice and "task: tensor" in s.advice
+    assert "precision: high" in story.suspect_advice(s) and "task: tensor" in story.suspect_advice(s)
     assert rc.states[rc.entries.index(s.entry)] is CallState.SUSPECT
 
 
@@ -211,7 +212,7 @@ def test_md5_low_precision_difference_is_a_suspect(tmp_path, monkeypatch):
                                                        "bench_path": str(tmp_path / "bench/dump.json")}))  # fmt: skip
     rc = _outcome(tmp_path, monkeypatch).rootcause
     assert rc.origins == [] and [s.entry for s in rc.suspects] == ["Functional.linear.0.forward"]
-    assert "md5 cannot tell" in rc.suspects[0].reason
+    assert "md5 cannot tell" in story.suspect_reason_text(rc.suspects[0])
     assert rc.states == [CallState.SUSPECT, CallState.NOISE]
 
 
@@ -261,7 +262,7 @@ def test_tensor_mode_elements_beyond_rounding(cases, monkeypatch):
     assert t.beyond_tol[fp32_row] == 2 * 2.0**-24  # measured at its own dtype; the analysis leaves it out
     share, floor, tol = o.rootcause.first.evidence.beyond
     assert (share, tol) == (t.beyond[row], 2 * 2.0**-8) and floor == pytest.approx(0.374, abs=0.002)
-    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in o.rootcause.first.evidence.text()
+    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in story.evidence_text(o.rootcause.first.evidence)
     # the norm ratio alone (2.3x) no longer an origin: the share beyond rounding confirms it
     rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3").rootcause
     assert [x.entry for x in rc.origins] == ["Functional.linear.21.forward"] and rc.suspects == []
@@ -319,7 +320,7 @@ def test_repairing_when_both_sides_keep_the_same_names(cases, monkeypatch, tmp_p
     _extra_and_missing_call(cases / "tfm_amp_nobug_stat", case)
     o = _outcome(case, monkeypatch)
     rc = o.rootcause
-    assert rc.origins == [] and rc.suspects == [], [x.description for x in rc.origins + rc.suspects]
+    assert rc.origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
     assert rc.repaired >= 20  # linear.4 .. linear.23 of the npu, each with its module call's neighbours
     npu, bench = o.npu, o.bench
     match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))

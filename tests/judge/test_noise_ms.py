@@ -23,6 +23,7 @@ from msprobe_compare.judge import noise
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.load.rows import phase_of
 from msprobe_compare.log import Console
+from msprobe_compare.render import story
 
 ARCHIVE = DATA / "noise" / "noise_ms.tar.xz"
 CASES = [
@@ -63,13 +64,13 @@ def test_first_origin_is_the_bug(name, cases, monkeypatch):
     assert rc.lowest_precision == "float16"
     origins = [o.entry for o in rc.origins]
     if not truth:  # noise only: no origin, no suspect, every call within the floor
-        assert origins == [], [o.description for o in rc.origins]
-        assert rc.suspects == [], [s.description for s in rc.suspects]
+        assert origins == [], [story.origin_description(o) for o in rc.origins]
+        assert rc.suspects == [], [story.suspect_description(s) for s in rc.suspects]
         assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
         forward = [i for i, e in enumerate(rc.entries) if phase_of(e) == "forward" and ".backward." not in e]
         assert np.nanmax(rc.ratios[forward]) <= noise.Tolerance().suspect  # measured: at most 1.0
         return
-    assert origins and origins[0] in truth, [o.description for o in rc.origins]
+    assert origins and origins[0] in truth, [story.origin_description(o) for o in rc.origins]
     assert all(o in truth for o in origins), origins  # never another op as origin
 
 
@@ -81,10 +82,10 @@ def test_kinds_and_evidence(cases, monkeypatch):
         "ms_mlp_fp16_gelutanh_L4_mix_stat", "ms_tfm_fp16_nan_L1_L1_stat", "ms_mlp_fp16_scale1p1_L3_mix_tensor")}
     scale = first["ms_mlp_fp16_scale1p1_L3_mix_stat"]
     assert scale.kind is OriginKind.COMPUTATION and scale.evidence.ratio > 50
-    assert scale.evidence.dtypes == ("Float16", "Float32") and "float16" in scale.evidence.floor_source
+    assert scale.evidence.dtypes == ("Float16", "Float32") and "float16" in story.floor_source_text(scale.evidence.floor_source)
     assert first["ms_mlp_fp16_scale1p1_L1_L1_stat"].kind is OriginKind.BOUNDARY
     assert first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].kind is OriginKind.CONFIGURATION
-    assert first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].evidence.args == ("input.axis: -2 vs -1",)
+    assert tuple(map(story.arg_text, first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].evidence.args)) == ("input.axis: -2 vs -1",)
     assert first["ms_mlp_fp16_gelutanh_L4_mix_stat"].kind is OriginKind.CONFIGURATION
     assert first["ms_tfm_fp16_nan_L1_L1_stat"].nonfinite
     tensor = first["ms_mlp_fp16_scale1p1_L3_mix_tensor"]

@@ -56,6 +56,34 @@ class OriginKind(Enum):
     CONFIGURATION = "configuration"
 
 
+class FloorKind(Enum):
+    """Where a noise floor came from (render/story.floor_source_text says it)."""
+
+    UPSTREAM = "upstream"  # the largest difference upstream, at `at` (None: not located)
+    OWN_INPUTS = "own inputs"
+    STAT_ULP = "stat ulp"  # one ulp of the recorded statistics of `dtype`
+    ELEMENT_ROUNDING = "element rounding"  # one rounding of each element (tensor measures) in `dtype`
+    LOWEST_PRECISION = "lowest precision"  # `units` unit roundoffs of `dtype`, the lowest precision upstream (`at`)
+    MIN_FLOOR = "min floor"  # --tolerance min_floor
+
+
+@dataclass(frozen=True)
+class FloorSource:
+    kind: FloorKind
+    at: str | None = None  # the call it came from
+    dtype: str = ""  # "" where the dtype is not known
+    units: float = 1.0
+
+
+@dataclass(frozen=True)
+class ArgDiff:
+    """A non-tensor argument that differs: its path inside the call and both sides' cell texts."""
+
+    path: str
+    npu: str
+    bench: str
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What decided: the measured difference, the noise floor it was compared with and where that floor came
@@ -67,37 +95,13 @@ class Evidence:
     threshold: float
     first_row: str | None  # the deciding row (the first differing row for md5 and arguments)
     floor: float | None = None
-    floor_source: str = ""
+    floor_source: FloorSource | None = None
     ratio: float | None = None  # measured difference / floor
     dtypes: tuple[str, str] = ("", "")  # NPU, bench dtype of the deciding row
-    args: tuple[str, ...] = ()  # differing arguments: "input.4: 0.01 vs 1e-05"
+    args: tuple[ArgDiff, ...] = ()  # differing arguments
     # tensor mode: (share of elements beyond rounding, the share upstream it was compared with, the relative error
     # that counts as beyond); None when not measured
     beyond: tuple[float, float, float] | None = None
-
-    def text(self) -> str:
-        """One line, the same in the advisor file, -da and the HTML report."""
-        parts = [f"{self.metric}: inputs {_fmt(self.inputs)}, outputs {_fmt(self.outputs)}"]
-        if self.floor is not None:
-            parts.append(f"noise floor {_fmt(self.floor)} ({self.floor_source})")
-            parts.append(f"threshold {_fmt(self.threshold)}")
-            if self.ratio is not None:
-                parts.append(f"{_fmt(self.ratio)}x the floor")
-        else:
-            parts.append(f"differs above {self.threshold:g}")
-        if self.beyond is not None:
-            share, floor, tol = self.beyond
-            parts.append(f"elements with relative error above {tol:.3g}: {share:.3g} (upstream {floor:.3g})")
-        if any(self.dtypes):
-            parts.append(f"dtype {self.dtypes[0] or '?'} vs {self.dtypes[1] or '?'}")
-        if self.args:
-            parts.append("arguments " + "; ".join(self.args))
-        parts.append(f"first differing row: {self.first_row or 'n/a'}")
-        return "; ".join(parts)
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
 
 
 @dataclass(frozen=True)
@@ -124,19 +128,25 @@ class Origin:
     on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
 
+class SuspectReason(Enum):
+    """Why a call is a suspect (render/story.suspect_reason_text says it)."""
+
+    BELOW_MARGIN = "below margin"  # above the floor by less than the margin (`where`: inputs or outputs)
+    MD5_INPUTS = "md5 inputs"  # its inputs' md5 differ under low precision
+    MD5_OUTPUTS = "md5 outputs"  # its outputs' md5 differ, inputs agree, under low precision
+
+
 @dataclass(frozen=True)
 class Suspect:
     """A call above the noise floor by less than the margin precision can support: the data cannot decide."""
 
     entry: str
     phase: str
-    reason: str
+    reason: SuspectReason
     evidence: Evidence
-    advice: str  # what to dump to decide
-
-    @property
-    def description(self) -> str:
-        return f"{self.entry}: {self.reason}"
+    mode: Mode  # what to dump to decide depends on it
+    where: str = "outputs"  # BELOW_MARGIN: "inputs" or "outputs"
+    margin: float = 0.0  # BELOW_MARGIN: the margin over the floor an origin needs
 
 
 @dataclass
@@ -590,24 +600,23 @@ class _Context:
             return np.arange(self.starts[e], self.starts[e + 1])
         return np.flatnonzero(self.o.npu.entry_index == e)
 
-    def _source(self, e: int, c: int, outputs: bool) -> str:
+    def _source(self, e: int, c: int, outputs: bool) -> FloorSource:
         base = self.base_out if outputs else self.base_in  # the floor's candidates, the first largest decides
         k = int(np.argmax([0.0 if b is None else float(b[e] if b.ndim == 1 else b[e, c]) for b in base]))
         if k == 0:
             src = int(self.prior_src[e, c])
-            return f"largest difference upstream, at {self.entries[src]}" if src >= 0 else "upstream"
+            return FloorSource(FloorKind.UPSTREAM, self.entries[src] if src >= 0 else None)
         if k == 1:
-            return "its own inputs"
+            return FloorSource(FloorKind.OWN_INPUTS)
         if k == 2:
-            dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "its dtype")
-            return f"1 ulp of the recorded {dt} statistics" if self.m.names[0].startswith("Norm") \
-                else f"one {dt} rounding of each element"  # fmt: skip
+            dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
+            kind = FloorKind.STAT_ULP if self.m.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
+            return FloorSource(kind, dtype=dt)
         u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
         if u and self.tol.floor_units * u >= self.tol.min_floor:
-            dt = _DTYPE_OF_UNIT.get(u, "low precision")
-            times = f"{self.tol.floor_units:g} x " if self.tol.floor_units != 1 else ""
-            return f"{times}unit roundoff of {dt}, the lowest precision upstream (from {self.entries[self.usrc[e]]})"
-        return "minimum floor (--tolerance min_floor)"
+            return FloorSource(FloorKind.LOWEST_PRECISION, self.entries[self.usrc[e]], _DTYPE_OF_UNIT.get(u, ""),
+                               self.tol.floor_units)  # fmt: skip
+        return FloorSource(FloorKind.MIN_FLOOR)
 
     def evidence(self, e: int, outputs: bool) -> Evidence:
         npu, bench = self.o.npu, self.o.bench
@@ -653,8 +662,8 @@ class _Context:
             npu, bench = self.o.npu, self.o.bench
             rows = [int(i) for i in self.rows(e) if self.config[i]]
             args = tuple(npu.names[i].rsplit(".", 1)[-1] for i in rows)
-            shown = tuple(f"{npu.names[i][len(self.entries[e]) + 1:]}: {npu.stat_display(i, 0)} vs "
-                          f"{bench.stat_display(int(self.match[i]), 0)}" for i in rows)  # fmt: skip
+            shown = tuple(ArgDiff(npu.names[i][len(self.entries[e]) + 1:], npu.stat_display(i, 0),
+                                  bench.stat_display(int(self.match[i]), 0)) for i in rows)  # fmt: skip
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, npu.names[rows[0]] if rows else ev.first_row,
                           ev.floor, ev.floor_source, None, ev.dtypes, shown, ev.beyond)  # fmt: skip
         if nonfinite:
@@ -673,9 +682,8 @@ class _Context:
         ev = self.evidence(e, outputs=not boundary)
         where = "inputs" if boundary else "outputs"
         margin = ev.threshold / ev.floor if ev.floor else self.margin
-        reason = (f"its {where} stand {_fmt(ev.ratio)}x above the noise floor, not above the {margin:g}x that "
-                  "the precision of the dump supports")  # fmt: skip
-        return Suspect(self.entries[e], self.phases[e], reason, ev, suspect_advice(self.entries[e], self.o.mode))
+        return Suspect(self.entries[e], self.phases[e], SuspectReason.BELOW_MARGIN, ev, self.o.mode, where,
+                       float(margin))  # fmt: skip
 
     def md5_state(self, e: int, seen_diff: bool, last_ok: str | None, dtype_step) -> tuple:
         in_diff = bool(np.nan_to_num(self.in_d[e], nan=0.0, neginf=0.0).max() > 0)
@@ -685,30 +693,19 @@ class _Context:
             if seen_diff:
                 return CallState.NOISE, None, None
             if low:
-                return CallState.SUSPECT, None, self._md5_suspect(e, "its inputs' md5 differ")
+                return CallState.SUSPECT, None, self._md5_suspect(e, SuspectReason.MD5_INPUTS)
             return CallState.ORIGIN, self.origin(e, OriginKind.BOUNDARY, last_ok), None
         if out_diff:
             if dtype_step[e]:
                 return CallState.NOISE, None, None
             if low:
-                return CallState.SUSPECT, None, self._md5_suspect(e, "its outputs' md5 differ, inputs agree")
+                return CallState.SUSPECT, None, self._md5_suspect(e, SuspectReason.MD5_OUTPUTS)
             return CallState.ORIGIN, self.origin(e, OriginKind.COMPUTATION, None), None
         return CallState.OK, None, None
 
-    def _md5_suspect(self, e: int, what: str) -> Suspect:
+    def _md5_suspect(self, e: int, reason: SuspectReason) -> Suspect:
         ev = self.evidence(e, outputs=True)
-        reason = f"{what}; md5 cannot tell low-precision rounding from a bug"
-        return Suspect(self.entries[e], self.phases[e], reason, ev, suspect_advice(self.entries[e], Mode.MD5))
-
-
-def suspect_advice(entry: str, mode: Mode) -> str:
-    """What to dump to decide a suspect."""
-    scope = f"scope: [\"{entry}\"]"
-    if mode is Mode.ALL:
-        return (f"Dump {entry} again with task: tensor at a higher precision on both sides (or the bench in fp32) "
-                "to see whether the difference exceeds the rounding.")  # fmt: skip
-    return (f"Dump that call at task: statistics with precision: high ({scope}), or as a tensor dump "
-            "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot.")
+        return Suspect(self.entries[e], self.phases[e], reason, ev, Mode.MD5)
 
 
 def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],

@@ -13,7 +13,7 @@ from typing import Any
 from msprobe_compare.judge.rootcause import Origin, Suspect
 from msprobe_compare.load.rows import State
 from msprobe_compare.model import CompareOutcome, Mode
-from msprobe_compare.render import table
+from msprobe_compare.render import story, table
 from msprobe_compare.render.files import new_output
 from msprobe_compare.render.story import item_description
 
@@ -57,12 +57,12 @@ def _verdict(item: Origin | Suspect) -> dict[str, Any]:
                            "kind": item.kind.value if isinstance(item, Origin) else None,
                            "description": item_description(item)}  # fmt: skip
     out["evidence"] = {"metric": ev.metric, "inputs": _json_safe(ev.inputs), "outputs": _json_safe(ev.outputs),
-                       "noise_floor": _json_safe(ev.floor), "floor_source": ev.floor_source,
+                       "noise_floor": _json_safe(ev.floor), "floor_source": story.floor_source_text(ev.floor_source),
                        "threshold": _json_safe(ev.threshold), "ratio": _json_safe(ev.ratio),
-                       "dtypes": list(ev.dtypes), "arguments": list(ev.args), "row": ev.first_row,
-                       "text": ev.text()}  # fmt: skip
+                       "dtypes": list(ev.dtypes), "arguments": [story.arg_text(a) for a in ev.args], "row": ev.first_row,
+                       "text": story.evidence_text(ev)}  # fmt: skip
     if isinstance(item, Suspect):
-        out["to_decide"] = item.advice
+        out["to_decide"] = story.suspect_advice(item)
     return out
 
 

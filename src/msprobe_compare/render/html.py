@@ -416,13 +416,14 @@ def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
 def _evidence_json(ev) -> dict[str, Any]:
     return {"metric": ev.metric, "inputs": _num(ev.inputs), "outputs": _num(ev.outputs),
             "threshold": _num(ev.threshold), "first_row": ev.first_row, "floor": _num(ev.floor),
-            "floor_source": ev.floor_source, "ratio": _num(ev.ratio), "dtypes": list(ev.dtypes),
-            "args": list(ev.args), "text": ev.text()}  # fmt: skip
+            "floor_source": story.floor_source_text(ev.floor_source), "ratio": _num(ev.ratio),
+            "dtypes": list(ev.dtypes), "args": [story.arg_text(a) for a in ev.args], "text": story.evidence_text(ev)}  # fmt: skip
 
 
 def _suspect_json(s: Suspect, position: dict[str, int]) -> dict[str, Any]:
-    return {"entry": s.entry, "pos": position.get(s.entry, -1), "phase": s.phase, "reason": s.reason,
-            "description": s.description, "advice": s.advice, "evidence": _evidence_json(s.evidence)}  # fmt: skip
+    return {"entry": s.entry, "pos": position.get(s.entry, -1), "phase": s.phase,
+            "reason": story.suspect_reason_text(s), "description": story.suspect_description(s),
+            "advice": story.suspect_advice(s), "evidence": _evidence_json(s.evidence)}  # fmt: skip
 
 
 def _state_codes(states: list[CallState]) -> np.ndarray:

@@ -57,12 +57,12 @@ def rootcause_lines(rc: RootCause | None, counts: LevelCounts | None = None, lim
             lines.append(head.text[0].upper() + head.text[1:].rstrip(".") + ".")
         else:
             lines.append("No origin the precision of the dump can support.")
-    lines += _ranked([(f"{o.kind.value}, {o.phase}", story.origin_description(o), o.evidence.text(), "Advice", story.origin_advice(o))
-                      for o in rc.origins], limit, "origins")  # fmt: skip
+    lines += _ranked([(f"{o.kind.value}, {o.phase}", story.origin_description(o), story.evidence_text(o.evidence),
+                       "Advice", story.origin_advice(o)) for o in rc.origins], limit, "origins")  # fmt: skip
     if rc.suspects:
         lines.append("Suspects (above the noise floor by less than the precision can support; not origins):")
-        lines += _ranked([(f"suspect, {x.phase}", x.description, x.evidence.text(), "To decide", x.advice)
-                          for x in rc.suspects], limit, "suspects")  # fmt: skip
+        lines += _ranked([(f"suspect, {x.phase}", story.suspect_description(x), story.evidence_text(x.evidence),
+                           "To decide", story.suspect_advice(x)) for x in rc.suspects], limit, "suspects")  # fmt: skip
     model = story.noise_model_line(rc)
     if model:
         lines.append(model)

@@ -9,7 +9,18 @@ from pathlib import Path
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
-from msprobe_compare.judge.rootcause import CallState, Origin, OriginKind, RootCause, Suspect
+from msprobe_compare.judge.rootcause import (
+    ArgDiff,
+    CallState,
+    Evidence,
+    FloorKind,
+    FloorSource,
+    Origin,
+    OriginKind,
+    RootCause,
+    Suspect,
+    SuspectReason,
+)
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.render import texts
 
@@ -80,7 +91,7 @@ def suspect_text(rc: RootCause) -> str:
     ratio = f"{ev.ratio:.3g}x" if ev.ratio is not None else "above"
     floor = f" {ev.floor:.3g}" if ev.floor is not None else ""
     return (f"no origin the precision can support; suspect{more}: {x.entry} ({ev.metric} {ratio} the noise "
-            f"floor{floor}, origin needs {ev.threshold / ev.floor if ev.floor else 0:.3g}x). To decide: {x.advice}")
+            f"floor{floor}, origin needs {ev.threshold / ev.floor if ev.floor else 0:.3g}x). To decide: {suspect_advice(x)}")
 
 
 def noise_model_line(rc: RootCause) -> str:
@@ -214,4 +225,76 @@ def origin_description(o: Origin) -> str:
 
 def item_description(item: Origin | Suspect) -> str:
     """An origin's or a suspect's line."""
-    return origin_description(item) if isinstance(item, Origin) else item.description
+    return origin_description(item) if isinstance(item, Origin) else suspect_description(item)
+
+
+# -- the root cause's evidence and suspects, in words ---------------------------------------------------------------
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def floor_source_text(src: FloorSource | None) -> str:
+    """Where a noise floor came from."""
+    if src is None:
+        return ""
+    if src.kind is FloorKind.UPSTREAM:
+        return f"largest difference upstream, at {src.at}" if src.at is not None else "upstream"
+    if src.kind is FloorKind.OWN_INPUTS:
+        return "its own inputs"
+    if src.kind is FloorKind.STAT_ULP:
+        return f"1 ulp of the recorded {src.dtype or 'its dtype'} statistics"
+    if src.kind is FloorKind.ELEMENT_ROUNDING:
+        return f"one {src.dtype or 'its dtype'} rounding of each element"
+    if src.kind is FloorKind.LOWEST_PRECISION:
+        times = f"{src.units:g} x " if src.units != 1 else ""
+        return f"{times}unit roundoff of {src.dtype or 'low precision'}, the lowest precision upstream (from {src.at})"
+    return "minimum floor (--tolerance min_floor)"
+
+
+def arg_text(a: ArgDiff) -> str:
+    """A differing argument: "input.4: 0.01 vs 1e-05"."""
+    return f"{a.path}: {a.npu} vs {a.bench}"
+
+
+def evidence_text(ev: Evidence) -> str:
+    """One line, the same in the advisor file, -da and the HTML report."""
+    parts = [f"{ev.metric}: inputs {_fmt(ev.inputs)}, outputs {_fmt(ev.outputs)}"]
+    if ev.floor is not None:
+        parts.append(f"noise floor {_fmt(ev.floor)} ({floor_source_text(ev.floor_source)})")
+        parts.append(f"threshold {_fmt(ev.threshold)}")
+        if ev.ratio is not None:
+            parts.append(f"{_fmt(ev.ratio)}x the floor")
+    else:
+        parts.append(f"differs above {ev.threshold:g}")
+    if ev.beyond is not None:
+        share, floor, tol = ev.beyond
+        parts.append(f"elements with relative error above {tol:.3g}: {share:.3g} (upstream {floor:.3g})")
+    if any(ev.dtypes):
+        parts.append(f"dtype {ev.dtypes[0] or '?'} vs {ev.dtypes[1] or '?'}")
+    if ev.args:
+        parts.append("arguments " + "; ".join(map(arg_text, ev.args)))
+    parts.append(f"first differing row: {ev.first_row or 'n/a'}")
+    return "; ".join(parts)
+
+
+def suspect_reason_text(x: Suspect) -> str:
+    """Why the data cannot decide."""
+    if x.reason is SuspectReason.BELOW_MARGIN:
+        return (f"its {x.where} stand {_fmt(x.evidence.ratio)}x above the noise floor, not above the {x.margin:g}x "
+                "that the precision of the dump supports")  # fmt: skip
+    what = "its inputs' md5 differ" if x.reason is SuspectReason.MD5_INPUTS else "its outputs' md5 differ, inputs agree"
+    return f"{what}; md5 cannot tell low-precision rounding from a bug"
+
+
+def suspect_description(x: Suspect) -> str:
+    return f"{x.entry}: {suspect_reason_text(x)}"
+
+
+def suspect_advice(x: Suspect) -> str:
+    """What to dump to decide a suspect."""
+    scope = f"scope: [\"{x.entry}\"]"
+    if x.mode is Mode.ALL:
+        return (f"Dump {x.entry} again with task: tensor at a higher precision on both sides (or the bench in fp32) "
+                "to see whether the difference exceeds the rounding.")  # fmt: skip
+    return (f"Dump that call at task: statistics with precision: high ({scope}), or as a tensor dump "
+            "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot.")
