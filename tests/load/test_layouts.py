@@ -25,7 +25,7 @@ from msprobe_compare.load import stream
 from msprobe_compare.load.dumpjson import read_json
 from msprobe_compare.load.rows import flatten
 
-from .test_rowwalk import _assert_same
+from .test_rowwalk import _assert_same, _spied_flatten
 from .test_stream import tricky_doc
 
 DATA = Path(__file__).parents[1] / "data"
@@ -74,24 +74,8 @@ def _table(path: Path, use_native: bool, monkeypatch: pytest.MonkeyPatch) -> Any
 
 def _walked(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """(entries the native text path read itself, entries it left to the object path) of a flatten."""
-    monkeypatch.setenv("MSPROBE_NATIVE", "1")
-    entries = stream.open_dump(path)[1]
-    counts = [0, 0]
-    real_use = entries.use_walker
-
-    class Spy:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def walk(self, *args: Any) -> Any:
-            names, at, status, extent = self.inner.walk(*args)
-            counts[0] += len(names)
-            counts[1] += status == 2  # WALK_OBJECT
-            return names, at, status, extent
-
-    entries.use_walker = lambda walker: real_use(Spy(walker))  # type: ignore[method-assign]
-    flatten(path, entries)
-    return counts[0], counts[1]
+    _, walked, stops = _spied_flatten(path, monkeypatch)
+    return len(walked), sum(stop != -1 for stop in stops)
 
 
 @needs_native
