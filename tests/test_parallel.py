@@ -410,3 +410,17 @@ def test_html_report_carries_the_layout_columns(run_cli):
     data = base64.b64decode(m.group(2))
     data = zlib.decompress(data) if m.group(1) == "zlib" else data
     assert b"Layout Rule" in data and b"NPU Ranks" in data and b"split along dim 2" in data
+
+
+def test_a_nan_on_one_rank_keeps_its_nan_in_the_rank_qualified_origin(tmp_path):
+    """A NaN that appears on one TP rank: the origin is qualified by that rank and still says a NaN/Inf appears."""
+    run = tmp_path / "n2nan"
+    shutil.copytree(OWN / "n2", run)
+    dump = run / "step0" / "rank1" / "dump.json"
+    data = json.loads(dump.read_text())
+    out = data["data"]["Functional.linear.10.forward"]["output"][0]
+    out["Max"] = out["Mean"] = out["Norm"] = float("nan")
+    dump.write_text(json.dumps(data, indent=1))
+    result = msprobe_compare.compare(run / "step0", OWN / "b1" / "step0", tmp_path / "out", formats="csv")
+    text = computed(result.first_origin)
+    assert text.startswith("dp0: rank1:Functional.linear.10.forward: NaN/Inf appears in its outputs"), text

@@ -265,7 +265,7 @@ def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause
             r = next(iter(all_ranks))
             local = {v: k for k, v in c.shards.renames.get(r, {}).items()}.get(o.entry, o.entry)
             at = RankAttribution(c.shards.ranks[r], True, local_name=local if local != o.entry else None)
-            origins.append(replace(o, nonfinite=False, on_rank=at))
+            origins.append(replace(o, on_rank=at))
             continue
         bad, met = _suspects(c, m.bench, m.match, rows)
         rank = None
@@ -280,7 +280,7 @@ def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause
         later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
         others = tuple(c.shards.ranks[r] for r in sorted(all_ranks - {rank}))
         seen_at = later if later and o.kind is OriginKind.COMPUTATION else None
-        origins.append(replace(o, nonfinite=False, on_rank=RankAttribution(label, False, others=others,
+        origins.append(replace(o, on_rank=RankAttribution(label, False, others=others,
                                                                             seen_at=seen_at)))  # fmt: skip
     return replace(rc, origins=origins)
 
