@@ -2,7 +2,7 @@
 """The root-cause analysis's cost: the same compare with the analysis on and off (MSPROBE_BENCH_NO_ROOTCAUSE=1),
 alternating, N runs each; user+sys CPU of the process tree (os.wait4) and wall, medians and the on/off ratios.
 
-    python3 bench/rootcause_ab.py [--pair /var/tmp/msprobe_bench_stats_1m] [--runs 5] [--format csv]
+    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", type=Path, default=Path("/var/tmp/msprobe_bench_stats_1m"),
-                    help="a gen_stats.py folder holding compare.json")  # fmt: skip
+                    help="a gen_stats.py folder holding compare.json (default: the stats_1m case's folder)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--format", default="csv")
     args = ap.parse_args()
