@@ -19,10 +19,7 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.load.kernel_dump import (GraphRequest, KernelFile, KernelMode, StatRow, folder_mode,
                                               npy_files, rank_step_folders, statistic_rows)  # fmt: skip
 from msprobe_compare.log import Console
-from msprobe_compare.measure.kernel_metrics import load_side, measure_npy, measure_statistic, side_stats
-from msprobe_compare.judge.accuracy import accuracy_reached
-from msprobe_compare.measure.tensor_metrics import TensorMsg, compare_tensors
-from msprobe_compare.render.texts import messages_text
+from msprobe_compare.measure.kernel_metrics import measure_common, measure_npy, measure_statistic
 from msprobe_compare.pair.kernel_pair import pair_kernel
 from msprobe_compare.render import kernel_table as kt
 from msprobe_compare.render.files import atomic_output, new_output
@@ -176,21 +173,7 @@ def _named_files(folder: str) -> dict[str, list[str]]:
 
 
 def _common_row(name: str, npu_file: str, bench_file: str) -> list[Any]:
-    npu, n_fail = load_side(Path(npu_file))
-    bench, b_fail = load_side(Path(bench_file))
-    if npu is None or bench is None:
-        failed = " ".join(f for f in (n_fail, b_fail) if f)
-        return [name, None, None, None, None, *(["N/A"] * 6), *([None] * 8), "No",
-                kt.check_text([kt.KernelCheck.READ_FAILED], failed), str([npu_file, bench_file])]
-    metrics = compare_tensors(npu, bench)
-    cells: list[Any] = []
-    for t in (npu, bench):
-        stats = side_stats(t.array)
-        cells.extend(kt.csv_stat(v) for v in (stats or (None,) * 4))
-    return [name, npu.dtype_name, bench.dtype_name, kt.shape_text(npu.shape), kt.shape_text(bench.shape),
-            *kt.metric_cells(metrics), *cells, kt.ACCURACY_TEXT[accuracy_reached(metrics)],
-            messages_text(m for m in metrics.messages if m is not TensorMsg.DTYPE_MISMATCH),  # as the reference
-            str([npu_file, bench_file])]  # fmt: skip
+    return kt.common_cells(name, npu_file, bench_file, measure_common(Path(npu_file), Path(bench_file)))
 
 
 def compare_common(npu_root: Path, bench_root: Path, request: GraphRequest, out_dir: Path, console: Console,

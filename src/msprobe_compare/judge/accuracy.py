@@ -13,6 +13,7 @@ COSINE_GOOD = 0.99  # below this, a MaxAbsErr above ABS_ERR_SMALL fails
 ABS_ERR_SMALL = 0.001
 COSINE_FLOOR = 0.9  # below this the row fails whatever its MaxAbsErr
 ABS_ERR_CEILING = 1.0  # above this the row fails whatever its Cosine
+KERNEL_MAGNITUDE = 0.5  # kernel statistic.csv rows: Max diff / (max(NPU max, Bench max) + 1e-10) above this fails
 
 
 class Accuracy(enum.IntEnum):
@@ -47,3 +48,11 @@ def accuracy_reached(m: TensorMetrics) -> Accuracy:
 def accuracy_column(metrics: Sequence[TensorMetrics]) -> np.ndarray:
     """int8 Accuracy per row."""
     return np.fromiter((accuracy_reached(m) for m in metrics), dtype=np.int8, count=len(metrics))
+
+
+def statistic_accuracy(magnitude: float | None) -> Accuracy | None:
+    """A kernel statistic.csv row (spec §7.5): Yes when its signed Max diff relative to the larger maximum is at most
+    KERNEL_MAGNITUDE, as the reference; None when the row was not measured (a pre-check failed)."""
+    if magnitude is None:
+        return None
+    return Accuracy.YES if magnitude <= KERNEL_MAGNITUDE else Accuracy.NO

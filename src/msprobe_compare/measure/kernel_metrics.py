@@ -17,6 +17,7 @@ from msprobe_compare.load.kernel_dump import StatRow
 from msprobe_compare.load.tensor_data import TensorData
 from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
+from msprobe_compare.measure.stats import MAGNITUDE_EPS
 from msprobe_compare.measure.tensor_metrics import TensorMetrics, TensorMsg, compare_tensors
 
 
@@ -74,13 +75,19 @@ def load_side(path: Path | None) -> tuple[TensorData | None, str]:
         return None, str(path)
 
 
-def measure_npy(npu_path: Path | None, bench_path: Path | None) -> NpyRow:
-    """One row of the NPY mode: both files read once (memory-mapped when large), then released."""
+def _load_pair(npu_path: Path | None, bench_path: Path | None
+               ) -> tuple[TensorData | None, TensorData | None, list[Side | None], str]:  # fmt: skip
+    """Both files read (memory-mapped when large), each side's statistics, and the files that could not be read."""
     npu, n_fail = load_side(npu_path)
     bench, b_fail = load_side(bench_path)
     sides = [None if t is None else Side(t.dtype_name, t.shape, side_stats(np.asarray(t.array)))
              for t in (npu, bench)]  # fmt: skip
-    failed = " ".join(f for f in (n_fail, b_fail) if f)
+    return npu, bench, sides, " ".join(f for f in (n_fail, b_fail) if f)
+
+
+def measure_npy(npu_path: Path | None, bench_path: Path | None) -> NpyRow:
+    """One row of the NPY mode: both files read once (memory-mapped when large), then released."""
+    npu, bench, sides, failed = _load_pair(npu_path, bench_path)
     if failed:
         return NpyRow(sides[0], sides[1], (KernelCheck.READ_FAILED,), None, failed)
     if npu is None or bench is None:
@@ -100,6 +107,14 @@ def measure_npy(npu_path: Path | None, bench_path: Path | None) -> NpyRow:
     if TensorMsg.NAN_INF_MISMATCH in metrics.messages:
         return NpyRow(sides[0], sides[1], (KernelCheck.NAN_INF,), None)
     return NpyRow(sides[0], sides[1], (), metrics)
+
+
+def measure_common(npu_path: Path, bench_path: Path) -> NpyRow:
+    """One row of the single-point compare (spec §7.6): no pre-checks of its own (the tensor compare's apply)."""
+    npu, bench, sides, failed = _load_pair(npu_path, bench_path)
+    if npu is None or bench is None:
+        return NpyRow(sides[0], sides[1], (KernelCheck.READ_FAILED,), None, failed)
+    return NpyRow(sides[0], sides[1], (), compare_tensors(npu, bench))
 
 
 class RelState(enum.IntEnum):
@@ -154,5 +169,5 @@ def measure_statistic(npu: StatRow | None, bench: StatRow | None) -> StatPair:
             ratio = float(d / den)  # float32 division, then float64 (the reference's scalar promotion)
             rel.append((RelState.NAN, math.nan) if math.isnan(ratio) else (RelState.VALUE, abs(ratio * 100)))
         top = b[0] if b[0] > n[0] else n[0]  # Python's max(NPU max, Bench max), NaN as it does
-        magnitude = 0.0 if math.isnan(n[0]) and math.isnan(b[0]) else float(d32[0]) / (top + 1e-10)
+        magnitude = 0.0 if math.isnan(n[0]) and math.isnan(b[0]) else float(d32[0]) / (top + MAGNITUDE_EPS)
     return StatPair(npu, bench, (), n, b, tuple(float(x) for x in d32), tuple(rel), magnitude)  # type: ignore[arg-type]

@@ -11,21 +11,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from msprobe_compare.measure.kernel_metrics import KernelCheck, NpyRow, RelState, Side, StatPair
-from msprobe_compare.judge.accuracy import accuracy_reached
-from msprobe_compare.measure.tensor_metrics import Metric, MetricState, TensorMetrics
+from msprobe_compare.judge.accuracy import accuracy_reached, statistic_accuracy
+from msprobe_compare.measure.tensor_metrics import Metric, MetricState, TensorMetric, TensorMetrics, TensorMsg
 from msprobe_compare.render.texts import ACCURACY_TEXT, STATE_TEXT, messages_text
 from msprobe_compare.render.flat import write_csv
+from msprobe_compare.render.table import METRIC_HEADERS, STAT_DIFFS, STAT_RELATIVE
 from msprobe_compare.render.xlsx import write_xlsx_columns
 
 BASE = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
         "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
         "Accuracy Reached or Not", "Err_message"]  # fmt: skip
-METRICS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-           "Five Thousandths Err Ratio"]  # fmt: skip
-NPY_HEADER = BASE + METRICS
-STAT_HEADER = BASE + ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-                      "MeanRelativeErr", "NormRelativeErr", "NPU CSV File", "Bench CSV File"]  # fmt: skip
-COMMON_HEADER = ["Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape", *METRICS,
+NPY_HEADER = BASE + METRIC_HEADERS
+STAT_HEADER = BASE + STAT_DIFFS + STAT_RELATIVE + ["NPU CSV File", "Bench CSV File"]
+COMMON_HEADER = ["Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape", *METRIC_HEADERS,
                  "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
                  "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Data_name"]  # fmt: skip
 
@@ -90,18 +88,27 @@ def npy_cells(npu_name: str, bench_name: str, row: NpyRow) -> list[Any]:
 
 
 def metric_cells(m: TensorMetrics) -> list[Any]:
-    return [metric_cell(x) for x in (m.cosine, m.euc_dist, m.max_abs_err, m.max_rel_err, m.one_thousandth,
-                                     m.five_thousandths)]  # fmt: skip
+    return [metric_cell(getattr(m, metric.field)) for metric in TensorMetric]
 
 
-MAGNITUDE = 0.5  # Max diff relative to the larger maximum above which a statistic row is not accurate
+def common_cells(name: str, npu_file: str, bench_file: str, row: NpyRow) -> list[Any]:
+    """A result.csv row of the single-point compare."""
+    data_name = str([npu_file, bench_file])
+    if row.metrics is None or row.npu is None or row.bench is None:
+        return [name, None, None, None, None, *(["N/A"] * len(TensorMetric)), *([None] * 8), "No",
+                check_text(row.checks, row.read_failed), data_name]  # fmt: skip
+    m = row.metrics
+    stats = [csv_stat(v) for side in (row.npu, row.bench) for v in (side.stats or (None,) * 4)]
+    return [name, row.npu.dtype, row.bench.dtype, shape_text(row.npu.shape), shape_text(row.bench.shape),
+            *metric_cells(m), *stats, ACCURACY_TEXT[accuracy_reached(m)],
+            messages_text(x for x in m.messages if x is not TensorMsg.DTYPE_MISMATCH),  # as the reference
+            data_name]  # fmt: skip
 
 
 def stat_accuracy(pair: StatPair) -> str:
-    """`Yes` when Max diff / (max(NPU max, Bench max) + 1e-10) <= 0.5 (signed, as the reference), else `No`."""
-    if pair.magnitude is None:
-        return ""
-    return "Yes" if pair.magnitude <= MAGNITUDE else "No"
+    """`Yes` / `No` (judge.accuracy.statistic_accuracy); empty when the row was not measured."""
+    accuracy = statistic_accuracy(pair.magnitude)
+    return "" if accuracy is None else ACCURACY_TEXT[accuracy]
 
 
 def _rel_cell(state: RelState, value: float) -> str:
