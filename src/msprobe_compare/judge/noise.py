@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import re
 from dataclasses import dataclass, fields, replace
@@ -27,7 +28,7 @@ import numpy as np
 
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
-from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, MetricState
+from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, UNIT_ROUNDOFF, MetricState
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,12 @@ class Tolerance:
         return tol
 
 
-# unit roundoff (half an ulp of 1) and mantissa bits, by dtype text (PyTorch `torch.bfloat16`, MindSpore `BFloat16`)
-_PRECISIONS = (
-    ("bfloat16", 2.0**-8, 7),
-    ("bf16", 2.0**-8, 7),
-    ("float16", 2.0**-11, 10),
-    ("half", 2.0**-11, 10),
-    ("fp16", 2.0**-11, 10),
-    ("float64", 2.0**-53, 52),
-    ("double", 2.0**-53, 52),
-    ("float32", 2.0**-24, 23),
-    ("float", 2.0**-24, 23),
-)
+# dtype texts (PyTorch `torch.bfloat16`, MindSpore `BFloat16`), looked for in this order -> UNIT_ROUNDOFF's names
+_ALIASES = (("bfloat16", "bfloat16"), ("bf16", "bfloat16"), ("float16", "float16"), ("half", "float16"),
+            ("fp16", "float16"), ("float64", "float64"), ("double", "float64"), ("float32", "float32"),
+            ("float", "float32"))  # fmt: skip
+# unit roundoff (half an ulp of 1) and mantissa bits (u = 2^-(bits + 1)), by dtype text
+_PRECISIONS = tuple((alias, UNIT_ROUNDOFF[name], round(-math.log2(UNIT_ROUNDOFF[name])) - 1) for alias, name in _ALIASES)
 LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
 
 # a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)

@@ -39,6 +39,7 @@ from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
+from msprobe_compare.measure.tensor_metrics import UNIT_ROUNDOFF
 
 
 class CallState(Enum):
@@ -302,7 +303,7 @@ class _PerEntry:
         return out
 
 
-_DTYPE_OF_UNIT = {2.0**-8: "bfloat16", 2.0**-11: "float16", 2.0**-24: "float32", 2.0**-53: "float64"}
+_DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
 
 
 def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
