@@ -347,28 +347,35 @@
     return b;
   }
 
-  function originCard(o, first, total) {
-    const card = el('div', 'origin-card');
+  // an origin or suspect card: tags, a subtitle, the description, then `fill(row)` adds the named rows
+  function callCard(cls, kind, phase, subtitle, description, pos, fill) {
+    const card = el('div', cls);
     const head = el('div');
-    head.append(el('span', 'tag kind', o.kind), el('span', 'tag', o.phase),
-      el('span', 'muted', first ? 'First origin (where the two runs first part)' + (total > 1 ? ', 1 of ' + total : '') : ''));
-    card.append(head, el('div', 'desc', o.description));
+    head.append(el('span', 'tag kind', kind), el('span', 'tag', phase), el('span', 'muted', subtitle));
+    card.append(head, el('div', 'desc', description));
     const dl = el('dl');
     const row = (k, v) => { dl.append(el('dt', null, k)); const dd = el('dd'); if (v instanceof Node) dd.append(v); else dd.textContent = v; dl.append(dd); };
-    const ev = o.evidence;
-    row('call', o.entry);
-    row('phase', o.phase);
-    if (o.after) row('after', o.after);
-    row('evidence', ev.text || (ev.metric + ': inputs ' + fmtScore(ev.inputs) + ', outputs ' + fmtScore(ev.outputs) +
-      ' (differs above ' + fmtScore(ev.threshold) + ')'));
-    row('first differing row', ev.first_row || 'n/a');
-    if (o.args && o.args.length) row('differing arguments', o.args.join(', '));
-    row('advice', o.advice);
+    fill(row);
     const links = el('span');
-    links.append(callLink(o.pos, 'show its rows and place in the tree'));
+    links.append(callLink(pos, 'show its rows and place in the tree'));
     row('', links);
     card.append(dl);
     return card;
+  }
+
+  function originCard(o, first, total) {
+    const subtitle = first ? 'First origin (where the two runs first part)' + (total > 1 ? ', 1 of ' + total : '') : '';
+    return callCard('origin-card', o.kind, o.phase, subtitle, o.description, o.pos, (row) => {
+      const ev = o.evidence;
+      row('call', o.entry);
+      row('phase', o.phase);
+      if (o.after) row('after', o.after);
+      row('evidence', ev.text || (ev.metric + ': inputs ' + fmtScore(ev.inputs) + ', outputs ' + fmtScore(ev.outputs) +
+        ' (differs above ' + fmtScore(ev.threshold) + ')'));
+      row('first differing row', ev.first_row || 'n/a');
+      if (o.args && o.args.length) row('differing arguments', o.args.join(', '));
+      row('advice', o.advice);
+    });
   }
 
   // ---- table: view (filter + sort) ----
@@ -802,21 +809,12 @@
 
   // ---- plot ----
   function suspectCard(x, first) {
-    const card = el('div', 'origin-card suspect');
-    const head = el('div');
-    head.append(el('span', 'tag kind', 'suspect'), el('span', 'tag', x.phase),
-      el('span', 'muted', first ? 'Suspect: above the noise floor by less than the precision can support' : ''));
-    card.append(head, el('div', 'desc', x.description));
-    const dl = el('dl');
-    const row = (k, v) => { dl.append(el('dt', null, k)); const dd = el('dd'); if (v instanceof Node) dd.append(v); else dd.textContent = v; dl.append(dd); };
-    row('call', x.entry);
-    row('evidence', x.evidence.text);
-    row('to decide', x.advice);
-    const links = el('span');
-    links.append(callLink(x.pos, 'show its rows and place in the tree'));
-    row('', links);
-    card.append(dl);
-    return card;
+    const subtitle = first ? 'Suspect: above the noise floor by less than the precision can support' : '';
+    return callCard('origin-card suspect', 'suspect', x.phase, subtitle, x.description, x.pos, (row) => {
+      row('call', x.entry);
+      row('evidence', x.evidence.text);
+      row('to decide', x.advice);
+    });
   }
 
   const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1 };
