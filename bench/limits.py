@@ -515,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1, default=str)
-    failed = [r for sec in ("side",) for c in (res.get(sec) or {}).values() for t in ("ours", "reference")
+    failed = [c[t] for c in (res.get("side") or {}).values() for t in ("ours", "reference")
               if c.get(t) and not c[t]["ok"]]
     failed += [s for s in ((res.get("big") or {}).get("variants") or {}).values() if not s["ok"]]
     return 1 if failed else 0

@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+SRC = os.path.join(ROOT, "src")
 PHASES = ("start-up", "read", "pair", "measure", "judge", "write", "other")
 STAGES = {  # api attribute -> phase
     "open_dump": "read", "read_stack_json": "read", "flatten_sides": "read",
@@ -106,7 +107,7 @@ def main():
         print(f"| {p} | {w:.3f} | {c:.3f} | {share:.0%} |")
 
 
-def measure_phases(data, fmt="csv", repeat=1, src=os.path.join(ROOT, "src"), python=sys.executable, keep=None):
+def measure_phases(data, fmt="csv", repeat=1, src=SRC, python=sys.executable, keep=None):
     """Run `repeat` timed children on the pair in `data`; the median wall and CPU per phase, every run, the loads.
 
     Exits with a one-line message (and the tail of the child's stderr) when a compare fails."""
