@@ -53,7 +53,7 @@ import start
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SRC = os.path.join(ROOT, "src")
-DEFAULT_REF = os.environ.get("MSPROBE_REF", "/tmp/refvenv/bin/msprobe")
+DEFAULT_REF = os.environ.get("MSPROBE_REF", "")  # the reference msprobe executable (its own virtualenv)
 DEFAULT_ROOT = "/var/tmp"
 DEFAULT_WORKDIR = "/var/tmp/msprobe_bench_limits"
 GB = 1e9
@@ -398,11 +398,16 @@ def render_table(header: list[str], rows: list[list[str]], markdown: bool, first
 def report(res: dict, markdown: bool) -> str:
     """The whole report (plain or Markdown) from the results dict."""
     out = []
+    ours, src, ref = res["ours"], res["src"], f"`{res.get('ref')}`, "
+    if markdown:  # no machine paths in a text meant for the repository's README
+        ours = "python -m msprobe_compare"
+        src = "src" if os.path.abspath(res["src"]) == SRC else "another source tree"
+        ref = ""
     para = (lambda s: out.extend([s, ""])) if markdown else (lambda s: out.append(s))
     head = [f"Run of {res['date_start']} to {res['date_end']}. Machine: {res['machine']}.",
             f"Load average (1, 5, 15 min): {res['load_start']} before, {res['load_end']} after.",
-            f"Ours: `{res['ours']}` (PYTHONPATH={res['src']}). Reference: "
-            + (f"`{res['ref']}` (mindstudio-probe {res['ref_version']})." if res.get("ref") else "not run.")]
+            f"Ours: `{ours}` with PYTHONPATH={src}. Reference: "
+            + (f"{ref}mindstudio-probe {res['ref_version']}." if res.get("ref") else "not run.")]
     if res.get("quick"):
         head.append("QUICK MODE: small inputs, one run each (a smoke test); the figures mean nothing.")
     for h in head:
