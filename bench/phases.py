@@ -31,14 +31,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+SRC = os.path.join(ROOT, "src")
 PHASES = ("start-up", "read", "pair", "measure", "judge", "write", "other")
 STAGES = {  # api attribute -> phase
     "open_dump": "read", "read_stack_json": "read", "flatten_sides": "read",
     "_mapped_keys": "pair", "match_exact": "pair", "match_fuzzy": "pair", "match_data_mapping": "pair",
     "apply_dtype_gate": "pair", "param_grad_keys": "pair", "risk_level_note": "pair",
-    "stat_diffs": "measure", "measure_tensors": "measure",
-    "summary_verdict": "judge", "md5_verdict": "judge", "real_data_verdict": "judge", "highlight": "judge",
-    "stat_max": "judge", "advise": "judge", "analyse": "judge",
+    "measure_tensors": "measure", "measure": "measure", "judge": "judge",
 }  # fmt: skip
 
 
@@ -99,37 +98,51 @@ def main():
     if args.child:
         child(rest[1:] if rest[:1] == ["--"] else rest, args.child, args.started)
         return
+    res = measure_phases(args.data, args.format, args.repeat, args.src, args.python, args.keep)
+    print(f"{args.data}, --format {args.format}: median of {len(res['runs'])} run(s); load average "
+          f"{min(res['loads']):.2f}-{max(res['loads']):.2f} at the starts")
+    print("| phase | wall s | CPU s | share of wall |")
+    print("|---|---:|---:|---:|")
+    for p, w, c, share in phase_rows(res):
+        print(f"| {p} | {w:.3f} | {c:.3f} | {share:.0%} |")
+
+
+def measure_phases(data, fmt="csv", repeat=1, src=SRC, python=sys.executable, keep=None):
+    """Run `repeat` timed children on the pair in `data`; the median wall and CPU per phase, every run, the loads.
+
+    Exits with a one-line message (and the tail of the child's stderr) when a compare fails."""
     runs = []
     loads = []
-    for _ in range(args.repeat):
-        out = args.keep or tempfile.mkdtemp(prefix="msprobe_phases_")
+    for _ in range(repeat):
+        out = keep or tempfile.mkdtemp(prefix="msprobe_phases_")
         fd, result = tempfile.mkstemp(suffix=".json")
         os.close(fd)
-        cmd = [args.python, os.path.abspath(__file__), "--data", args.data, "--child", result, "--started", "0", "--",
+        cmd = [python, os.path.abspath(__file__), "--data", data, "--child", result, "--started", "0", "--",
                "-f", "pytorch", "compare", "-i", "compare.json", "-o", os.path.abspath(out), "-s",
-               "--format", args.format]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.src)}
+               "--format", fmt]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
         loads.append(os.getloadavg()[0])
         cmd[cmd.index("--started") + 1] = repr(time.time())
-        proc = subprocess.run(cmd, env=env, cwd=args.data, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run(cmd, env=env, cwd=data, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         with open(result) as f:
             text = f.read()
         os.unlink(result)
-        if not args.keep:
+        if not keep:
             shutil.rmtree(out, ignore_errors=True)
         if proc.returncode != 0 or not text or json.loads(text)["code"] != 0:
             sys.exit(f"the compare failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
         runs.append(json.loads(text))
     wall = {p: statistics.median(r["wall"][p] for r in runs) for p in PHASES}
     cpu = {p: statistics.median(r["cpu"][p] for r in runs) for p in PHASES}
+    return {"wall": wall, "cpu": cpu, "runs": runs, "loads": loads}
+
+
+def phase_rows(res):
+    """(phase, wall s, CPU s, share of the total wall) per phase, then ("total", ...)."""
+    wall, cpu = res["wall"], res["cpu"]
     total_wall, total_cpu = sum(wall.values()), sum(cpu.values())
-    print(f"{args.data}, --format {args.format}: median of {len(runs)} run(s); load average "
-          f"{min(loads):.2f}-{max(loads):.2f} at the starts")
-    print("| phase | wall s | CPU s | share of wall |")
-    print("|---|---:|---:|---:|")
-    for p in PHASES:
-        print(f"| {p} | {wall[p]:.3f} | {cpu[p]:.3f} | {wall[p] / total_wall:.0%} |")
-    print(f"| total | {total_wall:.3f} | {total_cpu:.3f} | 100% |")
+    rows = [(p, wall[p], cpu[p], wall[p] / total_wall if total_wall else 0.0) for p in PHASES]
+    return rows + [("total", total_wall, total_cpu, 1.0)]
 
 
 if __name__ == "__main__":
