@@ -36,10 +36,10 @@ STAGES = {  # api attribute -> phase
     "open_dump": "read", "read_stack_json": "read", "flatten_sides": "read",
     "_mapped_keys": "pair", "match_exact": "pair", "match_fuzzy": "pair", "match_data_mapping": "pair",
     "apply_dtype_gate": "pair", "param_grad_keys": "pair", "risk_level_note": "pair",
-    "stat_diffs": "measure", "measure_tensors": "measure",
-    "summary_verdict": "judge", "md5_verdict": "judge", "real_data_verdict": "judge", "highlight": "judge",
-    "stat_max": "judge", "advise": "judge", "analyse": "judge",
-}  # fmt: skip
+    "measure": "measure", "stat_diffs": "measure", "measure_tensors": "measure",
+    "judge": "judge", "summary_verdict": "judge", "md5_verdict": "judge", "real_data_verdict": "judge",
+    "highlight": "judge", "stat_max": "judge", "advise": "judge", "analyse": "judge",
+}  # fmt: skip  (names api no longer calls directly are skipped)
 
 
 def _cpu():
@@ -73,7 +73,8 @@ def child(argv, result_path, started):
         return wrapper
 
     for name, phase in STAGES.items():
-        setattr(api, name, timed(getattr(api, name), phase))
+        if hasattr(api, name):
+            setattr(api, name, timed(getattr(api, name), phase))
     report.write_all = timed(report.write_all, "write")
     api.report = report
     t1, c1 = time.perf_counter(), _cpu()

@@ -309,6 +309,21 @@ class Column:
         return cells
 
 
+class ColumnBlocks:
+    """A table's columns made on demand a range of rows at a time: `rows(lo, hi)` gives rows [lo, hi) of every
+    column (as `Column`s or sequences of cell values), the same cells whatever the range. A writer given one builds
+    only the rows it writes, in the process that writes them, and never holds the whole table."""
+
+    __slots__ = ("n", "rows")
+
+    def __init__(self, n: int, rows: Callable[[int, int], list[Any]]) -> None:
+        self.n = n
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def object_array(items: list[Any]) -> np.ndarray:
     """A 1-d object array of `items` (which may themselves be sequences)."""
     out = np.empty(len(items), dtype=object)
