@@ -10,14 +10,16 @@ import pytest
 
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import flat, table
-from tests.render.test_html import CASES, outcome_of
+from msprobe_compare.render.celltext import csv_field
+from tests.native_helpers import native_module
+from tests.render.test_html import CASES, HOSTILE, hostile_outcome, outcome_of
 
 _OUTCOMES: dict[str, CompareOutcome] = {}
 
 
 def _outcome(case: str) -> CompareOutcome:
     if case not in _OUTCOMES:
-        _OUTCOMES[case] = outcome_of(case)
+        _OUTCOMES[case] = hostile_outcome() if case == "hostile" else outcome_of(case)
     return _OUTCOMES[case]
 
 
@@ -49,7 +51,7 @@ def test_a_range_outside_the_table_is_refused() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork, 2 cores")
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, "hostile"])
 @pytest.mark.parametrize("writer", ["write_csv", "write_jsonl"])
 def test_blocks_write_the_bytes_of_whole_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str,
                                                  writer: str) -> None:  # fmt: skip
@@ -72,3 +74,21 @@ def test_blocks_write_the_bytes_of_whole_columns(tmp_path: Path, monkeypatch: py
     # this process built only its own blocks; the child the rest
     assert built and all(hi - lo <= 5 for lo, hi in built) and built[-1][1] < len(o)
     assert (tmp_path / "blocks").read_bytes() == (tmp_path / "whole").read_bytes()
+
+
+def test_native_fields_are_csv_writers_fields() -> None:
+    """The fields _csvrows makes from a list read in place: neutralised and quoted as flat.neutralise + csv.writer."""
+    import csv
+    import io
+
+    fast = native_module("_csvrows")
+    texts = [*HOSTILE, "", "-inf", "-", "-1", "+x", "@a", "\tq", "\rq", "＝x", "＋", "－a", "＠", "a,b", 'a"b', '"',
+             "x\r\ny", '=a,"b"', "\x00=a", "plain", "-inf,"]  # fmt: skip
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    for t in texts:
+        writer.writerow([flat.neutralise(t), "x"])
+    assert fast.csv_block([(texts, 0, None), ["x"] * len(texts)], len(texts)) == buf.getvalue().encode("utf-8")
+    assert fast.csv_block([(texts, 2, None)], 3) == "".join(csv_field(t) + "\r\n" for t in texts[2:5]).encode()
+    with pytest.raises(ValueError, match="field column"):
+        fast.csv_block([(texts, len(texts) - 1, None)], 2)

@@ -309,6 +309,25 @@ class Column:
         return cells
 
 
+class TextRange(Sequence):
+    """Rows [start, stop) of a list of cell values, without a copy: a block's column of a whole table's texts that a
+    native writer reads in place (render.flat), so a forked writer touches none of the objects it shares."""
+
+    __slots__ = ("items", "start", "stop")
+
+    def __init__(self, items: list[Any], start: int, stop: int) -> None:
+        self.items, self.start, self.stop = items, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, k: Any) -> Any:
+        rows = range(self.start, self.stop)[k]
+        if isinstance(rows, int):
+            return self.items[rows]
+        return self.items[rows.start : rows.stop] if rows.step == 1 else [self.items[i] for i in rows]
+
+
 class ColumnBlocks:
     """A table's columns made on demand a range of rows at a time: `rows(lo, hi)` gives rows [lo, hi) of every
     column (as `Column`s or sequences of cell values), the same cells whatever the range. A writer given one builds

@@ -41,7 +41,7 @@ from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column, ColumnBlocks
+from msprobe_compare.render.celltext import Column, ColumnBlocks, TextRange
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -117,6 +117,9 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
+    texts = col._objects if isinstance(col, Column) else None
+    if isinstance(texts, TextRange) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
+        return texts.items, texts.start + lo, None  # fields made in C from the whole list's texts, read in place
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
