@@ -11,7 +11,8 @@ are joined and written at once: the bytes are the same as a csv.writer / celltex
 
 Large tables are written by two processes (POSIX, two or more cores, no other threads running): a child forked
 for the purpose formats the second half of the rows into a part file while this process writes the first half;
-the part is then appended (in the kernel, copy_file_range) and removed. The bytes are the same as one process
+the part is then appended (in the kernel, copy_file_range) and removed. Given a celltext.ColumnBlocks, each process
+builds the columns of its own blocks only, after the fork. The bytes are the same as one process
 writes. If the child fails for any reason, this process writes the second half itself, so an error surfaces with
 its own message.
 """
