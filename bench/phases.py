@@ -72,7 +72,8 @@ def child(argv, result_path, started):
         return wrapper
 
     for name, phase in STAGES.items():
-        setattr(api, name, timed(getattr(api, name), phase))
+        if hasattr(api, name):
+            setattr(api, name, timed(getattr(api, name), phase))
     report.write_all = timed(report.write_all, "write")
     api.report = report
     t1, c1 = time.perf_counter(), _cpu()

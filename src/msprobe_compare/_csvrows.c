@@ -132,7 +132,7 @@ static int put_integral(Out *o, double v, const char *tok, Py_ssize_t tok_n) {
     return put_int(o, v);
 }
 
-enum { C_TEXTS, C_CODED, C_NUMERIC };
+enum { C_TEXTS, C_CODED, C_NUMERIC, C_FIELDS };
 
 typedef struct {
     int type;
@@ -143,7 +143,39 @@ typedef struct {
     const char *num_end;
     const char *pre, *suf; /* JSON lines: the text before and after a number ("key": and separators) */
     Py_ssize_t pre_n, suf_n;
+    Py_ssize_t start; /* C_FIELDS: the block's first row in the list */
 } Spec;
+
+/* A text as csv.writer (excel dialect, QUOTE_MINIMAL) writes flat.neutralise(text): a leading apostrophe where a
+   spreadsheet would run a formula (= + - @ tab CR and their fullwidth forms; not "-inf" or "-"), quoted where it
+   holds a comma, a quote or a line end. The list's items are read without a new reference (a forked writer
+   touches no object it shares with its parent). */
+static int put_field(Out *o, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "csv_block: field texts must be str");
+        return -1;
+    }
+    Py_ssize_t n;
+    const unsigned char *u = (const unsigned char *)PyUnicode_AsUTF8AndSize(text, &n);
+    if (!u) return -1;
+    const char *s = (const char *)u;
+    int formula = n > 0 && ((s[0] && strchr("=+-@\t\r", s[0]) != NULL) ||
+                            (n >= 3 && u[0] == 0xEF && u[1] == 0xBC &&
+                             (u[2] == 0x9D || u[2] == 0x8B || u[2] == 0x8D || u[2] == 0xA0)));
+    if (formula && ((n == 4 && memcmp(s, "-inf", 4) == 0) || (n == 1 && s[0] == '-'))) formula = 0;
+    int quote = 0;
+    for (Py_ssize_t i = 0; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
+    if ((quote && out_put(o, "\"", 1) < 0) || (formula && out_put(o, "'", 1) < 0)) return -1;
+    if (!quote) return out_put(o, s, n);
+    Py_ssize_t from = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '"') {
+            if (out_put(o, s + from, i + 1 - from) < 0) return -1; /* the quote, then its double */
+            from = i;
+        }
+    }
+    return out_put(o, s + from, n - from) < 0 || out_put(o, "\"", 1) < 0 ? -1 : 0;
+}
 
 static void release(Spec *specs, Py_ssize_t m) {
     for (Py_ssize_t k = 0; k < m; k++) {
@@ -184,6 +216,15 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "csv_block: a text column of the wrong length");
                 goto done;
             }
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 3 && !json) {
+            s->type = C_FIELDS;
+            s->texts = PyTuple_GET_ITEM(c, 0);
+            s->start = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
+            if (s->start == -1 && PyErr_Occurred()) goto done;
+            if (!PyList_Check(s->texts) || s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n) {
+                PyErr_SetString(PyExc_ValueError, "csv_block: a field column is (list, start, None) with n rows from start");
+                goto done;
+            }
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
             s->type = C_CODED;
             s->texts = PyTuple_GET_ITEM(c, 1);
@@ -215,7 +256,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 if (!s->pre || !s->suf) goto done;
             }
         } else {
-            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2 or 5 (JSON: 7) items");
+            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2, 3 (not JSON) or 5 (JSON: 7) items");
             goto done;
         }
         if (!PyList_Check(s->texts)) {
@@ -228,6 +269,10 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             Spec *s = &specs[k];
             if (k && !json && out_put(&o, ",", 1) < 0) goto done;
             PyObject *text = NULL;
+            if (s->type == C_FIELDS) {
+                if (put_field(&o, PyList_GET_ITEM(s->texts, s->start + i)) < 0) goto done;
+                continue;
+            }
             if (s->type == C_TEXTS) {
                 text = PyList_GET_ITEM(s->texts, i);
             } else {

@@ -309,6 +309,40 @@ class Column:
         return cells
 
 
+class TextRange(Sequence):
+    """Rows [start, stop) of a list of cell values, without a copy: a block's column of a whole table's texts that a
+    native writer reads in place (render.flat), so a forked writer touches none of the objects it shares."""
+
+    __slots__ = ("items", "start", "stop")
+
+    def __init__(self, items: list[Any], start: int, stop: int) -> None:
+        self.items, self.start, self.stop = items, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, k: Any) -> Any:
+        rows = range(self.start, self.stop)[k]
+        if isinstance(rows, int):
+            return self.items[rows]
+        return self.items[rows.start : rows.stop] if rows.step == 1 else [self.items[i] for i in rows]
+
+
+class ColumnBlocks:
+    """A table's columns made on demand a range of rows at a time: `rows(lo, hi)` gives rows [lo, hi) of every
+    column (as `Column`s or sequences of cell values), the same cells whatever the range. A writer given one builds
+    only the rows it writes, in the process that writes them, and never holds the whole table."""
+
+    __slots__ = ("n", "rows")
+
+    def __init__(self, n: int, rows: Callable[[int, int], list[Any]]) -> None:
+        self.n = n
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def object_array(items: list[Any]) -> np.ndarray:
     """A 1-d object array of `items` (which may themselves be sequences)."""
     out = np.empty(len(items), dtype=object)

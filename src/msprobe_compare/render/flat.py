@@ -11,7 +11,8 @@ are joined and written at once: the bytes are the same as a csv.writer / celltex
 
 Large tables are written by two processes (POSIX, two or more cores, no other threads running): a child forked
 for the purpose formats the second half of the rows into a part file while this process writes the first half;
-the part is then appended (in the kernel, copy_file_range) and removed. The bytes are the same as one process
+the part is then appended (in the kernel, copy_file_range) and removed. Given a celltext.ColumnBlocks, each process
+builds the columns of its own blocks only, after the fork. The bytes are the same as one process
 writes. If the child fails for any reason, this process writes the second half itself, so an error surfaces with
 its own message.
 """
@@ -41,7 +42,7 @@ from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column
+from msprobe_compare.render.celltext import Column, ColumnBlocks, TextRange
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -49,7 +50,7 @@ COLOUR_TEXT = {Colour.NONE: "", Colour.YELLOW: "yellow", Colour.RED: "red"}
 BLOCK_ROWS = 65536  # rows formatted at a time: bounds the memory of the cell texts
 PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
 
-Columns = Sequence["Column | Sequence[Any]"]
+Columns = Sequence["Column | Sequence[Any]"]  # or a ColumnBlocks: the columns built a block of rows at a time
 
 _NATIVE_ROWS = native.load("_csvrows")
 if _NATIVE_ROWS is not None:  # its cell kinds must be ours
@@ -68,29 +69,45 @@ def _colour_column(colours: Sequence[Colour] | np.ndarray, n: int) -> Column:
     return Column(codes=codes.astype(np.int32), table=table)
 
 
-def _n_rows(columns: Columns) -> int:
+def _n_rows(columns: Columns | ColumnBlocks) -> int:
+    if isinstance(columns, ColumnBlocks):
+        return len(columns)
     sizes = {len(c) for c in columns}
     if len(sizes) > 1:
         raise ValueError(f"columns of different lengths: {sorted(sizes)}")
     return sizes.pop() if sizes else 0
 
 
-def write_csv(path: Path, header: Sequence[str], columns: Columns,
+def _in_block(columns: Columns | ColumnBlocks, colour: Column | None, lo: int, hi: int) -> tuple[list[Any], int, int]:
+    """The columns holding rows [lo, hi) (then the colour column, if any) and where those rows are in them: built
+    for the block from a ColumnBlocks, else the whole columns."""
+    if not isinstance(columns, ColumnBlocks):
+        return [*columns, colour] if colour is not None else list(columns), lo, hi
+    cols = list(columns.rows(lo, hi))
+    if colour is not None:
+        assert colour.codes is not None
+        cols.append(Column(codes=colour.codes[lo:hi], table=colour.table))
+    return cols, 0, hi - lo
+
+
+def write_csv(path: Path, header: Sequence[str], columns: Columns | ColumnBlocks,
               colours: Sequence[Colour] | np.ndarray | None) -> None:  # fmt: skip
-    """The table (columns as table.Column or plain sequences of cell values) plus a "colour" column (none when
-    `colours` is None)."""
+    """The table (columns as table.Column or plain sequences of cell values, or a ColumnBlocks making them a
+    block at a time) plus a "colour" column (none when `colours` is None)."""
     n = _n_rows(columns)
-    cols = [*columns, _colour_column(colours, n)] if colours is not None else list(columns)
+    colour = _colour_column(colours, n) if colours is not None else None
     head = io.StringIO(newline="")
     csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
-    formats = [CsvFormat()] * len(cols)
+    shared = CsvFormat()  # it keeps what it learns of each column: for the whole columns of all blocks
     fast = native.load("_csvrows")
     digits = fast is not None and orjson_digits(fast, n)  # checked here, not again in a forked child
 
     def block(lo: int, hi: int) -> bytes:
+        cols, a, b = _in_block(columns, colour, lo, hi)
+        fmt = CsvFormat() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own format
         if fast is not None:
-            return fast.csv_block([_csv_spec(formats[0], col, lo, hi, digits) for col in cols], hi - lo)
-        items = row_items(formats, cols, lo, hi)
+            return fast.csv_block([_csv_spec(fmt, col, a, b, digits) for col in cols], b - a)
+        items = row_items([fmt] * len(cols), cols, a, b)
         return ("\r\n".join(map(",".join, zip(*items))) + "\r\n").encode("utf-8")
 
     _write_rows(path, n, head.getvalue().encode("utf-8"), block)
@@ -101,6 +118,9 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     (each distinct value formatted once per column); orjson's text of the numbers with them if `digits`."""
     if isinstance(col, Column) and col.codes is not None:
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
+    texts = col._objects if isinstance(col, Column) else None
+    if isinstance(texts, TextRange) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
+        return texts.items, texts.start + lo, None  # fields made in C from the whole list's texts, read in place
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
@@ -142,28 +162,37 @@ def _json_spec(fmt: JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, d
     return (*spec, fmt.prefix, fmt.suffix) if isinstance(spec, tuple) and len(spec) == 5 else spec
 
 
-def write_jsonl(path: Path, header: Sequence[str], columns: Columns, colours: Sequence[Colour] | np.ndarray) -> None:
+def write_jsonl(path: Path, header: Sequence[str], columns: Columns | ColumnBlocks,
+                colours: Sequence[Colour] | np.ndarray) -> None:  # fmt: skip
     """One JSON object per row: column name -> value (as celltext.json_value writes it), then "colour"."""
     n = _n_rows(columns)
-    if len(header) != len(columns):
+    if not isinstance(columns, ColumnBlocks) and len(header) != len(columns):
         raise ValueError(f"{len(header)} column names for {len(columns)} columns")
     keys = list(header) + ["colour"]
-    cols = [*columns, _colour_column(colours, n)]
+    colour = _colour_column(colours, n)
     # as a dict of the row would have it: a repeated name keeps its first place and its last value
     last = {name: k for k, name in enumerate(keys)}
     order = [last[name] for name in dict.fromkeys(keys)]
-    # the braces, commas and line end are baked into the cells: one join makes the lines of a block
-    formats = [JsonFormat(keys[k], "{" if pos == 0 else ",", "}\n" if pos == len(order) - 1 else "")
-               for pos, k in enumerate(order)]  # fmt: skip
-    ordered = [cols[k] for k in order]
+
+    def json_formats() -> list[JsonFormat]:
+        # the braces, commas and line end are baked into the cells: one join makes the lines of a block
+        return [JsonFormat(keys[k], "{" if pos == 0 else ",", "}\n" if pos == len(order) - 1 else "")
+                for pos, k in enumerate(order)]  # fmt: skip
+
+    shared = json_formats()  # for the whole columns of all blocks (they keep what they learn of each column)
     fast = native.load("_csvrows")
     digits = fast is not None and orjson_digits(fast, n)
 
     def block(lo: int, hi: int) -> bytes:
+        cols, a, b = _in_block(columns, colour, lo, hi)
+        if len(cols) != len(keys):
+            raise ValueError(f"{len(header)} column names for {len(cols) - 1} columns")
+        formats = json_formats() if isinstance(columns, ColumnBlocks) else shared
+        ordered = [cols[k] for k in order]
         if fast is not None:
-            specs = [_json_spec(f, col, lo, hi, digits) for f, col in zip(formats, ordered)]
-            return fast.csv_block(specs, hi - lo, True)
-        items = row_items(formats, ordered, lo, hi)
+            specs = [_json_spec(f, col, a, b, digits) for f, col in zip(formats, ordered)]
+            return fast.csv_block(specs, b - a, True)
+        items = row_items(formats, ordered, a, b)
         return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
 
     _write_rows(path, n, b"", block)

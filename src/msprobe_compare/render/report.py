@@ -193,6 +193,8 @@ def _write_set(
         style = table.Style(text_booleans=coloured and fmt == "xlsx")
         if style.text_booleans:
             columns = table.column_data(outcome, style)
+        elif fmt != "xlsx" and "html" not in formats:  # built a block at a time by the writer, in its processes
+            columns = table.column_blocks(outcome, style)
         else:
             columns = plain = plain or table.column_data(outcome, style)
         if fmt == "xlsx":

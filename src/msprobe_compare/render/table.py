@@ -22,7 +22,7 @@ from msprobe_compare.measure.tensor_rows import TensorColumns
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Cells, Column, object_array
+from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TextRange, object_array
 
 __all__ = ["Cells", "Column", "KIND_FLOAT", "KIND_INT", "KIND_OTHER", "KIND_PERCENT"]  # re-exported for writers
 
@@ -92,15 +92,17 @@ class Style:
         return str(value)
 
 
-def _stack_cells(outcome: CompareOutcome) -> Column:
-    """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded."""
+def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None) -> Column:
+    """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded; rows [lo, hi)."""
     npu = outcome.npu
-    codes = np.zeros(len(npu), dtype=np.int32)
+    hi = len(npu) if hi is None else hi
+    codes = np.zeros(hi - lo, dtype=np.int32)
     table = [NA]
-    ei = npu.entry_index
+    ei = npu.entry_index[lo:hi]
     code_of: dict[int, int] = {}  # id of a stack list -> its code (entries of one call site share the list)
     stacks, entries = npu.stacks, npu.entries
-    firsts = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]] if len(ei) else [])
+    first = lo == 0 or bool(len(ei)) and ei[0] != npu.entry_index[lo - 1]  # the block's first row starts an entry
+    firsts = np.flatnonzero(np.r_[first, ei[1:] != ei[:-1]] if len(ei) else [])
     if not stacks:
         return Column(codes=codes, table=table)
     for i, lines in zip(firsts.tolist(), map(stacks.get, map(entries.__getitem__, ei[firsts].tolist()))):
@@ -159,14 +161,15 @@ def _non_finite(objects: np.ndarray, values: np.ndarray, where: np.ndarray, styl
         objects[k] = style.number(float(values[k]))
 
 
-def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None) -> Column:
-    """A statistic column of `table` (rows `rows_idx`, -1 = N/A) as cells."""
-    n = len(table) if rows_idx is None else len(rows_idx)
+def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None,
+                 sl: slice = slice(None)) -> Column:  # fmt: skip
+    """A statistic column of `table` (its rows `sl`, or rows `rows_idx`, -1 = N/A) as cells."""
+    n = len(range(len(table))[sl]) if rows_idx is None else len(rows_idx)
     if len(table) == 0:
         return Column([NA] * n)
     if rows_idx is None:
         safe = None
-        vals, kinds = table.stats[:, col], table.stat_kind[:, col]
+        vals, kinds = table.stats[sl, col], table.stat_kind[sl, col]
     else:
         safe = np.maximum(rows_idx, 0)
         vals, kinds = table.stats[safe, col], table.stat_kind[safe, col]
@@ -180,7 +183,7 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     objects[kinds == StatKind.NONE] = "None"
     raw_rows = np.flatnonzero(kinds == StatKind.RAW)
     if len(raw_rows):
-        rows = raw_rows if safe is None else safe[raw_rows]
+        rows = raw_rows + (sl.start or 0) if safe is None else safe[raw_rows]
         objects[raw_rows] = object_array(_raw_cells(table, col, rows, style))
     if rows_idx is not None:
         miss = rows_idx < 0
@@ -245,80 +248,95 @@ def colour_codes(outcome: CompareOutcome) -> np.ndarray:
     return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
 
 
-def column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
-    """Each column of `header(outcome)` in compact form (see `Column`), in NPU row order."""
+def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | None = None) -> list[Column]:
+    """Each column of `header(outcome)` in compact form (see `Column`), in NPU row order: rows [lo, hi) (default:
+    all). The cells of a row do not depend on the range it is built in."""
     enabled = gc.isenabled()
     gc.disable()  # many new lists and object arrays, no cycles: a collection would walk the whole heap
     try:
-        return _column_data(outcome, style)
+        n = len(outcome.npu)
+        hi = n if hi is None else hi
+        if not 0 <= lo <= hi <= n:
+            raise ValueError(f"rows [{lo}, {hi}) of a table of {n}")
+        return _column_data(outcome, style, lo, hi)
     finally:
         if enabled:
             gc.enable()
 
 
-def _column_data(outcome: CompareOutcome, style: Style) -> list[Column]:
-    npu, bench, match = outcome.npu, outcome.bench, outcome.match
+def column_blocks(outcome: CompareOutcome, style: Style) -> ColumnBlocks:
+    """`column_data` of `outcome` built on demand, a range of rows at a time (by the writer that uses them)."""
+    return ColumnBlocks(len(outcome.npu), lambda lo, hi: column_data(outcome, style, lo, hi))
+
+
+def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> list[Column]:
+    npu, bench = outcome.npu, outcome.bench
+    sl = slice(lo, hi)
+    match = outcome.match[sl]
     v = outcome.verdict
-    n = len(npu)
     rg = {RG_TRUE: "True", RG_FALSE: "False", -1: NA}
-    consistent = _lookup(v.requires_grad_consistent.astype(np.int8), {1: style.boolean(True), 0: style.boolean(False)})
+    consistent = _lookup(v.requires_grad_consistent[sl].astype(np.int8),
+                         {1: style.boolean(True), 0: style.boolean(False)})  # fmt: skip
     bench_rg = np.where(match >= 0, bench.requires_grad[np.maximum(match, 0)] if len(bench) else -1, -1)
     cols: list[Column] = [
-        Column(npu.names), Column(_take(bench.names, match)), _coded(npu.dtype), _take_coded(bench.dtype, match),
-        _coded(npu.shape), _take_coded(bench.shape, match), _lookup(npu.requires_grad, rg), _lookup(bench_rg, rg),
+        Column(TextRange(npu.names, lo, hi) if isinstance(npu.names, list) else npu.names[sl]),
+        Column(_take(bench.names, match)), _coded(npu.dtype[sl]),
+        _take_coded(bench.dtype, match), _coded(npu.shape[sl]), _take_coded(bench.shape, match),
+        _lookup(npu.requires_grad[sl], rg), _lookup(bench_rg, rg),
     ]  # fmt: skip
     if outcome.mode is Mode.MD5:
-        cols += [Column([m or NA for m in npu.md5]), Column([m or NA for m in _take(bench.md5, match)]),
-                 consistent, _lookup(v.result, texts.RESULT_TEXT)]  # fmt: skip
+        cols += [Column([m or NA for m in npu.md5[sl]]), Column([m or NA for m in _take(bench.md5, match)]),
+                 consistent, _lookup(v.result[sl], texts.RESULT_TEXT)]  # fmt: skip
     else:
         if outcome.mode is Mode.SUMMARY:
             d = outcome.diffs
             assert d is not None
-            cols += [_diff_column(d.diff[:, c], d.diff_kind[:, c], style, False) for c in range(4)]
-            cols += [_diff_column(d.rel[:, c], d.rel_kind[:, c], style, True) for c in range(4)]
+            cols += [_diff_column(d.diff[sl, c], d.diff_kind[sl, c], style, False) for c in range(4)]
+            cols += [_diff_column(d.rel[sl, c], d.rel_kind[sl, c], style, True) for c in range(4)]
         else:
             tensors = outcome.tensors
             assert tensors is not None
-            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(n)))] or [[]] * len(TensorMetric)
-            cols += [Column(c) for c in metric]
-        cols += [_stat_column(npu, c, style) for c in range(4)]
+            metric = [list(c) for c in zip(*(_metric_cells(tensors, i, style) for i in range(lo, hi)))]
+            cols += [Column(c) for c in metric or [[]] * len(TensorMetric)]
+        cols += [_stat_column(npu, c, style, sl=sl) for c in range(4)]
         cols += [_stat_column(bench, c, style, match) for c in range(4)]
         cols.append(consistent)
         if outcome.mode is Mode.SUMMARY:
-            cols.append(_lookup(v.result, texts.RESULT_TEXT))
+            cols.append(_lookup(v.result[sl], texts.RESULT_TEXT))
         else:
             assert outcome.accuracy is not None
-            cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy.tolist()]))
-        cols.append(_messages(outcome))
+            cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy[sl].tolist()]))
+        cols.append(_messages(outcome, lo, hi))
     if outcome.show_stack:
-        cols.append(_stack_cells(outcome))
+        cols.append(_stack_cells(outcome, lo, hi))
     if outcome.mode is Mode.ALL:
         t = outcome.tensors
         assert t is not None
-        bench_files = [NA if f is None else f for f in t.bench_files]
-        cols.append(Column([str([t.npu_files[i], bench_files[i]]) for i in range(n)]))
+        cols.append(Column([str([t.npu_files[i], NA if t.bench_files[i] is None else t.bench_files[i]])
+                            for i in range(lo, hi)]))  # fmt: skip
     if outcome.layout is not None:
-        cols += [_coded(outcome.layout.ranks), _coded(outcome.layout.rules)]
+        cols += [_coded(outcome.layout.ranks[sl]), _coded(outcome.layout.rules[sl])]
     return cols
 
 
-def _messages(outcome: CompareOutcome) -> Column:
-    """Err_message per row: base message (+ real-data sentences, fuzzy note), then highlight reasons."""
-    v, marks, n = outcome.verdict, outcome.marks, len(outcome)
-    reasons = marks.reasons if marks is not None else np.zeros(n, dtype=np.int32)
-    fuzzy = outcome.fuzzy if outcome.fuzzy is not None else np.zeros(n, dtype=bool)
+def _messages(outcome: CompareOutcome, lo: int, hi: int) -> Column:
+    """Err_message of rows [lo, hi): base message (+ real-data sentences, fuzzy note), then highlight reasons."""
+    v, marks, n = outcome.verdict, outcome.marks, hi - lo
+    sl = slice(lo, hi)
+    reasons = marks.reasons[sl] if marks is not None else np.zeros(n, dtype=np.int32)
+    fuzzy = outcome.fuzzy[sl] if outcome.fuzzy is not None else np.zeros(n, dtype=bool)
     if outcome.mode is Mode.ALL:
         tensors = outcome.tensors
         assert tensors is not None
         out = []
-        for i, (flags, why, fz) in enumerate(zip(v.messages.tolist(), reasons.tolist(), fuzzy.tolist())):
+        for i, (flags, why, fz) in enumerate(zip(v.messages[sl].tolist(), reasons.tolist(), fuzzy.tolist()), lo):
             base = _tensor_message(tensors, i, texts.base_message(flags)) + (texts.FUZZY_TEXT if fz else "")
             out.append(texts.join_message(base, texts.reason_lines(why)))
         return Column(out)
     if not n:
         return Column([])
     # one text per distinct (flags, reasons, fuzzy): a key of three small non-negative codes
-    key = (np.asarray(v.messages, dtype=np.int64) << 40) | (np.asarray(reasons, dtype=np.int64) << 1)
+    key = (np.asarray(v.messages[sl], dtype=np.int64) << 40) | (np.asarray(reasons, dtype=np.int64) << 1)
     key |= np.asarray(fuzzy, dtype=bool)
     uniq, inverse = np.unique(key, return_inverse=True)
     table = []
