@@ -12,7 +12,8 @@ explains them with the measurements that chose the constants):
 - per-row measures that stay meaningful near zero: the relative change of the Norm and the change of the Mean
   relative to the RMS (Norm/sqrt(numel)); in tensor mode the relative L2 error ||a-b||/||b||;
 - a robust pairing of calls for the analysis: (enclosing module, API, k-th call of that API inside the module),
-  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module.
+  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module; inside
+  one module, the calls of one API are aligned by signature where the counters pair calls that do not look alike.
 """
 
 from __future__ import annotations
@@ -405,8 +406,9 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
     under another module pair otherwise than by name; their calls are re-paired. Where a (module, API) group's
     call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
-    and arguments, and the rest stay unpaired. Returns the bench row per NPU row (-1: none) and the number of
-    calls paired differently from the table.
+    and arguments, and the rest stay unpaired; where the counts agree but the counters pair calls of differing
+    signatures (an extra and a missing call inside one module), by signature (`_align_by_signature`). Returns the
+    bench row per NPU row (-1: none) and the number of calls paired differently from the table.
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
