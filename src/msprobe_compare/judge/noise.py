@@ -268,6 +268,18 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
     diff[nonfinite] = np.inf
 
 
+def nonfinite_rows(npu: RowTable, bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per NPU row: a NaN/Inf statistic on one side only, and on either side (unpaired rows: neither); for md5
+    dumps, which record the statistics beside the md5."""
+    hit = match >= 0
+    if not len(bench):
+        return np.zeros(len(npu), dtype=bool), np.zeros(len(npu), dtype=bool)
+    cols = np.where(hit, match, 0)
+    finite_n = _finite(npu.stats, npu.stat_kind)
+    finite_b = _finite(bench.stats[cols], bench.stat_kind[cols])
+    return hit & (finite_n != finite_b), hit & ~(finite_n & finite_b)
+
+
 def row_numel(table: RowTable) -> np.ndarray:
     """The element count of each row's shape (`numel`), once per distinct shape text."""
     distinct, codes = text_codes(table.shape)
