@@ -429,7 +429,7 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
         out, moved = match, None
     else:
         out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset)
-    out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, bset)
+    out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, nset, bset)
     return out, int(np.count_nonzero(moved)) if moved is not None else 0
 
 
@@ -510,7 +510,7 @@ SIGNATURE_ROWS = 1 << 17  # rows whose signatures the same-count alignment reads
 
 def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray, out: np.ndarray,
                         moved: np.ndarray | None, npu_parents: dict[str, str | None],
-                        bench_parents: dict[str, str | None],
+                        bench_parents: dict[str, str | None], nset: set[str],
                         bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """Inside one module, the calls of one API with as many calls on both sides but signatures that do not line
     up by counter (an extra call of the API and a missing one inside the same module leave every name and parent
@@ -532,7 +532,7 @@ def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray,
         return out, moved
     wanted = {(npu_parents.get(entries[e]), call_key(entries[e])) for e in np.flatnonzero(odd).tolist()}
     keys = {k for _, k in wanted}
-    ngroups = _members(entries, set(entries), keys, npu_parents, wanted)
+    ngroups = _members(entries, nset, keys, npu_parents, wanted)
     bgroups = _members(bench.entries, bset, keys, bench_parents, wanted)
     budget = SIGNATURE_ROWS
     nb, bb = npu.entry_bounds, bench.entry_bounds
