@@ -185,3 +185,46 @@ def test_every_rank_of_a_mindspore_step_folder(more_cases, run_cli):
     doc = json.loads(run.one("diff_analyze_*.json").read_text())
     assert doc["rank_0"] == [] and doc["rank_2"] == []
     assert doc["rank_1"][0]["op_name"] in truth["rank1"]
+
+
+# MindSpore version A against version B: the npu side made with MindSpore 2.8.0 (make_ms.py in its own virtualenv),
+# the bench with 2.7.1 (the bench dumps of ms_mlp_fp16_none_mix_stat / ms_tfm_fp16_none_mix_stat); npu in float32
+# (`v28`: only the release differs) or under to_float(float16) (`v28fp16`)
+VERSION_ARCHIVE = DATA / "noise" / "noise_ms_version.tar.xz"
+VERSION_CASES = [
+    "ms_mlp_v28_none_mix_stat", "ms_mlp_v28_scale1p1_L3_mix_stat", "ms_mlp_v28fp16_none_mix_stat",
+    "ms_mlp_v28fp16_scale1p1_L3_mix_stat", "ms_tfm_v28_none_mix_stat", "ms_tfm_v28_scale1p1_L1_mix_stat",
+    "ms_tfm_v28_softmaxdim_L0_mix_stat", "ms_tfm_v28fp16_none_mix_stat", "ms_tfm_v28fp16_scale1p1_L1_mix_stat",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def version_cases(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("noise_ms_version")
+    with tarfile.open(VERSION_ARCHIVE) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(root, filter="data")
+        else:  # Python without extraction filters: our own archive
+            tar.extractall(root)
+    return root
+
+
+def test_version_archive_holds_every_case(version_cases):
+    assert sorted(p.name for p in version_cases.iterdir()) == sorted(VERSION_CASES)
+    assert VERSION_ARCHIVE.stat().st_size < 600_000
+
+
+@pytest.mark.parametrize("name", VERSION_CASES)
+def test_version_a_against_b(name, version_cases, monkeypatch):
+    """MindSpore 2.8.0 against 2.7.1: the releases differ by an ulp or so in float32 (in the backward pass), so
+    a noise-only run has differing calls but names nothing; a bug is named first, never another op."""
+    rc = _rootcause(version_cases / name, monkeypatch)
+    truth = json.loads((version_cases / name / "TRUTH.json").read_text())
+    assert rc.lowest_precision == ("float16" if "fp16" in truth["noise"] else "float32")
+    origins = [o.entry for o in rc.origins]
+    if not truth["origin"]:
+        assert origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
+        assert CallState.NOISE in rc.states  # the two releases do differ
+        return
+    assert origins and origins[0] in truth["origin"], [story.origin_description(o) for o in rc.origins]
+    assert all(o in truth["origin"] for o in origins), origins
