@@ -6,6 +6,8 @@ Needs mindstudio-probe 8.3.3 and MindSpore (CPU wheel, PyNative) in a separate v
     python3 -m venv /tmp/msvenv && /tmp/msvenv/bin/pip install mindspore==2.7.1 mindstudio-probe==8.3.3
     /tmp/msvenv/bin/python make_ms.py --model mlp --side npu --bug scale --layer 3 --out DIR
 
+The same script runs under MindSpore 2.8.0 (the version-A-against-B cases: a second virtualenv with
+mindspore==2.8.0 mindstudio-probe==8.3.3; 2.6.0 has no wheel for Python 3.11).
 fp16, not bf16: the MindSpore CPU kernels have no bfloat16 Mul/MatMul ("Select CPU operator[Mul] fail!").
 Models: `mlp` (6 residual blocks x + GELU(LayerNorm(Lin(x))) of width 32, `Lin` a cell around nn.Dense, head,
 cross-entropy) and `tfm` (2 pre-LN transformer blocks, width 32, 2 heads, attention written with ops.matmul and
