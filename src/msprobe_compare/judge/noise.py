@@ -524,16 +524,16 @@ def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray,
     odd = np.zeros(len(entries), dtype=bool)
     unpaired = np.flatnonzero(out < 0)
     if len(unpaired):
-        odd[[e for e in np.unique(ei[unpaired]).tolist() if entries[e] in bset]] = True
+        calls = np.flatnonzero(np.bincount(ei[unpaired], minlength=len(entries))).tolist()
+        odd[[e for e in calls if entries[e] in bset]] = True
     rows = np.flatnonzero(npu.dtype_mask(_is_arg_dtype) & (out >= 0))
     if len(rows):
         odd[ei[rows[_values_differ(npu, bench, rows, out[rows])]]] = True
     if not odd.any():
         return out, moved
     wanted = {(npu_parents.get(entries[e]), call_key(entries[e])) for e in np.flatnonzero(odd).tolist()}
-    keys = {k for _, k in wanted}
-    ngroups = _members(entries, nset, keys, npu_parents, wanted)
-    bgroups = _members(bench.entries, bset, keys, bench_parents, wanted)
+    ngroups = _members(entries, nset, npu_parents, wanted)
+    bgroups = _members(bench.entries, bset, bench_parents, wanted)
     budget = SIGNATURE_ROWS
     nb, bb = npu.entry_bounds, bench.entry_bounds
     for group, es in ngroups.items():
@@ -575,13 +575,18 @@ def _first_pair(bench: RowTable, match: np.ndarray, bounds: np.ndarray, e: int) 
     return int(bench.entry_index[hits[0]]) if len(hits) else -1
 
 
-def _members(entries: list[str], present: set[str], keys: set[str], parents: dict[str, str | None],
+def _members(entries: list[str], present: set[str], parents: dict[str, str | None],
              wanted: set[tuple[str | None, str]]) -> dict[tuple[str | None, str], list[int]]:  # fmt: skip
-    """The calls of each wanted (enclosing module, API) group, in execution order."""
-    calls = _calls_of(entries, present, keys)
+    """The calls of each wanted (enclosing module, API) group, in execution order: the children of the wanted
+    modules in construct.json (filtered in C), then their place in the dump."""
+    modules = {m for m, _ in wanted}
+    kids = {k for k in itertools.compress(parents, map(modules.__contains__, parents.values())) if k in present}
+    if not kids:
+        return {}
+    calls = np.flatnonzero(np.fromiter(map(kids.__contains__, entries), dtype=bool, count=len(entries))).tolist()
     out: dict[tuple[str | None, str], list[int]] = {}
     for e, key in zip(calls, call_keys([entries[e] for e in calls])):
-        group = (parents.get(entries[e]), key)
+        group = (parents[entries[e]], key)
         if group in wanted:
             out.setdefault(group, []).append(e)
     return out
@@ -601,9 +606,14 @@ def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.n
     """Per non-tensor argument row paired with bench row `brows`: whether the recorded values differ."""
     nk, bk = npu.stat_kind[rows, 0], bench.stat_kind[brows, 0]
     numeric = (nk <= StatKind.INT) & (bk <= StatKind.INT)
-    differ = ~numeric | (npu.stats[rows, 0] != bench.stats[brows, 0])
-    for k in np.flatnonzero(~numeric).tolist():  # None, NaN, bool, str: few
-        differ[k] = _arg_value(npu.stat_display(int(rows[k]), 0)) != _arg_value(bench.stat_display(int(brows[k]), 0))
+    differ = np.where(numeric, npu.stats[rows, 0] != bench.stats[brows, 0], nk != bk)  # None, NaN: by kind
+    raw = np.flatnonzero((nk == StatKind.RAW) & (bk == StatKind.RAW))
+    if len(raw):  # bool, str: compared as values, a floating dtype name as any other
+        a, b = npu.raw.column(rows[raw].tolist(), 0), bench.raw.column(brows[raw].tolist(), 0)
+        ne = np.fromiter(map(operator.ne, a, b), dtype=bool, count=len(raw))
+        for k in np.flatnonzero(ne).tolist():
+            ne[k] = _arg_value(a[k]) != _arg_value(b[k])
+        differ[raw] = ne
     return differ
 
 
