@@ -334,3 +334,87 @@ def test_repairing_when_both_sides_keep_the_same_names(cases, monkeypatch, tmp_p
     # the table keeps the reference's pairing by name (block 1's q_proj with k_proj: same shapes)
     table = {npu.names[i]: bench.names[j] for i, j in enumerate(o.match.tolist()) if j >= 0}
     assert table["Functional.linear.7.forward.input.0"] == "Functional.linear.7.forward.input.0"
+
+
+def _extra_and_missing_in_one_module(src: Path, dst: Path) -> None:
+    """A copy of a real dump whose npu side has, inside block 1's Attention, one extra `Tensor.transpose` call
+    (a copy of its k.transpose(-2, -1), before its q transpose) and lacks the last one (the output's transpose),
+    forward and backward: the five calls of block 1 are renumbered, so both sides keep the same call names and the
+    same construct.json parents, and by counter every call of the module pairs with its neighbour."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    rank = dst / "npu/step0/rank"
+    doc = json.loads((rank / "dump.json").read_text())
+    tree = json.loads((rank / "construct.json").read_text())
+    renumber = {f"Tensor.transpose.{k}.{d}": f"Tensor.transpose.{k + 1}.{d}" for k in range(5, 9)
+                for d in ("forward", "backward")}  # fmt: skip
+    data, new_tree = {}, {}
+    for name, value in doc["data"].items():
+        if name.startswith("Tensor.transpose.9."):  # the missing call
+            continue
+        extra = name if name.startswith("Tensor.transpose.5.") else None
+        if extra and extra.endswith("forward"):  # the extra call runs before the q transpose
+            data[extra], new_tree[extra] = doc["data"]["Tensor.transpose.8.forward"], tree[name]
+        data[renumber.get(name, name)] = value
+        if name in tree:
+            new_tree[renumber.get(name, name)] = tree[name]
+        if extra and extra.endswith("backward"):  # and its backward after the q transpose's
+            data[extra], new_tree[extra] = doc["data"]["Tensor.transpose.8.backward"], tree[name]
+    new_tree.update({k: v for k, v in tree.items() if k not in doc["data"]})  # the module calls
+    doc["data"] = data
+    assert list(data).count("Tensor.transpose.9.forward") == 1 and len(data) == len(json.loads(
+        (src / "npu/step0/rank/dump.json").read_text())["data"])  # fmt: skip
+    (rank / "dump.json").write_text(json.dumps(doc))
+    (rank / "construct.json").write_text(json.dumps(new_tree))
+
+
+def test_extra_and_missing_call_inside_one_module_align_by_signature(cases, monkeypatch, tmp_path):
+    """Same names, same parents, shifted calls: the calls of one API inside one module are aligned by signature
+    (shapes, dtype kinds, argument values), so only the extra call stays unpaired; the table keeps the names."""
+    case = tmp_path / "case"
+    _extra_and_missing_in_one_module(cases / "tfm_amp_nobug_stat", case)
+    o = _outcome(case, monkeypatch)
+    rc = o.rootcause
+    assert rc.origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
+    assert rc.repaired == 10  # block 1's five transposes, forward and backward
+    assert "10 calls paired by enclosing module for the analysis" in story.noise_model_line(rc)
+    npu, bench = o.npu, o.bench
+    match, n = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
+    assert n == 10
+    pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
+    assert not any(k.startswith("Tensor.transpose.5.") for k in pairs)  # the extra call, forward and backward
+    for k in range(6, 10):
+        for d in ("forward.input.0", "forward.output.0", "backward.output.0"):
+            assert pairs[f"Tensor.transpose.{k}.{d}"] == f"Tensor.transpose.{k - 1}.{d}"
+    assert not any(v.startswith("Tensor.transpose.9.") for v in pairs.values())  # the npu has no output transpose
+    for k in (*range(5), *range(10, 20)):  # the other blocks' transposes keep their names
+        assert pairs[f"Tensor.transpose.{k}.forward.input.0"] == f"Tensor.transpose.{k}.forward.input.0"
+    assert rc.states[rc.entries.index("Tensor.transpose.5.forward")] is CallState.UNKNOWN
+    # the table keeps the reference's pairing by name: the extra call against the bench's q transpose
+    table = {npu.names[i]: bench.names[j] for i, j in enumerate(o.match.tolist()) if j >= 0}
+    assert table["Tensor.transpose.5.forward.input.1"] == "Tensor.transpose.5.forward.input.1"
+    assert table["Tensor.transpose.6.forward.input.0"] == "Tensor.transpose.6.forward.input.0"
+    # bounded: beyond the signature budget the calls pair by counter, and the shift shows as differing arguments
+    monkeypatch.setattr(noise, "SIGNATURE_ROWS", 10)
+    rc = _outcome(case, monkeypatch).rootcause
+    assert rc.repaired == 0 and [x.entry for x in rc.origins] == ["Tensor.transpose.5.forward",
+                                                                  "Tensor.transpose.8.forward"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["tfm_amp_nobug_stat", "tfm_amp_softmaxdim_L2_stat", "tfm_amp_eps_L1_stat"])
+def test_signature_alignment_leaves_aligned_calls_alone(name, cases, monkeypatch, tmp_path):
+    """Runs whose calls line up by counter keep the table's pairing: identical runs (the npu side against a copy of
+    itself) and runs whose one differing argument is the bug (signatures differing alike at one place)."""
+    import shutil
+
+    o = _outcome(cases / name, monkeypatch)
+    match, n = noise.analysis_match(o.npu, o.bench, o.match, o.rootcause.parents, _bench_tree(cases / name))
+    assert n == 0 and o.rootcause.repaired == 0 and (match == o.match).all()
+    same = tmp_path / "same"
+    shutil.copytree(cases / name, same)
+    shutil.rmtree(same / "bench")
+    shutil.copytree(same / "npu", same / "bench")
+    o = _outcome(same, monkeypatch)
+    assert o.rootcause.repaired == 0 and o.rootcause.origins == [] and o.rootcause.suspects == []
+    assert set(o.rootcause.states) <= {CallState.OK}

@@ -114,3 +114,117 @@ def test_float32_statistics_recorded_in_float16(cases, monkeypatch):
     assert (noise.stat_bits(o.bench) == noise._per_row(o.bench, 1)).all()
     ones = o.npu.names.index("Primitive.layer_norm.LayerNorm.0.forward.input.2")  # beta: zeros
     assert noise.stat_bits(o.npu)[ones] == noise._per_row(o.npu, 1)[ones]
+
+
+# md5 dumps and a step folder of three ranks, made with make_ms.py (--summary md5, --data-seed), the same models
+MORE_ARCHIVE = DATA / "noise" / "noise_ms_more.tar.xz"
+MD5_CASES = ["ms_mlp_fp16_gelutanh_L4_mix_md5", "ms_mlp_fp16_nan_L2_mix_md5", "ms_mlp_fp16_none_mix_md5",
+             "ms_mlp_fp16_scale1p1_L3_mix_md5", "ms_tfm_fp16_softmaxdim_L0_mix_md5"]  # fmt: skip
+RANKS_CASE = "ms_tfm_fp16_ranks_mix_stat"
+
+
+@pytest.fixture(scope="module")
+def more_cases(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("noise_ms_more")
+    with tarfile.open(MORE_ARCHIVE) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(root, filter="data")
+        else:  # Python without extraction filters: our own archive
+            tar.extractall(root)
+    return root
+
+
+def test_more_archive_holds_every_case(more_cases):
+    assert sorted(p.name for p in more_cases.iterdir()) == sorted(MD5_CASES + [RANKS_CASE])
+    assert MORE_ARCHIVE.stat().st_size < 600_000
+
+
+@pytest.mark.parametrize("name", MD5_CASES)
+def test_md5_names_no_other_op(name, more_cases, monkeypatch):
+    """md5 under float16 cannot tell rounding from a bug: every call differs from the first cast one. A differing
+    argument and a new NaN (md5 dumps record the statistics too) are still origins; nothing else is named, and a
+    noise-only run (or an x1.1 bug md5 cannot see) names nothing: the inputs of the first call differ only because
+    to_float(float16) cast them (Float16 against Float32), which is no evidence."""
+    rc = _rootcause(more_cases / name, monkeypatch)
+    truth = json.loads((more_cases / name / "TRUTH.json").read_text())
+    origins = [o.entry for o in rc.origins]
+    assert all(o in truth["origin"] for o in origins), origins  # never another op as origin
+    assert rc.suspects == [], [story.suspect_description(s) for s in rc.suspects]
+    if truth["kind"] in ("none", "scale1p1"):
+        assert origins == []
+        assert CallState.NOISE in rc.states and CallState.SUSPECT not in rc.states
+        return
+    assert origins[:1] == [truth["twin_first_origin"]]
+    kind = OriginKind.CONFIGURATION if truth["kind"] in ("gelutanh", "softmaxdim") else OriginKind.COMPUTATION
+    assert rc.first.kind is kind and rc.first.nonfinite == (truth["kind"] == "nan")
+
+
+def test_md5_first_call_inputs_cast_by_to_float(more_cases, monkeypatch):
+    """The first call's inputs: Float16 md5 against Float32 md5 (they must differ): noise, not a suspect."""
+    monkeypatch.chdir(more_cases / "ms_mlp_fp16_none_mix_md5")
+    o = build_outcome(load_config(Path("compare.json"), Options(framework="mindspore")),
+                      Console(stream=open("/dev/null", "w")))  # fmt: skip
+    first = o.rootcause.entries[0]
+    row = o.npu.names.index(first + ".input.0")
+    j = int(o.match[row])
+    assert (o.npu.dtype[row], o.bench.dtype[j]) == ("Float16", "Float32") and o.npu.md5[row] != o.bench.md5[j]
+    assert o.rootcause.states[0] is CallState.NOISE
+
+
+def test_every_rank_of_a_mindspore_step_folder(more_cases, run_cli):
+    """Three ranks (single-device runs of data parallelism: the same weights, other batches) under float16 noise:
+    rank1 has the x1.1 bug in block 1's Lin, ranks 0 and 2 are noise only."""
+    case = more_cases / RANKS_CASE
+    truth = json.loads((case / "TRUTH.json").read_text())["origin"]
+    assert truth["rank0"] == truth["rank2"] == [] and truth["rank1"]
+    run = run_cli(case, "mindspore", "-da")
+    assert run.code == 0, run.out
+    assert "Root cause of rank0" not in run.out and "Root cause of rank2" not in run.out
+    assert "Root cause of rank1: Cell.backbone.blocks.1.fc1.Lin.forward.0: outputs differ beyond the noise" in run.out
+    assert "Earliest root cause across ranks: rank1: Cell.backbone.blocks.1.fc1.Lin.forward.0" in run.out
+    doc = json.loads(run.one("diff_analyze_*.json").read_text())
+    assert doc["rank_0"] == [] and doc["rank_2"] == []
+    assert doc["rank_1"][0]["op_name"] in truth["rank1"]
+
+
+# MindSpore version A against version B: the npu side made with MindSpore 2.8.0 (make_ms.py in its own virtualenv),
+# the bench with 2.7.1 (the bench dumps of ms_mlp_fp16_none_mix_stat / ms_tfm_fp16_none_mix_stat); npu in float32
+# (`v28`: only the release differs) or under to_float(float16) (`v28fp16`)
+VERSION_ARCHIVE = DATA / "noise" / "noise_ms_version.tar.xz"
+VERSION_CASES = [
+    "ms_mlp_v28_none_mix_stat", "ms_mlp_v28_scale1p1_L3_mix_stat", "ms_mlp_v28fp16_none_mix_stat",
+    "ms_mlp_v28fp16_scale1p1_L3_mix_stat", "ms_tfm_v28_none_mix_stat", "ms_tfm_v28_scale1p1_L1_mix_stat",
+    "ms_tfm_v28_softmaxdim_L0_mix_stat", "ms_tfm_v28fp16_none_mix_stat", "ms_tfm_v28fp16_scale1p1_L1_mix_stat",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def version_cases(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("noise_ms_version")
+    with tarfile.open(VERSION_ARCHIVE) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(root, filter="data")
+        else:  # Python without extraction filters: our own archive
+            tar.extractall(root)
+    return root
+
+
+def test_version_archive_holds_every_case(version_cases):
+    assert sorted(p.name for p in version_cases.iterdir()) == sorted(VERSION_CASES)
+    assert VERSION_ARCHIVE.stat().st_size < 600_000
+
+
+@pytest.mark.parametrize("name", VERSION_CASES)
+def test_version_a_against_b(name, version_cases, monkeypatch):
+    """MindSpore 2.8.0 against 2.7.1: the releases differ by an ulp or so in float32 (in the backward pass), so
+    a noise-only run has differing calls but names nothing; a bug is named first, never another op."""
+    rc = _rootcause(version_cases / name, monkeypatch)
+    truth = json.loads((version_cases / name / "TRUTH.json").read_text())
+    assert rc.lowest_precision == ("float16" if "fp16" in truth["noise"] else "float32")
+    origins = [o.entry for o in rc.origins]
+    if not truth["origin"]:
+        assert origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
+        assert CallState.NOISE in rc.states  # the two releases do differ
+        return
+    assert origins and origins[0] in truth["origin"], [story.origin_description(o) for o in rc.origins]
+    assert all(o in truth["origin"] for o in origins), origins

@@ -12,7 +12,8 @@ explains them with the measurements that chose the constants):
 - per-row measures that stay meaningful near zero: the relative change of the Norm and the change of the Mean
   relative to the RMS (Norm/sqrt(numel)); in tensor mode the relative L2 error ||a-b||/||b||;
 - a robust pairing of calls for the analysis: (enclosing module, API, k-th call of that API inside the module),
-  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module.
+  so an extra call on one side (a fused kernel against its unfused parts) shifts nothing outside its module; inside
+  one module, the calls of one API are aligned by signature where the counters pair calls that do not look alike.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import itertools
 import math
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -29,6 +31,7 @@ import numpy as np
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, UNIT_ROUNDOFF, MetricState
+from msprobe_compare.pair.exact import dtype_category
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,18 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
     diff[nonfinite] = np.inf
 
 
+def nonfinite_rows(npu: RowTable, bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per NPU row: a NaN/Inf statistic on one side only, and on either side (unpaired rows: neither); for md5
+    dumps, which record the statistics beside the md5."""
+    hit = match >= 0
+    if not len(bench):
+        return np.zeros(len(npu), dtype=bool), np.zeros(len(npu), dtype=bool)
+    cols = np.where(hit, match, 0)
+    finite_n = _finite(npu.stats, npu.stat_kind)
+    finite_b = _finite(bench.stats[cols], bench.stat_kind[cols])
+    return hit & (finite_n != finite_b), hit & ~(finite_n & finite_b)
+
+
 def row_numel(table: RowTable) -> np.ndarray:
     """The element count of each row's shape (`numel`), once per distinct shape text."""
     distinct, codes = text_codes(table.shape)
@@ -403,15 +418,28 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
     under another module pair otherwise than by name; their calls are re-paired. Where a (module, API) group's
     call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
-    and arguments, and the rest stay unpaired. Returns the bench row per NPU row (-1: none) and the number of
-    calls paired differently from the table.
+    and arguments, and the rest stay unpaired; where the counts agree but the counters pair calls of differing
+    signatures (an extra and a missing call inside one module), by signature (`_align_by_signature`). Returns the
+    bench row per NPU row (-1: none) and the number of calls paired differently from the table.
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
-    n_entries = len(npu.entries)
     nset, bset = set(npu.entries), set(bench.entries)
     if nset == bset and npu_parents == bench_parents:
-        return match, 0
+        out, moved = match, None
+    else:
+        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset)
+    out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, nset, bset)
+    return out, int(np.count_nonzero(moved)) if moved is not None else 0
+
+
+def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None],
+                       bench_parents: dict[str, str | None], nset: set[str],
+                       bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """analysis_match for the APIs renumbered between the sides or moved under another module: their calls
+    re-paired by (module, API, k-th call). Returns the rows' bench rows and, per NPU call, whether it is paired
+    otherwise than in the table (None: no call is)."""
+    n_entries = len(npu.entries)
     only_n, only_b = nset - bset, bset - nset
     stems = _shifted(only_n, bset) | _shifted(only_b, nset)
     # a call sits under another module where its module call exists on one side only
@@ -425,7 +453,7 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
     stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
     if not stems:
-        return match, 0
+        return match, None
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
     ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
     bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
@@ -454,21 +482,150 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     keep[nsub_a] = ~has | ((names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) &
                            (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
     out = np.where(keep[ei], match, -1)
-    changed = np.flatnonzero(~keep & (paired >= 0))
-    if len(changed):
-        nstart = np.searchsorted(ei, np.arange(n_entries + 1)) if _ordered(ei) else None
-        bei = bench.entry_index
-        bstart = np.searchsorted(bei, np.arange(len(bench.entries) + 1)) if _ordered(bei) else None
-        for e in changed.tolist():
-            b = int(paired[e])
-            nrows = range(nstart[e], nstart[e + 1]) if nstart is not None else np.flatnonzero(ei == e).tolist()
-            brows = range(bstart[b], bstart[b + 1]) if bstart is not None else np.flatnonzero(bei == b).tolist()
-            nlen, blen = len(npu.entries[e]), len(bench.entries[b])
-            suffix = {bench.names[j][blen:]: j for j in brows}
-            for i in nrows:
-                out[i] = suffix.get(npu.names[i][nlen:], -1)
-    n_moved = int(np.count_nonzero(~keep & ((paired >= 0) | (table_pair >= 0))))
-    return out, n_moved
+    changed = np.flatnonzero(~keep & (paired >= 0)).tolist()
+    _pair_rows(npu, bench, out, zip(changed, paired[changed].tolist()))
+    return out, ~keep & ((paired >= 0) | (table_pair >= 0))
+
+
+def _pair_rows(npu: RowTable, bench: RowTable, out: np.ndarray, pairs: Iterable[tuple[int, int]]) -> None:
+    """For each (NPU call, bench call) of `pairs`, the call's rows paired in `out` with the bench call's rows of the
+    same place (bench call -1: every row unpaired)."""
+    ei, bei = npu.entry_index, bench.entry_index
+    nstart = npu.entry_bounds if _ordered(ei) else None
+    bstart = bench.entry_bounds if _ordered(bei) else None
+    for e, b in pairs:
+        nrows = range(nstart[e], nstart[e + 1]) if nstart is not None else np.flatnonzero(ei == e).tolist()
+        if b < 0:
+            out[list(nrows)] = -1
+            continue
+        brows = range(bstart[b], bstart[b + 1]) if bstart is not None else np.flatnonzero(bei == b).tolist()
+        nlen, blen = len(npu.entries[e]), len(bench.entries[b])
+        suffix = {bench.names[j][blen:]: j for j in brows}
+        for i in nrows:
+            out[i] = suffix.get(npu.names[i][nlen:], -1)
+
+
+SIGNATURE_ROWS = 1 << 17  # rows whose signatures the same-count alignment reads per compare; beyond: counters
+
+
+def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray, out: np.ndarray,
+                        moved: np.ndarray | None, npu_parents: dict[str, str | None],
+                        bench_parents: dict[str, str | None], nset: set[str],
+                        bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """Inside one module, the calls of one API with as many calls on both sides but signatures that do not line
+    up by counter (an extra call of the API and a missing one inside the same module leave every name and parent
+    as it was, and shift the calls between the two): aligned by signature (`_call_signature`) with a sequence
+    alignment, so only the extra call stays unpaired. Looked at only where the pairing so far leaves a row of a
+    call unpaired or pairs differing argument values; groups whose signatures agree in order, or whose size
+    passes ALIGN_LIMIT or the SIGNATURE_ROWS budget, keep their counters."""
+    import difflib
+
+    ei, entries = npu.entry_index, npu.entries
+    odd = np.zeros(len(entries), dtype=bool)
+    unpaired = np.flatnonzero(out < 0)
+    if len(unpaired):
+        calls = np.flatnonzero(np.bincount(ei[unpaired], minlength=len(entries))).tolist()
+        odd[[e for e in calls if entries[e] in bset]] = True
+    rows = np.flatnonzero(npu.dtype_mask(_is_arg_dtype) & (out >= 0))
+    if len(rows):
+        odd[ei[rows[_values_differ(npu, bench, rows, out[rows])]]] = True
+    if not odd.any():
+        return out, moved
+    wanted = {(npu_parents.get(entries[e]), call_key(entries[e])) for e in np.flatnonzero(odd).tolist()}
+    ngroups = _members(entries, nset, npu_parents, wanted)
+    bgroups = _members(bench.entries, bset, bench_parents, wanted)
+    budget = SIGNATURE_ROWS
+    nb, bb = npu.entry_bounds, bench.entry_bounds
+    for group, es in ngroups.items():
+        bs = bgroups.get(group, [])
+        if len(es) != len(bs) or len(es) < 2 or len(es) * len(bs) > ALIGN_LIMIT:
+            continue  # calls on one side only are the renumbering's (_repair_renumbered)
+        budget -= int(nb[es[-1] + 1] - nb[es[0]] + bb[bs[-1] + 1] - bb[bs[0]])
+        if budget < 0:
+            break
+        nsig, bsig = [_call_signature(npu, e) for e in es], [_call_signature(bench, b) for b in bs]
+        if nsig == bsig:
+            continue
+        new = np.full(len(es), -1, dtype=np.int64)
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, nsig, bsig, autojunk=False).get_opcodes():
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):  # differing alike: by counter
+                new[i1:i2] = bs[j1:j2]
+        if (new == np.asarray(bs)).all():
+            continue
+        if moved is None:
+            moved = np.zeros(len(entries), dtype=bool)
+        if out is table_match:  # the table's pairing stays as it is
+            out = table_match.copy()
+        paired = {}
+        for e, b in zip(es, new.tolist()):
+            table_pair = _first_pair(bench, table_match, nb, e)
+            if b == table_pair:
+                out[nb[e]: nb[e + 1]] = table_match[nb[e]: nb[e + 1]]
+            elif b != _first_pair(bench, out, nb, e):
+                paired[e] = b
+            moved[e] = b != table_pair
+        _pair_rows(npu, bench, out, paired.items())
+    return out, moved
+
+
+def _first_pair(bench: RowTable, match: np.ndarray, bounds: np.ndarray, e: int) -> int:
+    """The bench call of NPU call e's first paired row (-1: none)."""
+    hits = match[bounds[e]: bounds[e + 1]]
+    hits = hits[hits >= 0]
+    return int(bench.entry_index[hits[0]]) if len(hits) else -1
+
+
+def _members(entries: list[str], present: set[str], parents: dict[str, str | None],
+             wanted: set[tuple[str | None, str]]) -> dict[tuple[str | None, str], list[int]]:  # fmt: skip
+    """The calls of each wanted (enclosing module, API) group, in execution order: the children of the wanted
+    modules in construct.json (filtered in C), then their place in the dump."""
+    modules = {m for m, _ in wanted}
+    kids = {k for k in itertools.compress(parents, map(modules.__contains__, parents.values())) if k in present}
+    if not kids:
+        return {}
+    calls = np.flatnonzero(np.fromiter(map(kids.__contains__, entries), dtype=bool, count=len(entries))).tolist()
+    out: dict[tuple[str | None, str], list[int]] = {}
+    for e, key in zip(calls, call_keys([entries[e] for e in calls])):
+        group = (parents[entries[e]], key)
+        if group in wanted:
+            out.setdefault(group, []).append(e)
+    return out
+
+
+def _is_arg_dtype(dtype: str) -> bool:
+    return dtype.startswith("<class")
+
+
+def _arg_value(value: object) -> object:
+    """A non-tensor argument as it counts for a signature: a floating dtype named as a value (a cast's target) is
+    the precision the runs differ in, not part of the call's identity."""
+    return "<floating dtype>" if isinstance(value, str) and is_float_dtype_name(value) else value
+
+
+def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.ndarray) -> np.ndarray:
+    """Per non-tensor argument row paired with bench row `brows`: whether the recorded values differ."""
+    nk, bk = npu.stat_kind[rows, 0], bench.stat_kind[brows, 0]
+    numeric = (nk <= StatKind.INT) & (bk <= StatKind.INT)
+    differ = np.where(numeric, npu.stats[rows, 0] != bench.stats[brows, 0], nk != bk)  # None, NaN: by kind
+    raw = np.flatnonzero((nk == StatKind.RAW) & (bk == StatKind.RAW))
+    if len(raw):  # bool, str: compared as values, a floating dtype name as any other
+        a, b = npu.raw.column(rows[raw].tolist(), 0), bench.raw.column(brows[raw].tolist(), 0)
+        ne = np.fromiter(map(operator.ne, a, b), dtype=bool, count=len(raw))
+        for k in np.flatnonzero(ne).tolist():
+            ne[k] = _arg_value(a[k]) != _arg_value(b[k])
+        differ[raw] = ne
+    return differ
+
+
+def _call_signature(table: RowTable, e: int) -> tuple:
+    """What identifies a call among the calls of its API in one module: per row, its place (`input.0`,
+    `output.1`), shape, dtype kind (float/int/bool: the precision may differ between the sides) and, for
+    non-tensor arguments, the value."""
+    lo, hi = table.entry_bounds[e], table.entry_bounds[e + 1]
+    skip = len(table.entries[e])
+    return tuple((table.names[i][skip:], table.shape[i], dtype_category(table.dtype[i]),
+                  _arg_value(table.stat_display(i, 0)) if table.dtype[i].startswith("<class") else None)
+                 for i in range(lo, hi))  # fmt: skip
 
 
 def _successor(name: str) -> str | None:

@@ -314,8 +314,8 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
     differs = np.fromiter((h and a != b for h, a, b in zip(hit.tolist(), npu.md5, b_md5)), dtype=bool, count=n)
     diff = np.where(hit & tensor_row, differs.astype(float), np.nan)
     unit = np.maximum(noise.units(npu), noise.units(bench)[np.where(hit, match, 0)] if len(bench) else 0.0)
-    zeros = np.zeros(n, dtype=bool)
-    return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, zeros, zeros, ("md5 differs",))
+    nonfinite, nonfinite_any = noise.nonfinite_rows(npu, bench, match)  # md5 dumps record the statistics too
+    return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, nonfinite, nonfinite_any, ("md5 differs",))
 
 
 def analyse(o: Measured, parents: dict[str, str | None] | None = None,
@@ -433,7 +433,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1).tolist()
     ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
-    dtype_step = _dtype_step(o, match, tensor_row, red) if md5 else None
+    dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
     # margin): their state follows from the flags of the walk alone, on a short path
     quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
@@ -573,14 +573,19 @@ def _beyond_floor(m: noise.RowMeasures, red: _PerEntry, tin: np.ndarray, tout: n
     return _Beyond(ex_in, ex_out, floor_in, floor_out, tol, prior > 0)
 
 
-def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, red: _PerEntry) -> np.ndarray:
-    """md5: calls with an output whose dtype differs between the sides (its md5 must differ)."""
+def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, differs: np.ndarray,
+                red: _PerEntry) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """md5, per call: whether an output's dtype differs between the sides (its md5 must differ), and whether an
+    input whose dtype is the same on both sides differs (MindSpore's `to_float(float16)` casts a cell's inputs, so
+    the first call's inputs are Float16 against Float32: their md5 must differ too, which is no evidence)."""
     npu, bench = o.npu, o.bench
     hit = match >= 0
     b_dtype = [bench.dtype[j] if j >= 0 else "" for j in match.tolist()]
     other = np.fromiter((h and a != b for h, a, b in zip(hit.tolist(), npu.dtype, b_dtype)), dtype=bool,
                         count=len(npu))  # fmt: skip
-    return red.any(other & tensor_row & ((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)))
+    inputs = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
+    return (red.any(other & tensor_row & ((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD))),
+            red.any(~other & tensor_row & inputs & differs))
 
 
 class _Context:
@@ -690,14 +695,15 @@ class _Context:
         in_diff = bool(np.nan_to_num(self.in_d[e], nan=0.0, neginf=0.0).max() > 0)
         out_diff = bool(np.nan_to_num(self.out_d[e], nan=0.0, neginf=0.0).max() > 0)
         low = float(self.unit[self.usrc[e]]) > noise.LOW_PRECISION if self.usrc[e] >= 0 else False
+        out_step, in_same_dtype = dtype_step
         if in_diff:
-            if seen_diff:
+            if seen_diff or not in_same_dtype[e]:  # no evidence: only inputs of another dtype differ
                 return CallState.NOISE, None, None
             if low:
                 return CallState.SUSPECT, None, self._md5_suspect(e, SuspectReason.MD5_INPUTS)
             return CallState.ORIGIN, self.origin(e, OriginKind.BOUNDARY, last_ok), None
         if out_diff:
-            if dtype_step[e]:
+            if out_step[e]:
                 return CallState.NOISE, None, None
             if low:
                 return CallState.SUSPECT, None, self._md5_suspect(e, SuspectReason.MD5_OUTPUTS)

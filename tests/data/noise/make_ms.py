@@ -6,6 +6,8 @@ Needs mindstudio-probe 8.3.3 and MindSpore (CPU wheel, PyNative) in a separate v
     python3 -m venv /tmp/msvenv && /tmp/msvenv/bin/pip install mindspore==2.7.1 mindstudio-probe==8.3.3
     /tmp/msvenv/bin/python make_ms.py --model mlp --side npu --bug scale --layer 3 --out DIR
 
+The same script runs under MindSpore 2.8.0 (the version-A-against-B cases: a second virtualenv with
+mindspore==2.8.0 mindstudio-probe==8.3.3; 2.6.0 has no wheel for Python 3.11).
 fp16, not bf16: the MindSpore CPU kernels have no bfloat16 Mul/MatMul ("Select CPU operator[Mul] fail!").
 Models: `mlp` (6 residual blocks x + GELU(LayerNorm(Lin(x))) of width 32, `Lin` a cell around nn.Dense, head,
 cross-entropy) and `tfm` (2 pre-LN transformer blocks, width 32, 2 heads, attention written with ops.matmul and
@@ -16,6 +18,8 @@ Bugs (npu side only, in block `--layer`): `none`; `scale` (the output of that bl
 with a Primitive that is no cell attribute, so the dumper does not record it: Lin's output differs from its Dense);
 `nan` (one element of that output set to NaN the same way); `gelutanh` (ops.gelu approximate='tanh': a non-tensor
 argument); `softmaxdim` (tfm: the attention softmax over axis -2).
+`--summary md5` records an md5 per tensor beside the statistics (an md5 dump); `--data-seed K` draws the batch
+from another generator (the same weights: what a second rank of data parallelism sees).
 Dumper gaps on CPU patched here (as the shared fixtures' maker does): mint.norm has no CPU kernel (the dumper falls
 back to ops.norm), and PrecisionDebugger.step() must not look for a graph-mode statistic.csv in PyNative.
 """
@@ -35,6 +39,8 @@ p.add_argument("--layer", type=int, default=0)
 p.add_argument("--factor", type=float, default=1.1)
 p.add_argument("--task", default="statistics", choices=["statistics", "tensor"])
 p.add_argument("--level", default="mix", choices=["mix", "L1"])
+p.add_argument("--summary", default="statistics", choices=["statistics", "md5"])  # statistics task: + md5 per tensor
+p.add_argument("--data-seed", type=int, default=None)  # another batch (a second rank of data parallelism)
 p.add_argument("--out", required=True)
 args = p.parse_args()
 NPU = args.side == "npu"
@@ -83,7 +89,7 @@ _RAW_ADD = ops.Add()
 os.makedirs(args.out, exist_ok=True)
 cfg = {"task": args.task, "dump_path": args.out, "rank": [], "step": [], "level": args.level, "async_dump": False,
        "tensor": {"scope": [], "list": [], "data_mode": ["all"], "file_format": "npy"},
-       "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+       "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": args.summary}}
 cfg_path = args.out.rstrip("/") + "_config.json"
 with open(cfg_path, "w") as f:
     json.dump(cfg, f, indent=2)
@@ -189,12 +195,13 @@ for prm in sorted(net.get_parameters(), key=lambda q: q.name):
     else:
         val = (rng.standard_normal(prm.shape) / np.sqrt(prm.shape[-1])).astype(np.float32)
     prm.set_data(Tensor(val))
+data_rng = rng if args.data_seed is None else np.random.default_rng(args.data_seed)  # default: as before
 if args.model == "mlp":
-    x_np = rng.standard_normal((16, 32)).astype(np.float32)
-    y_np = rng.integers(0, 10, 16).astype(np.int32)
+    x_np = data_rng.standard_normal((16, 32)).astype(np.float32)
+    y_np = data_rng.integers(0, 10, 16).astype(np.int32)
 else:
-    x_np = rng.standard_normal((4, 8, 32)).astype(np.float32)
-    y_np = rng.integers(0, 10, 4).astype(np.int32)
+    x_np = data_rng.standard_normal((4, 8, 32)).astype(np.float32)
+    y_np = data_rng.integers(0, 10, 4).astype(np.int32)
 if NPU and args.noise == "fp16":
     net.to_float(ms.float16)
 model = WithLoss(net)
