@@ -378,7 +378,7 @@ def test_extra_and_missing_call_inside_one_module_align_by_signature(cases, monk
     rc = o.rootcause
     assert rc.origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
     assert rc.repaired == 10  # block 1's five transposes, forward and backward
-    assert "10 calls paired by enclosing module for the analysis" in story.noise_model_line(rc)
+    assert "10 calls paired by enclosing module and call signature for the analysis" in story.noise_model_line(rc)
     npu, bench = o.npu, o.bench
     match, n = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
     assert n == 10

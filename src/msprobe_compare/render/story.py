@@ -98,8 +98,8 @@ def noise_model_line(rc: RootCause) -> str:
     """The noise model behind the section, for people to check the thresholds."""
     tol = rc.tolerance
     low = rc.lowest_precision or "none"
-    repaired = (f"; {_plural(rc.repaired, 'call')} paired by enclosing module for the analysis (not as in the "
-                "table)") if rc.repaired else ""  # fmt: skip
+    repaired = (f"; {_plural(rc.repaired, 'call')} paired by enclosing module and call signature for the "
+                "analysis (not as in the table)") if rc.repaired else ""  # fmt: skip
     return (f"Noise model: lowest precision {low}; noise floor = the largest difference upstream, at least 1 ulp of "
             f"recorded low-precision statistics and {tol.floor_units:g} unit roundoff of the lowest precision "
             f"upstream (min {tol.min_floor:g}); origin above {tol.origin:g}x the floor, suspect above "
