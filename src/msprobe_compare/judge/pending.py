@@ -2,7 +2,7 @@
 
 In statistics and md5 mode the analysis (judge/rootcause.analyse) needs only the two row tables, the pairing and
 the module trees, all known before the statistics are measured. `start_analysis` forks a child that runs it while
-this process measures, judges and writes the tables; the child sends the RootCause back through a pipe, without
+this process measures, judges and writes the tables; the child leaves the RootCause in a scratch file and exits, without
 what this process already has (the entry list, the module tree; call states as one int8 array), and this process
 reads it where it is first needed (`PendingRootCause.get`: the advisor, the console, the HTML report, -da). The
 answer is the same as the analysis run here: a child that fails (non-zero exit, killed, unreadable data) is
@@ -17,6 +17,7 @@ import contextlib
 import io
 import os
 import pickle
+import tempfile
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -67,13 +68,14 @@ class PendingRootCause:
             return None
         assert self._cleanup is not None
         self._cleanup.detach()
+        status = reap(self._pid)
         try:
             with os.fdopen(self._fd, "rb") as inp:
-                data = inp.read()  # until the child closes its end
+                inp.seek(0)
+                data = inp.read()
         except OSError:
-            reap(self._pid, kill=True)
             return None
-        if reap(self._pid) != 0 or not data:
+        if status != 0 or not data:
             return None
         try:
             return decode(data, self._entries or [], self._parents)
@@ -82,7 +84,7 @@ class PendingRootCause:
 
 
 def _abandon(pid: int, fd: int) -> None:
-    """A pending root cause nobody read: the child is stopped and reaped, the pipe closed."""
+    """A pending root cause nobody read: the child is stopped and reaped, the scratch file closed."""
     with contextlib.suppress(OSError):
         os.close(fd)
     reap(pid, kill=True)
@@ -100,21 +102,29 @@ def start_analysis(m: Measured, parents: dict[str, str | None] | None, bench_par
         return PendingRootCause.ready(inline())
     _warm(m)
     release_free_memory()  # free pages would be shared copy-on-write with the child
-    read_fd, write_fd = os.pipe()
+    fd = _scratch_fd()
     pid = os.fork()
-    if pid == 0:  # child: analyse, send the result, exit without cleanup handlers
+    if pid == 0:  # child: analyse, leave the result in the scratch file, exit at once without cleanup handlers
         status = 1
         try:
-            os.close(read_fd)
             data = encode(inline())
-            release_free_memory()  # the analysis's temporaries, while the parent has not read everything
-            with os.fdopen(write_fd, "wb") as out:
+            with os.fdopen(fd, "wb", closefd=False) as out:
                 out.write(data)
             status = 0
         finally:
             os._exit(status)
-    os.close(write_fd)
-    return PendingRootCause(pid=pid, fd=read_fd, inline=inline, entries=m.npu.entries, parents=parents)
+    return PendingRootCause(pid=pid, fd=fd, inline=inline, entries=m.npu.entries, parents=parents)
+
+
+def _scratch_fd() -> int:
+    """A file only this process and its child can reach, in memory where possible: the child writes its result
+    there and exits, instead of waiting on a pipe until this process reads (until then every page this process
+    writes would be copied, being shared with the child)."""
+    if hasattr(os, "memfd_create"):
+        with contextlib.suppress(OSError):
+            return os.memfd_create("msprobe-rootcause", getattr(os, "MFD_CLOEXEC", 0))
+    with tempfile.TemporaryFile() as f:  # unlinked already (POSIX)
+        return os.dup(f.fileno())
 
 
 def _warm(m: Measured) -> None:
