@@ -17,7 +17,6 @@ import contextlib
 import io
 import os
 import pickle
-import tempfile
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -123,6 +122,8 @@ def _scratch_fd() -> int:
     if hasattr(os, "memfd_create"):
         with contextlib.suppress(OSError):
             return os.memfd_create("msprobe-rootcause", getattr(os, "MFD_CLOEXEC", 0))
+    import tempfile  # start-up speed: only where memfd_create is missing
+
     with tempfile.TemporaryFile() as f:  # unlinked already (POSIX)
         return os.dup(f.fileno())
 
