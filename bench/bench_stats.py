@@ -87,7 +87,7 @@ def tree_pss_kb(root):
     return total
 
 
-def run_child(cmd, cwd, log_path, timeout, sample=0.25):
+def run_child(cmd, cwd, log_path, timeout, sample=0.25, env=None):
     """Run cmd; return dict(rc, wall, cpu, maxrss_kb, tree_pss_kb). Output goes to log_path.
 
     maxrss_kb comes from os.wait4: the largest peak RSS of the child or any descendant it reaped (it is not a sum
@@ -97,7 +97,7 @@ def run_child(cmd, cwd, log_path, timeout, sample=0.25):
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         try:
-            p = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         except OSError as e:
             log.write(f"cannot start {cmd!r}: {e}\n".encode())
             return {"rc": None, "wall": 0.0, "cpu": 0.0, "maxrss_kb": 0, "tree_pss_kb": 0, "error": str(e)}

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The root-cause analysis's cost: the same compare with the analysis on and off (MSPROBE_BENCH_NO_ROOTCAUSE=1),
-alternating, N runs each; user+sys CPU of the process tree (os.wait4) and wall, medians and the on/off ratios.
+alternating, N runs each; user+sys CPU of the process tree (os.wait4), wall and the peak summed Pss of the process
+tree (sampled every 0.2 s), medians and the on/off ratios. `--base SRC` adds a third variant: the analysis on with
+another checkout's src/ (the package before a change).
 
-    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv]
+    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv] [--base OTHER/src]
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stats import run_child  # noqa: E402
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -26,35 +29,35 @@ def main() -> None:
                     help="a gen_stats.py folder holding compare.json (default: the stats_1m case's folder)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--format", default="csv")
+    ap.add_argument("--base", type=Path, help="another src/ folder: a third variant, the analysis on there")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="rootcause_ab_"))
     cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"),
            "-o", str(out), "-s", "--format", args.format]  # fmt: skip
-    runs: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    variants = ["off", "on"] + (["base"] if args.base else [])
+    runs: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
     try:
         for k in range(args.runs):
-            for variant in ("off", "on") if k % 2 == 0 else ("on", "off"):
+            for variant in variants if k % 2 == 0 else variants[::-1]:
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
-                env = dict(os.environ, PYTHONPATH=str(SRC))
+                env = dict(os.environ, PYTHONPATH=str(args.base if variant == "base" else SRC))
                 if variant == "off":
                     env["MSPROBE_BENCH_NO_ROOTCAUSE"] = "1"
-                start = time.perf_counter()
-                proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                wall = time.perf_counter() - start
-                if status != 0:
-                    sys.exit(f"{variant} run failed (wait status {status})")
-                cpu = usage.ru_utime + usage.ru_stime
-                runs[variant].append((cpu, wall))
-                print(f"{variant:3} cpu {cpu:6.2f} s  wall {wall:6.2f} s  load {os.getloadavg()[0]:.2f}", flush=True)
+                r = run_child(cmd, None, os.devnull, None, sample=0.2, env=env)
+                if r["rc"] != 0:
+                    sys.exit(f"{variant} run failed (exit {r['rc']})")
+                runs[variant].append((r["cpu"], r["wall"], r["tree_pss_kb"] / 1024))
+                print(f"{variant:4} cpu {r['cpu']:6.2f} s  wall {r['wall']:6.2f} s  tree Pss {r['tree_pss_kb'] / 1024:6.0f} "
+                      f"MiB  load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    med = {v: (statistics.median(c for c, _ in r), statistics.median(w for _, w in r)) for v, r in runs.items()}
-    for v in ("off", "on"):
-        print(f"{v:3} median cpu {med[v][0]:.2f} s, wall {med[v][1]:.2f} s; best wall {min(w for _, w in runs[v]):.2f} s")
-    print(f"on/off: cpu {med['on'][0] / med['off'][0]:.3f}, wall {med['on'][1] / med['off'][1]:.3f} (medians)")
-
+    med = {v: [statistics.median(x[i] for x in r) for i in range(3)] for v, r in runs.items()}
+    for v in variants:
+        print(f"{v:4} median cpu {med[v][0]:.2f} s, wall {med[v][1]:.2f} s, tree Pss {med[v][2]:.0f} MiB (max "
+              f"{max(x[2] for x in runs[v]):.0f}); best wall {min(x[1] for x in runs[v]):.2f} s")  # fmt: skip
+    for v in variants[1:]:
+        print(f"{v}/off: cpu {med[v][0] / med['off'][0]:.3f}, wall {med[v][1] / med['off'][1]:.3f} (medians)")
 
 if __name__ == "__main__":
     main()

@@ -429,8 +429,9 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     inherited = False
     last_ok: str | None = None
     l_known, l_cfg, l_nfin, l_nfout, l_nfany = (a.tolist() for a in (known, cfg, nf_in, nf_out, nf_in_any))
-    l_rin, l_rout, l_indiff, l_outdiff, l_hasout = (a.tolist() for a in (r_in, r_out, in_diff, out_diff, has_out))
-    worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1).tolist()
+    l_hasout = has_out.tolist()  # r_in, r_out are read for the few calls off the short path: no list of floats
+    worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1)
+    above: list[bool] = []  # per call, worst_in > suspect_margin * first_origin_floor (made at the first origin)
     ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
@@ -448,7 +449,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         if l_quiet[e]:
             if not l_differs[e]:
                 state = OK
-            elif candidates and (inherited or worst_in[e] > suspect_margin * first_origin_floor):
+            elif candidates and (inherited or above[e]):
                 state = PROPAGATED
             else:
                 state = NOISE
@@ -463,6 +464,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             continue
         name = entries[e]
         differs_e = l_differs[e]
+        rin, rout = float(r_in[e]), float(r_out[e])
         origin: Origin | None = None
         suspect: Suspect | None = None
         found = bool(candidates)
@@ -476,23 +478,23 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.PROPAGATED
         elif inherited:
             state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or l_cfg[e] else CallState.OK
-        elif l_cfg[e] and (not found or worst_in[e] <= suspect_margin * first_origin_floor):
+        elif l_cfg[e] and (not found or not above[e]):
             origin = ctx.origin(e, OriginKind.CONFIGURATION, None)
             state = CallState.ORIGIN
-        elif found and worst_in[e] > suspect_margin * first_origin_floor:
+        elif found and above[e]:
             state = CallState.PROPAGATED
         elif md5:
             state, origin, suspect = ctx.md5_state(e, seen_diff, last_ok, dtype_step)
-        elif found and (l_rin[e] > suspect_margin or l_rout[e] > suspect_margin):
+        elif found and (rin > suspect_margin or rout > suspect_margin):
             state = CallState.PROPAGATED  # after an origin a jump may be its error: data flow is not recorded
-        elif l_rin[e] > origin_margin:
+        elif rin > origin_margin:
             origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok)
             state = CallState.ORIGIN
-        elif l_rout[e] > origin_margin:
+        elif rout > origin_margin:
             origin = ctx.origin(e, OriginKind.COMPUTATION, None)
             state = CallState.ORIGIN
-        elif l_rin[e] > suspect_margin or l_rout[e] > suspect_margin:
-            boundary = l_rin[e] > suspect_margin and l_rin[e] >= l_rout[e]
+        elif rin > suspect_margin or rout > suspect_margin:
+            boundary = rin > suspect_margin and rin >= rout
             if ctx.confirmed(e, boundary):  # tensor mode: the share of elements beyond rounding agrees
                 origin = ctx.origin(e, OriginKind.BOUNDARY if boundary else OriginKind.COMPUTATION,
                                     last_ok if boundary else None)  # fmt: skip
@@ -514,6 +516,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         if origin is not None:
             if not candidates:
                 first_origin_floor = float(floor_out[e].max()) if not md5 else 0.5
+                above = (worst_in > suspect_margin * first_origin_floor).tolist()
             candidates.append(origin)
         if suspect is not None:
             suspects.append(suspect)
