@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import io
 import os
+import pickle
 import platform
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -85,3 +88,36 @@ def reap(pid: int, kill: bool = False) -> int:
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:
         return -1
+
+
+def child_loads(data: bytes, what: str) -> Any:
+    """Unpickle what a child process of this package sent (`what` names it in the error): only this package's
+    classes, numpy's arrays, dtypes and scalars and a few builtin types are built, never arbitrary objects."""
+    loader = _Restricted(io.BytesIO(data))
+    loader.what = what
+    return loader.load()
+
+
+_NUMPY = {  # what numpy arrays, dtypes and scalars pickle as (numpy 1 and 2 module names)
+    (mod, name)
+    for mod in ("numpy.core.multiarray", "numpy._core.multiarray")
+    for name in ("_reconstruct", "scalar")
+} | {(mod, "_frombuffer") for mod in ("numpy.core.numeric", "numpy._core.numeric")} | {
+    ("numpy", "ndarray"), ("numpy", "dtype")}  # fmt: skip
+_BUILTINS = frozenset({"set", "frozenset", "tuple", "list", "dict", "bytes", "bytearray", "complex", "float", "int",
+                       "str", "bool"})  # fmt: skip
+
+
+class _Restricted(pickle.Unpickler):
+    """Builds only this package's classes, numpy's arrays, dtypes and scalars, and a few builtin types."""
+
+    what = "data of a child process"
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _NUMPY or (module == "builtins" and name in _BUILTINS):
+            return super().find_class(module, name)
+        if module.startswith("msprobe_compare.") and "." not in name:
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in {self.what}")

@@ -14,12 +14,10 @@ only this package's classes, numpy arrays and a few builtin types (never arbitra
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pickle
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -27,7 +25,7 @@ from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import CallState, RootCause, analyse
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
-from msprobe_compare.runtime import can_fork, reap, release_free_memory
+from msprobe_compare.runtime import can_fork, child_loads, reap, release_free_memory
 
 FORK_MIN_ROWS = 100_000  # below this the analysis takes less than a fork and the transfer cost (~0.1 s at 1M rows)
 _STATES = tuple(CallState)  # the code of a call state is its position here
@@ -150,7 +148,7 @@ def encode(rc: RootCause) -> bytes:
 
 def decode(data: bytes, entries: list[str], parents: dict[str, str | None] | None) -> RootCause:
     """The RootCause `encode` sent, for the compare whose NPU entries and module tree (construct.json) are given."""
-    n, states, rc = _Restricted(io.BytesIO(data)).load()
+    n, states, rc = child_loads(data, "a root cause")
     if not isinstance(rc, RootCause) or not isinstance(states, np.ndarray) or not n == len(entries) == len(states):
         raise ValueError("not the root cause of this compare")
     if states.dtype != np.int8 or (n and (states.min() < 0 or states.max() >= len(_STATES))):
@@ -158,26 +156,3 @@ def decode(data: bytes, entries: list[str], parents: dict[str, str | None] | Non
     rc.entries, rc.parents = list(entries), dict(parents or {})
     rc.states = list(map(_STATES.__getitem__, states.tolist()))
     return rc
-
-
-_NUMPY = {  # what numpy arrays, dtypes and scalars pickle as (numpy 1 and 2 module names)
-    (mod, name)
-    for mod in ("numpy.core.multiarray", "numpy._core.multiarray")
-    for name in ("_reconstruct", "scalar")
-} | {(mod, "_frombuffer") for mod in ("numpy.core.numeric", "numpy._core.numeric")} | {
-    ("numpy", "ndarray"), ("numpy", "dtype")}  # fmt: skip
-_BUILTINS = frozenset({"set", "frozenset", "tuple", "list", "dict", "bytes", "bytearray", "complex", "float", "int",
-                       "str", "bool"})  # fmt: skip
-
-
-class _Restricted(pickle.Unpickler):
-    """Builds only this package's classes, numpy's arrays, dtypes and scalars, and a few builtin types."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _NUMPY or (module == "builtins" and name in _BUILTINS):
-            return super().find_class(module, name)
-        if module.startswith("msprobe_compare.") and "." not in name:
-            found = super().find_class(module, name)
-            if isinstance(found, type):
-                return found
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a root cause")

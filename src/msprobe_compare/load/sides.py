@@ -20,7 +20,7 @@ import numpy as np
 
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.load.rows import RowTable, coded, flatten
-from msprobe_compare.runtime import can_fork, reap
+from msprobe_compare.runtime import can_fork, child_loads, reap
 
 PARALLEL_MIN_BYTES = 16 << 20  # below this (both files together) a fork costs more than it saves
 
@@ -70,7 +70,7 @@ def flatten_sides(
         raise
     if reap(pid) != 0 or not data:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
-    payload = pickle.loads(data)
+    payload = child_loads(data, "the bench side's rows")
     if payload[0] == "error":
         _, cls, problem, path = payload
         raise cls(problem, path)

@@ -120,20 +120,22 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
         console.warning(extra)
 
 
-def _xlsx(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+def _xlsx(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any,
+          coloured: bool) -> None:  # fmt: skip
+    assert not isinstance(columns, table.ColumnBlocks), "the xlsx writer takes whole columns"
     write_xlsx_columns(path, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
 
 
-def _csv(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+def _csv(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool) -> None:
     write_csv(path, header, columns, colours)
 
 
-def _jsonl(path: Path, header: list[str], columns: list[Any], colours: Any, coloured: bool) -> None:
+def _jsonl(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool) -> None:
     write_jsonl(path, header, columns, colours)
 
 
 # the writer of each table format: (path, header, columns, colour codes, coloured) -> the file at path
-TABLE_WRITERS: dict[str, Callable[[Path, list[str], list[Any], Any, bool], None]] = {
+TABLE_WRITERS: dict[str, Callable[[Path, list[str], list[Any] | table.ColumnBlocks, Any, bool], None]] = {
     "xlsx": _xlsx, "csv": _csv, "jsonl": _jsonl,
 }  # fmt: skip
 FORMATS = (*TABLE_WRITERS, "html")  # "html": the report, written after the tables
@@ -191,6 +193,7 @@ def _write_set(
         path = out_dir / name.format(ts=ts)
         # the coloured style (text booleans, "inf\t") belongs to the coloured xlsx only
         style = table.Style(text_booleans=coloured and fmt == "xlsx")
+        columns: list[table.Column] | table.ColumnBlocks
         if style.text_booleans:
             columns = table.column_data(outcome, style)
         elif fmt != "xlsx" and "html" not in formats:  # built a block at a time by the writer, in its processes
