@@ -7,7 +7,9 @@ import platform
 import sys
 
 import os
+import pickle
 
+import numpy as np
 import pytest
 
 from msprobe_compare.runtime import gc_paused, release_free_memory, tune_malloc
@@ -43,3 +45,15 @@ def test_release_free_memory_hands_freed_heap_pages_back() -> None:
     after = _rss()
     assert before_free - kept < 64 << 20  # freeing alone returned little to the kernel
     assert kept - after > 128 << 20  # the trim handed the freed pages back
+
+
+def test_child_loads_builds_only_our_classes_and_arrays():
+    """What a child of ours sends is read with the restricted unpickler: our row table and numpy arrays come back,
+    a global outside them (os.system) is refused naming what was being read."""
+    from msprobe_compare.load.mode import Mode
+    from msprobe_compare.runtime import child_loads
+
+    back = child_loads(pickle.dumps((Mode.SUMMARY, np.arange(3.0), {"a": [1, "b"]})), "a test")
+    assert back[0] is Mode.SUMMARY and back[1].tolist() == [0.0, 1.0, 2.0] and back[2] == {"a": [1, "b"]}
+    with pytest.raises(pickle.UnpicklingError, match="posix.system is not allowed in the bench side"):
+        child_loads(pickle.dumps(os.system), "the bench side's rows")
