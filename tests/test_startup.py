@@ -22,6 +22,13 @@ NOT_NEEDED = (
     "ray", "openpyxl", "yaml", "threadpoolctl", "multiprocessing", "concurrent.futures.process",
     "concurrent.futures.thread", "socket", "tempfile", "importlib.resources", "zipfile", "logging",
     "msprobe_compare._tensorkernel", "msprobe_compare.load.tensors", "msprobe_compare.load.parallel_tensors",
+    # our modules of other modes and options: tensor mode, MindSpore graph mode, --ray, merge_result, layouts,
+    # -f/-am/-cm/-dm/-lm, xlsx and html output
+    "msprobe_compare.measure.tensor_rows", "msprobe_compare.render.progress", "msprobe_compare.load.kernel_dump",
+    "msprobe_compare.distribute", "msprobe_compare.merge", "msprobe_compare.load.parallel_layout",
+    "msprobe_compare.pair.parallel", "msprobe_compare.pair.fuzzy", "msprobe_compare.pair.api_mapping",
+    "msprobe_compare.pair.cell_mapping", "msprobe_compare.pair.layer_mapping", "msprobe_compare.pair.mapping_file",
+    "msprobe_compare.pair.spans", "msprobe_compare.render.xlsx", "msprobe_compare.render.html", "html", "base64",
 )  # fmt: skip
 
 _PROBE = """

@@ -14,14 +14,13 @@ from pathlib import Path
 # threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
-from msprobe_compare import __version__, distribute
+from msprobe_compare import __version__
 from msprobe_compare.api import compare_files
 from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
 from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
 from msprobe_compare.load.framework import framework_of
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits
 from msprobe_compare.log import Console
-from msprobe_compare.merge import merge_results
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render import report
 from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
@@ -188,6 +187,8 @@ def _chosen(path: Path, step: int | None, rank: int | None, flag: str) -> Path:
 
 
 def _merge(args: argparse.Namespace, console: Console) -> int:
+    from msprobe_compare.merge import merge_results  # merge_result only: openpyxl's side (start-up speed)
+
     try:
         out_dir = prepare_output_dir(Path(args.output_path))
         merge_results(args.input_path, out_dir, args.config_path, console)
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = _options(args)
         if options.ray:
+            from msprobe_compare import distribute  # --ray only (start-up speed)
+
             ray_session.enter_context(distribute.session())
         cfg = (load_config(args.input_path, options) if at26 is None
                else make_config(args.target_path, args.golden_path, options))  # fmt: skip

@@ -11,6 +11,10 @@ import sys
 import threading
 from collections.abc import Iterator
 
+# How tensor rows run in parallel (measure/tensor_rows.py); Options.pool (config.py) chooses one. Here, not in
+# tensor_rows, so that checking the option does not import the tensor reader (start-up speed).
+POOL_KINDS = ("auto", "thread", "process")
+
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.stats import StatDiffs, stat_diffs
-from msprobe_compare.measure.tensor_rows import TensorColumns
+
+if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
+    from msprobe_compare.measure.tensor_rows import TensorColumns
 
 
 @dataclass(frozen=True)
