@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.report import Written
 from msprobe_compare.render.texts import STATE_TEXT, messages_text
 from msprobe_compare.runtime import gc_paused
+from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:  # annotations only: the tensor rows are imported with tensor mode (start-up speed)
     from msprobe_compare.measure.tensor_rows import Failure, RowTask, TensorColumns

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +11,7 @@ from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
 from msprobe_compare.load.layout import resolve_input
 from msprobe_compare.runtime import POOL_KINDS
+from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:  # an annotation only: MindSpore runs import it (start-up speed)
     from msprobe_compare.load.kernel_dump import GraphRequest

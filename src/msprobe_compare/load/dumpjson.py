@@ -8,7 +8,7 @@ import operator
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.records import dataclass
 
 MAX_JSON_DEPTH = 512  # nesting of any JSON input, on every parser path (orjson, the stdlib parser)
 

@@ -32,7 +32,7 @@ import io
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain
 from pathlib import Path
 from collections.abc import Generator, Iterable, Iterator
@@ -47,6 +47,7 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
 from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
                                            read_json)
+from msprobe_compare.records import dataclass
 
 BLOCK = 16 << 20  # bytes read at a time
 SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)

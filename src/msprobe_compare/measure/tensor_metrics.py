@@ -34,7 +34,7 @@ import math
 import mmap
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import ModuleType
 from typing import Any
 
@@ -43,6 +43,7 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
+from msprobe_compare.records import dataclass
 
 __all__ = [
     "Metric",

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,6 +34,7 @@ from msprobe_compare.measure.tensor_metrics import (
     TensorMsg,
     compare_tensors,
 )
+from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future

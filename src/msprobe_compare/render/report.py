@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table
 from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
+from msprobe_compare.records import dataclass
 
 
 @dataclass(frozen=True)

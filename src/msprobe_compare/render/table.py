@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
@@ -22,6 +21,7 @@ from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.celltext import Cells, Column, object_array
+from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
     from msprobe_compare.measure.tensor_rows import TensorColumns
