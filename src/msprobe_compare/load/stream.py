@@ -388,7 +388,8 @@ def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | 
     of "data" to the general path, which words the error."""
     region_end = layout.data_end  # just past the "}" of "data"
     base = layout.data_start  # file offset of buf[0]
-    buf = bytearray(WALK_BUFFER)
+    # no bigger than "data" itself: a small dump does not fault in a whole buffer's pages (start-up speed)
+    buf = bytearray(max(1, min(WALK_BUFFER, region_end - base)))
     view = memoryview(buf)
     try:
         with open(path, "rb") as f:
