@@ -16,10 +16,11 @@ from conftest import DATA
 
 CASE = DATA / "pytorch" / "mlp_bug_stat"
 
-# Modules a csv compare of one statistics pair does not need (each costs start-up time when imported; shutil is
-# not listed: argparse imports it to learn the terminal width).
+# Modules a csv compare of one statistics pair does not need (each costs start-up time when imported; shutil, with
+# bz2 and lzma, would come with argparse's terminal width if cli.py did not measure it itself).
 NOT_NEEDED = (
-    "ray", "openpyxl", "yaml", "threadpoolctl", "multiprocessing", "concurrent.futures.process",
+    "ray", "openpyxl", "yaml", "threadpoolctl", "multiprocessing", "concurrent.futures.process", "shutil", "bz2",
+    "lzma", "shlex",
     "concurrent.futures.thread", "socket", "tempfile", "importlib.resources", "zipfile", "logging",
     "msprobe_compare._tensorkernel", "msprobe_compare.load.tensors", "msprobe_compare.load.parallel_tensors",
     # our modules of other modes and options: tensor mode, MindSpore graph mode, --ray, merge_result, layouts,
