@@ -43,3 +43,25 @@ def test_release_free_memory_hands_freed_heap_pages_back() -> None:
     after = _rss()
     assert before_free - kept < 64 << 20  # freeing alone returned little to the kernel
     assert kept - after > 128 << 20  # the trim handed the freed pages back
+
+
+def test_lazy_regex_compiles_on_first_use_and_then_is_the_pattern() -> None:
+    import re
+
+    from msprobe_compare.runtime import lazy_regex
+
+    lazy = lazy_regex(rb'"[^"\\]*"', re.S)
+    assert "match" not in vars(lazy)  # nothing compiled yet
+    text = b'x "ab\\"c" "d"'
+    compiled = re.compile(rb'"[^"\\]*"', re.S)
+    assert lazy.search(text).span() == compiled.search(text).span()
+    assert lazy.match is not None and "match" in vars(lazy)
+    assert lazy.findall(text) == compiled.findall(text) and lazy.sub(b"S", text) == compiled.sub(b"S", text)
+    assert lazy.pattern == compiled.pattern and lazy.flags == compiled.flags
+    assert not hasattr(lazy, "__missing_dunder__")  # dunder look-ups (copy, pickle probes) do not compile
+    try:
+        lazy_regex("[").search("x")
+    except re.error:
+        pass
+    else:
+        raise AssertionError("a bad pattern must fail where it is used")

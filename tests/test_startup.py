@@ -66,3 +66,16 @@ def test_small_compare_writes_the_bytes_of_the_checked_fast_paths(tmp_path: Path
     assert inproc.code == 0
     (ours,) = (tmp_path / "fresh").glob("compare_result_*.csv")
     assert ours.read_bytes() == inproc.one("compare_result_*.csv").read_bytes()
+
+
+def test_the_cli_measures_the_terminal_width_as_shutil_does(monkeypatch) -> None:
+    import shutil
+
+    from msprobe_compare.cli import _terminal_columns
+
+    for columns in ("57", "0", "-3", "wide", None):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        assert _terminal_columns() == shutil.get_terminal_size().columns

@@ -48,6 +48,7 @@ from msprobe_compare.load.rows import MAX_DEPTH
 from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
                                            read_json)
 from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import lazy_regex  # the tokenizer's patterns: compiled when it runs (start-up speed)
 
 BLOCK = 16 << 20  # bytes read at a time
 SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
@@ -430,11 +431,11 @@ def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | 
 
 
 # -- general path --------------------------------------------------------------------------------------------------
-_WS = re.compile(rb"[ \t\r\n]*")
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_WS = lazy_regex(rb"[ \t\r\n]*")
+_STRING = lazy_regex(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 # text up to the next bracket, whole strings included (an unterminated string stops it at its quote)
-_RUN = re.compile(rb'(?:[^"{}\[\]]+|"[^"\\]*(?:\\.[^"\\]*)*")*', re.S)
-_SCALAR = re.compile(rb'[^ \t\r\n,:{}\[\]"]+')
+_RUN = lazy_regex(rb'(?:[^"{}\[\]]+|"[^"\\]*(?:\\.[^"\\]*)*")*', re.S)
+_SCALAR = lazy_regex(rb'[^ \t\r\n,:{}\[\]"]+')
 _OPEN, _CLOSE = frozenset(b"{["), frozenset(b"}]")
 
 
