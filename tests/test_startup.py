@@ -20,7 +20,7 @@ CASE = DATA / "pytorch" / "mlp_bug_stat"
 # bz2 and lzma, would come with argparse's terminal width if cli.py did not measure it itself).
 NOT_NEEDED = (
     "ray", "openpyxl", "yaml", "threadpoolctl", "multiprocessing", "concurrent.futures.process", "shutil", "bz2",
-    "lzma", "shlex",
+    "lzma", "shlex", "numpy.char", "numpy.strings",
     "concurrent.futures.thread", "socket", "tempfile", "importlib.resources", "zipfile", "logging",
     "msprobe_compare._tensorkernel", "msprobe_compare.load.tensors", "msprobe_compare.load.parallel_tensors",
     # our modules of other modes and options: tensor mode, MindSpore graph mode, --ray, merge_result, layouts,
