@@ -38,7 +38,9 @@ from msprobe_compare.cli import main
 from msprobe_compare import floattext
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
     code = main(["-f", "pytorch", "compare", "-i", "compare.json", "-o", sys.argv[1], "-s", "--format", "csv"])
-print(json.dumps({"code": code, "modules": sorted(sys.modules), "checks": sorted(floattext._VERDICTS)}))
+import gc
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "checks": sorted(floattext._VERDICTS),
+                  "gc": gc.isenabled()}))
 """
 
 
@@ -56,6 +58,7 @@ def test_small_csv_compare_imports_only_what_it_needs(tmp_path: Path) -> None:
     assert "msprobe_compare.render.flat" in loaded  # the probe did reach the writers
     assert sorted(m for m in NOT_NEEDED if m in loaded) == []
     assert run["checks"] == []  # 103 rows: too few to pay for any fast path's check (floattext.worth)
+    assert run["gc"] is True  # paused by cli.py while it imports, and on again
 
 
 def test_small_compare_writes_the_bytes_of_the_checked_fast_paths(tmp_path: Path, run_cli) -> None:
