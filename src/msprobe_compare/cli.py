@@ -239,6 +239,8 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit)."""
+    if argv is None:  # this process is the command (console script, python -m): what is loaded now lives until exit,
+        gc.freeze()  # so no collection, nor the one at exit, scans it again (start-up speed: ~5% of a small compare)
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
     if not argv:
