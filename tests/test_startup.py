@@ -82,3 +82,16 @@ def test_the_cli_measures_the_terminal_width_as_shutil_does(monkeypatch) -> None
         else:
             monkeypatch.setenv("COLUMNS", columns)
         assert _terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_the_command_writes_what_main_writes_in_process(tmp_path: Path, run_cli) -> None:
+    # `python -m msprobe_compare` calls main() without argv: it freezes the collector's view of the imports first
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = tmp_path / "command"
+    proc = subprocess.run([sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", "compare.json",
+                           "-o", str(out), "-s", "--format", "csv"], cwd=CASE, env=env, capture_output=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    inproc = run_cli(CASE, "pytorch", "-s", "--format", "csv", out_dir=tmp_path / "inproc")
+    (ours,) = out.glob("compare_result_*.csv")
+    assert ours.read_bytes() == inproc.one("compare_result_*.csv").read_bytes()
