@@ -22,7 +22,7 @@ import inspect
 import operator
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["dataclass"]
 
@@ -31,7 +31,7 @@ _OWN = ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__", "__hash_
 _SPECIAL = ("ClassVar", "InitVar", "KW_ONLY")
 
 
-def dataclass(cls: type | None = None, /, *, init: bool = True, repr: bool = True, eq: bool = True,
+def _dataclass(cls: type | None = None, /, *, init: bool = True, repr: bool = True, eq: bool = True,
               order: bool = False, unsafe_hash: bool = False, frozen: bool = False, match_args: bool = True,
               kw_only: bool = False, slots: bool = False, weakref_slot: bool = False) -> Any:  # fmt: skip
     """`dataclasses.dataclass` (same arguments, same classes)."""
@@ -42,9 +42,15 @@ def dataclass(cls: type | None = None, /, *, init: bool = True, repr: bool = Tru
         if FAST and init and repr and match_args and not (order or unsafe_hash or kw_only or slots or weakref_slot) \
                 and _plain(c):  # fmt: skip
             return _process(c, eq, frozen)
-        return dataclasses.dataclass(c, **options)  # type: ignore[call-overload, no-any-return]
+        return dataclasses.dataclass(c, **options)
 
     return wrap if cls is None else wrap(cls)
+
+
+if TYPE_CHECKING:  # type checkers see the standard library's decorator: these are its classes
+    from dataclasses import dataclass
+else:
+    dataclass = _dataclass
 
 
 def _plain(cls: type) -> bool:
@@ -183,7 +189,7 @@ def _frozen_setattr(cls: type, names: tuple[str, ...]) -> Any:
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in names:
             raise error(f"cannot assign to field {name!r}")
-        super(cls, self).__setattr__(name, value)
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]  # cls is a class
 
     return __setattr__
 
@@ -194,6 +200,6 @@ def _frozen_delattr(cls: type, names: tuple[str, ...]) -> Any:
     def __delattr__(self: Any, name: str) -> None:
         if type(self) is cls or name in names:
             raise error(f"cannot delete field {name!r}")
-        super(cls, self).__delattr__(name)
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]  # cls is a class
 
     return __delattr__

@@ -11,7 +11,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, overload
 
 # How tensor rows run in parallel (measure/tensor_rows.py); Options.pool (config.py) chooses one. Here, not in
 # tensor_rows, so that checking the option does not import the tensor reader (start-up speed).
@@ -25,7 +25,7 @@ class _LazyPattern:
     _METHODS = ("search", "match", "fullmatch", "sub", "subn", "split", "findall", "finditer")
 
     def __init__(self, pattern: str | bytes, flags: int) -> None:
-        self._source = (pattern, flags)
+        self._source: tuple[Any, int] = (pattern, flags)
 
     def __getattr__(self, name: str) -> Any:  # only for names not yet set on the instance
         if name.startswith("__"):
@@ -34,6 +34,12 @@ class _LazyPattern:
         for method in self._METHODS:
             setattr(self, method, getattr(compiled, method))
         return getattr(compiled, name)
+
+
+@overload
+def lazy_regex(pattern: str, flags: int = 0) -> re.Pattern[str]: ...
+@overload
+def lazy_regex(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]: ...
 
 
 def lazy_regex(pattern: str | bytes, flags: int = 0) -> Any:
