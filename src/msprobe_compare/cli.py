@@ -17,8 +17,9 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
 # The imports below (numpy and the pipeline) make some 20,000 tracked objects (functions, classes, tables) that
-# live as long as the process: a cyclic collection would find nothing among them, so none runs meanwhile (start-up
-# speed; about 1% of the instructions of a small compare).
+# live as long as the process: a cyclic collection would find nothing among them, so none runs meanwhile, and after
+# them they go to the oldest generation at once instead of being scanned as young objects first (start-up speed;
+# about 3% of the instructions of a small compare).
 _collecting = gc.isenabled()
 gc.disable()
 try:
@@ -35,6 +36,9 @@ try:
     from msprobe_compare.render.story import gate_line
     from msprobe_compare.runtime import tune_malloc
 finally:
+    if not gc.get_freeze_count():  # (a caller's own frozen objects stay frozen)
+        gc.freeze()  # and unfreeze: every tracked object into the oldest generation, none scanned
+        gc.unfreeze()
     if _collecting:
         gc.enable()
 
