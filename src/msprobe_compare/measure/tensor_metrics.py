@@ -54,7 +54,7 @@ __all__ = [
     "compare_tensors",
 ]
 
-# float64's eps, 2**-52 (np.finfo's first call costs 0.1 ms): added where the bench is 0; also the Cosine zero-norm bound
+# float64's eps, 2**-52 (np.finfo's first call costs 0.1 ms): added where the bench is 0; the Cosine zero-norm bound
 FLOAT_EPSILON = sys.float_info.epsilon
 COSINE_SHORT_ROUNDING = 0.9999  # a Cosine above this is rounded to 6 decimals instead of 12
 # The elements beyond rounding: relative error above this many unit roundoffs of the coarser dtype. Two: one
