@@ -5,13 +5,16 @@ Runs, round-robin so that load from other jobs falls on every variant alike,
 
     PY -c pass
     PY -c "import numpy"
+    PY -c "import numpy" with OPENBLAS_NUM_THREADS=1 (as the CLI sets it before numpy starts its BLAS threads)
     PY -m msprobe_compare -f pytorch compare -i compare.json -o OUT -s --format csv    (per source tree)
 
 `--repeat` times each, then once more per source tree with `-X importtime`, and prints per variant the median and
 best wall time, the median CPU time (user+sys of the child), the total import time (the sum of the top-level
 modules' cumulative times from `-X importtime`, itself inflated by the measuring) and the overhead over `-c pass`
-and `-c "import numpy"`, then the goal: the median wall time of a small compare <= 0.15 s. This is a measurement,
-not a test: the machine's load moves it, so the load average is printed with it.
+and over the pinned `import numpy`, then the goal: the median wall time of a small compare <= 0.15 s. This is a
+measurement, not a test: the machine's load moves it, so the load average is printed with it. `--instructions`
+also counts each variant's instructions once under valgrind's callgrind (PYTHONHASHSEED=0), which load does not
+move: the figure to compare two trees by on a busy machine.
 
 Source trees: `--src LABEL=DIR` (repeatable; DIR holds the `msprobe_compare` package, e.g. another checkout's
 `src`), default this checkout's `src`. Each is byte-compiled first (`compileall`), as an installed package is,
@@ -19,6 +22,7 @@ so that a PYTHONDONTWRITEBYTECODE environment does not time the compiler (`--no-
 The case defaults to examples/pytorch_mlp_bug_stat (103 rows); `--case DIR` takes a folder with compare.json.
 
 Usage: python3 bench/start.py [--repeat 15] [--src main=OTHER/src --src new=src] [--case DIR] [--python PY]
+                              [--instructions]
 """
 import argparse
 import os
@@ -64,6 +68,17 @@ def import_total(cmd, cwd, env):
     return total / 1e6
 
 
+def instructions(cmd, cwd, env):
+    """Instructions of one run under callgrind (valgrind must be installed), or None."""
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=cwd,
+                          env={**env, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)  # fmt: skip
+    for line in proc.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1])
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -71,6 +86,7 @@ def main():
     ap.add_argument("--case", default=os.path.join(ROOT, "examples", "pytorch_mlp_bug_stat"))
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
     args = ap.parse_args()
     trees = [s.split("=", 1) if "=" in s else (s, s) for s in args.src] or [("ours", os.path.join(ROOT, "src"))]
     if not args.no_compile:
@@ -80,7 +96,9 @@ def main():
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = tempfile.mkdtemp(prefix="msprobe_start_")
     variants = [("python -c pass", [args.python, "-c", "pass"], base_env, None),
-                ('python -c "import numpy"', [args.python, "-c", "import numpy"], base_env, None)]  # fmt: skip
+                ('python -c "import numpy"', [args.python, "-c", "import numpy"], base_env, None),
+                ('the same, OPENBLAS_NUM_THREADS=1', [args.python, "-c", "import numpy"],
+                 {**base_env, "OPENBLAS_NUM_THREADS": "1"}, None)]  # fmt: skip
     for label, tree in trees:
         env = {**base_env, "PYTHONPATH": os.path.abspath(tree)}
         variants.append((f"compare ({label})", [args.python, *COMPARE, "-o", out], env, args.case))
@@ -99,19 +117,26 @@ def main():
     finally:
         shutil.rmtree(out, ignore_errors=True)
     floor = statistics.median(walls["python -c pass"])
-    numpy_floor = statistics.median(walls['python -c "import numpy"'])
+    numpy_floor = statistics.median(walls["the same, OPENBLAS_NUM_THREADS=1"])  # the numpy the CLI imports
     print(f"{machine_line(machine_info())}; load average {min(loads):.2f}-{max(loads):.2f} during the runs")
     print(f"case: {args.case}; {args.repeat} runs per variant, round-robin")
-    numpy_cpu = statistics.median(cpus['python -c "import numpy"'])
+    numpy_cpu = statistics.median(cpus["the same, OPENBLAS_NUM_THREADS=1"])
     print("| variant | median wall s | best wall s | median CPU s | import total s | wall over -c pass | "
-          "wall over numpy | CPU over numpy |")
+          "wall over pinned numpy | CPU over pinned numpy |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, *_ in variants:
         med = statistics.median(walls[name])
         print(f"| {name} | {med:.3f} | {min(walls[name]):.3f} | {statistics.median(cpus[name]):.3f} | "
               f"{imports[name]:.3f} | {med - floor:+.3f} | {med - numpy_floor:+.3f} | "
               f"{statistics.median(cpus[name]) - numpy_cpu:+.3f} |")  # fmt: skip
-    for name, *_ in variants[2:]:
+    if args.instructions and shutil.which("valgrind"):
+        print("| variant | instructions (callgrind) |")
+        print("|---|---:|")
+        for name, cmd, env, cwd in variants:
+            count = instructions(cmd, cwd, env)
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"| {name} | {count:,} |" if count else f"| {name} | n/a |")
+    for name, *_ in variants[3:]:
         med = statistics.median(walls[name])
         print(f"goal: {name} median wall {med:.3f} s <= {GOAL_S} s: {'met' if med <= GOAL_S else 'NOT met'}")
 

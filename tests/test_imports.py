@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "msprobe_compare"
-BASE = {"errors", "log", "runtime", "floattext", "native", ""}  # "" is the package's own __init__
+BASE = {"errors", "log", "runtime", "floattext", "native", "records", ""}  # "" is the package's own __init__
 STAGES = {"load": 1, "pair": 2, "measure": 3, "judge": 4, "model": 5, "render": 6}
 TOP = 7  # api, layouts, folders, config, cli, python_api, distribute, merge, __main__
 

@@ -57,3 +57,25 @@ def test_child_loads_builds_only_our_classes_and_arrays():
     assert back[0] is Mode.SUMMARY and back[1].tolist() == [0.0, 1.0, 2.0] and back[2] == {"a": [1, "b"]}
     with pytest.raises(pickle.UnpicklingError, match="posix.system is not allowed in the bench side"):
         child_loads(pickle.dumps(os.system), "the bench side's rows")
+
+
+def test_lazy_regex_compiles_on_first_use_and_then_is_the_pattern() -> None:
+    import re
+
+    from msprobe_compare.runtime import lazy_regex
+
+    lazy = lazy_regex(rb'"[^"\\]*"', re.S)
+    assert "match" not in vars(lazy)  # nothing compiled yet
+    text = b'x "ab\\"c" "d"'
+    compiled = re.compile(rb'"[^"\\]*"', re.S)
+    assert lazy.search(text).span() == compiled.search(text).span()
+    assert lazy.match is not None and "match" in vars(lazy)
+    assert lazy.findall(text) == compiled.findall(text) and lazy.sub(b"S", text) == compiled.sub(b"S", text)
+    assert lazy.pattern == compiled.pattern and lazy.flags == compiled.flags
+    assert not hasattr(lazy, "__missing_dunder__")  # dunder look-ups (copy, pickle probes) do not compile
+    try:
+        lazy_regex("[").search("x")
+    except re.error:
+        pass
+    else:
+        raise AssertionError("a bad pattern must fail where it is used")

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from msprobe_compare import distribute
 from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
@@ -33,22 +32,19 @@ from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import Measured, measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
-from msprobe_compare.measure.tensor_rows import Failure, RowTask, TensorColumns, measure_rows
 from msprobe_compare.model import CompareOutcome
-from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping
-from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mapping
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
-from msprobe_compare.pair.fuzzy import match_fuzzy
-from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping
-from msprobe_compare.pair.mapping_file import load_yaml, text_mapping
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import report, table
 from msprobe_compare.render.files import prepare_output_dir
-from msprobe_compare.render.progress import Progress
 from msprobe_compare.render.report import Written
 from msprobe_compare.render.texts import STATE_TEXT, messages_text
 from msprobe_compare.runtime import gc_paused
+from msprobe_compare.records import dataclass
+
+if TYPE_CHECKING:  # annotations only: the tensor rows are imported with tensor mode (start-up speed)
+    from msprobe_compare.measure.tensor_rows import Failure, RowTask, TensorColumns
 
 
 def check_frameworks(
@@ -86,17 +82,23 @@ def _stack_decision(cfg: CompareConfig, console: Console) -> Path | None:
 
 
 def read_data_mapping(path: Path) -> dict[str, str]:
+    from msprobe_compare.pair.mapping_file import load_yaml, text_mapping  # only with -dm (start-up speed)
+
     return text_mapping(load_yaml(path, "data mapping"), path, "data mapping", "NPU row names to bench row names")
 
 
 def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console) -> list[str | None] | None:
     """NPU compare keys under -am or -cm (-am wins when both are given, as in the reference), else None."""
     if opts.api_mapping is not None:
+        from msprobe_compare.pair.api_mapping import api_mapping_keys, read_api_mapping  # -am only (start-up speed)
+
         if opts.cell_mapping is not None:
             console.warning("-cm is ignored when -am is given")
         user = read_api_mapping(opts.api_mapping) if isinstance(opts.api_mapping, Path) else None
         return api_mapping_keys(npu, bench, user, warn=console.warning)
     if opts.cell_mapping is not None:
+        from msprobe_compare.pair.cell_mapping import cell_mapping_keys, read_cell_mapping  # -cm (start-up speed)
+
         cells = read_cell_mapping(opts.cell_mapping) if isinstance(opts.cell_mapping, Path) else None
         return cell_mapping_keys(npu, cells)
     return None
@@ -161,6 +163,8 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     data_map: dict[str, str | None] | None = None
     derived: dict[str, str] | None = None
     if opts.layer_mapping is not None:  # overrides -dm; an empty result means ordinary matching
+        from msprobe_compare.pair.layer_mapping import layer_mapping, read_layer_mapping  # -lm (start-up speed)
+
         lm_yaml = read_layer_mapping(opts.layer_mapping) if isinstance(opts.layer_mapping, Path) else None
         if layer_error:
             raise layer_error[0]
@@ -175,6 +179,8 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
             data_map = dict(zip(npu.names, keys))
         match = match_data_mapping(npu, bench, data_map)
     elif opts.fuzzy_match:
+        from msprobe_compare.pair.fuzzy import match_fuzzy  # only with -f (start-up speed)
+
         found = match_fuzzy(npu, bench, keys=keys)
         for npu_name, bench_name in found.failed_tests:
             console.warning(f"{npu_name} and {bench_name} can not fuzzy match")
@@ -251,6 +257,10 @@ def measure_tensors(
     cfg: CompareConfig, npu: RowTable, bench: RowTable, match: np.ndarray, console: Console
 ) -> TensorColumns:
     """Real-data metrics of every row, with the per-row log lines when `is_print_compare_log` is on."""
+    from msprobe_compare import distribute  # tensor mode only, as its reader and workers (start-up speed)
+    from msprobe_compare.measure.tensor_rows import measure_rows
+    from msprobe_compare.render.progress import Progress
+
     npu_dir = cfg.npu_path.parent / "dump_tensor_data"
     bench_dir = cfg.bench_path.parent / "dump_tensor_data"
     for side, directory in (("npu", npu_dir), ("bench", bench_dir)):

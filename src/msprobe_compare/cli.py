@@ -4,29 +4,43 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import gc
 from dataclasses import replace
 import os
-import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 # Our BLAS work always runs on one thread (measure/blas.py pins it); without this, OpenBLAS starts its own
 # threads at import, which spin for a while on a machine whose cores the compare itself keeps busy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported below
 
-from msprobe_compare import __version__, distribute
-from msprobe_compare.api import compare_files
-from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
-from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
-from msprobe_compare.load.framework import framework_of
-from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits
-from msprobe_compare.log import Console
-from msprobe_compare.merge import merge_results
-from msprobe_compare.render.files import prepare_output_dir
-from msprobe_compare.render import report
-from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
-from msprobe_compare.render.story import gate_line
-from msprobe_compare.runtime import tune_malloc
+# The imports below (numpy and the pipeline) make some 20,000 tracked objects (functions, classes, tables) that
+# live as long as the process: a cyclic collection would find nothing among them, so none runs meanwhile, and after
+# them they go to the oldest generation at once instead of being scanned as young objects first (start-up speed;
+# about 3% of the instructions of a small compare).
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from msprobe_compare import __version__
+    from msprobe_compare.api import compare_files
+    from msprobe_compare.config import FRAMEWORKS, CompareConfig, Options, formats_option, load_config, make_config
+    from msprobe_compare.errors import CompareError, InputError, OptionError, UsageError
+    from msprobe_compare.load.framework import framework_of
+    from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts, gate_hits
+    from msprobe_compare.log import Console
+    from msprobe_compare.render.files import prepare_output_dir
+    from msprobe_compare.render import report
+    from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
+    from msprobe_compare.render.story import gate_line
+    from msprobe_compare.runtime import tune_malloc
+finally:
+    if not gc.get_freeze_count():  # (a caller's own frozen objects stay frozen)
+        gc.freeze()  # and unfreeze: every tracked object into the oldest generation, none scanned
+        gc.unfreeze()
+    if _collecting:
+        gc.enable()
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 COMMANDS = ("compare", "merge_result")
@@ -41,15 +55,42 @@ msprobe 26.x spelling, also accepted (paths given directly, framework from the d
   verdicts (26.x marks unmatched rows 'pass' and has neither colours nor advisor)."""
 
 
+def _shell_join(words: list[str]) -> str:
+    import shlex  # only for the messages of usage errors (start-up speed)
+
+    return shlex.join(words)
+
+
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, as argparse's help formatter asks it, without importing shutil (which
+    probes bz2 and lzma at import: start-up speed)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def _formatter(cls: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> Any:
+    """`cls` with the width argparse would give it (the terminal's columns - 2), measured once per parser instead
+    of by every formatter argparse makes (one per argument)."""
+    return functools.partial(cls, width=_terminal_columns() - 2)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msprobe", description="Accuracy comparison of msprobe dumps.",
-                                     epilog=f"example: {EXAMPLE}")  # fmt: skip
+                                     epilog=f"example: {EXAMPLE}", formatter_class=_formatter())  # fmt: skip
     parser.add_argument("--version", action="version", version=f"msprobe-compare {__version__}")
     parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default=None,
                         help="framework of the NPU dump (required; before the subcommand)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     cmp = sub.add_parser("compare", help="compare two dumps", epilog=f"example: {EXAMPLE}\n\n{SPELLING_26}",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                         formatter_class=_formatter(argparse.RawDescriptionHelpFormatter))  # fmt: skip
     cmp.add_argument("-i", "--input_path", required=True, type=Path, help="compare.json")
     cmp.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
                      help="output directory (default ./output; created if missing)")  # fmt: skip
@@ -85,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
                           "(needs msprobe-compare[ray])")  # fmt: skip
     _add_layout_args(cmp)
-    merge = sub.add_parser("merge_result", help="merge several ranks' compare results")
+    merge = sub.add_parser("merge_result", help="merge several ranks' compare results", formatter_class=_formatter())
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")
     merge.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output", help="output folder")
     merge.add_argument("-config", "--config-path", dest="config_path", required=True, type=Path,
@@ -125,7 +166,8 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
 def _parser_26() -> argparse.ArgumentParser:
     """`msprobe compare -tp TARGET -gp GOLDEN ...` (msprobe 26.x), with our own options too; dests as in _parser."""
     p = argparse.ArgumentParser(prog="msprobe compare", description="Compare two dumps (msprobe 26.x spelling).",
-                                epilog=SPELLING_26, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                epilog=SPELLING_26,
+                                formatter_class=_formatter(argparse.RawDescriptionHelpFormatter))  # fmt: skip
     p.add_argument("-tp", "--target_path", required=True, type=Path, help="NPU dump: dump.json, rank or step folder")
     p.add_argument("-gp", "--golden_path", required=True, type=Path, help="bench dump, of the same kind")
     p.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
@@ -160,11 +202,11 @@ def _parse_26(parser: argparse.ArgumentParser, argv: list[str], at: int) -> argp
     head = argv[:at]
     framework = None
     if head:
-        top = argparse.ArgumentParser(prog="msprobe", add_help=False)
+        top = argparse.ArgumentParser(prog="msprobe", add_help=False, formatter_class=_formatter())
         top.add_argument("-f", "--framework", choices=FRAMEWORKS)
         known, extra = top.parse_known_args(head)
         if extra:
-            parser.error(f"unrecognized arguments before compare: {shlex.join(extra)}")
+            parser.error(f"unrecognized arguments before compare: {_shell_join(extra)}")
         framework = known.framework
     args = _parser_26().parse_args(argv[at + 1 :])
     if args.mode != "auto":
@@ -188,6 +230,8 @@ def _chosen(path: Path, step: int | None, rank: int | None, flag: str) -> Path:
 
 
 def _merge(args: argparse.Namespace, console: Console) -> int:
+    from msprobe_compare.merge import merge_results  # merge_result only: openpyxl's side (start-up speed)
+
     try:
         out_dir = prepare_output_dir(Path(args.output_path))
         merge_results(args.input_path, out_dir, args.config_path, console)
@@ -199,6 +243,8 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit)."""
+    if argv is None:  # this process is the command (console script, python -m): what is loaded now lives until exit,
+        gc.freeze()  # so no collection, nor the one at exit, scans it again (start-up speed: ~5% of a small compare)
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
     if not argv:
@@ -222,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
         if args.framework is None:
             parser.error(f"the framework of {args.target_path} cannot be told from the dump; give it: msprobe -f "
-                         f"{{{','.join(FRAMEWORKS)}}} {shlex.join(argv[at26:])}")  # fmt: skip
+                         f"{{{','.join(FRAMEWORKS)}}} {_shell_join(argv[at26:])}")  # fmt: skip
     if args.framework is None:
         parser.error(f"-f/--framework is required before the subcommand: msprobe -f {{{','.join(FRAMEWORKS)}}} "
-                     f"{shlex.join(argv)}")  # fmt: skip
+                     f"{_shell_join(argv)}")  # fmt: skip
     tune_malloc()
     console = Console()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -242,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = _options(args)
         if options.ray:
+            from msprobe_compare import distribute  # --ray only (start-up speed)
+
             ray_session.enter_context(distribute.session())
         cfg = (load_config(args.input_path, options) if at26 is None
                else make_config(args.target_path, args.golden_path, options))  # fmt: skip
@@ -371,7 +419,7 @@ def _misplaced_framework(argv: list[str]) -> str | None:
         else:
             continue
         framework = value if value in FRAMEWORKS else "{" + ",".join(FRAMEWORKS) + "}"
-        fixed = " ".join(["msprobe -f", framework, shlex.join([argv[command], *rest[:k], *rest[end:]])])
+        fixed = " ".join(["msprobe -f", framework, _shell_join([argv[command], *rest[:k], *rest[end:]])])
         return f"-f/--framework goes before the subcommand (after it, -f is --fuzzy_match): {fixed}"
     return None
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_compare.errors import InputError, OptionError
 from msprobe_compare.load.dumpjson import read_json
-from msprobe_compare.load.kernel_dump import GraphRequest, graph_request
 from msprobe_compare.load.layout import resolve_input
-from msprobe_compare.load.parallel_layout import parse_layout
-from msprobe_compare.measure.tensor_rows import POOL_KINDS
+from msprobe_compare.runtime import POOL_KINDS
+from msprobe_compare.records import dataclass
+
+if TYPE_CHECKING:  # an annotation only: MindSpore runs import it (start-up speed)
+    from msprobe_compare.load.kernel_dump import GraphRequest
 
 FRAMEWORKS = ("pytorch", "mindspore")
 POOL_ENV = "MSPROBE_COMPARE_POOL"  # the default of Options.pool
@@ -66,6 +68,8 @@ class Options:
         self._set("formats", formats_option(self.formats))
         for name in ("npu_layout", "bench_layout"):
             if getattr(self, name) is not None:
+                from msprobe_compare.load.parallel_layout import parse_layout  # layouts only (start-up speed)
+
                 self._set(name, parse_layout(getattr(self, name), f"option '{name}'"))
         self._set("pool", _pool_option(self.pool))
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
@@ -148,7 +152,11 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
     npu = _path_field(doc, "npu_path", input_path)
     bench = _path_field(doc, "bench_path", input_path)
-    graph = graph_request(doc, input_path) if options.framework == "mindspore" else None
+    graph = None
+    if options.framework == "mindspore":
+        from msprobe_compare.load.kernel_dump import graph_request  # MindSpore only (start-up speed)
+
+        graph = graph_request(doc, input_path)
     if graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): two dump folders, nothing else applies
         for key, path in (("npu_path", npu), ("bench_path", bench)):
             if not path.is_dir():
@@ -165,6 +173,8 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
         raise InputError("'is_print_compare_log' must be true or false", input_path)
     for key, name in (("npu_parallel", "npu_layout"), ("bench_parallel", "bench_layout")):
         if doc.get(key) is not None and getattr(options, name) is None:  # the command line wins
+            from msprobe_compare.load.parallel_layout import parse_layout  # layouts only (start-up speed)
+
             try:
                 layout: dict[str, Any] = {name: parse_layout(doc[key], f"'{key}'")}
                 options = replace(options, **layout)

@@ -16,12 +16,12 @@ import io
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
 from msprobe_compare.errors import CompareError, UsageError
 from msprobe_compare.log import Console
+from msprobe_compare.records import dataclass
 
 INSTALL_HINT = "pip install msprobe-compare[ray]"
 LOOPBACK = "127.0.0.1"

@@ -4,7 +4,7 @@ were split differently across cards (layouts.py); ranks run in processes or as R
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from msprobe_compare import distribute
@@ -13,6 +13,7 @@ from msprobe_compare.config import CompareConfig
 from msprobe_compare.layouts import LayoutPlan, compare_layouts, plan_layouts
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
 from msprobe_compare.log import Console
+from msprobe_compare.records import dataclass
 
 
 @dataclass(frozen=True)

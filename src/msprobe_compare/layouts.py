@@ -13,7 +13,7 @@ import functools
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from msprobe_compare.pair.parallel import LayoutView
 from msprobe_compare.pair.stages import merge_stages
 from msprobe_compare.render import report
 from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.records import dataclass
 
 
 @dataclass

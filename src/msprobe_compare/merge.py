@@ -8,7 +8,6 @@ configured APIs, its columns the ranks. Cells the rank has no number for (`N/A`,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from msprobe_compare.pair.mapping_file import load_yaml
 from msprobe_compare.render import table
 from msprobe_compare.render.files import new_output
 from msprobe_compare.render.xlsx import write_workbook
+from msprobe_compare.records import dataclass
 
 RESULT_NAME = re.compile(r"^compare_result_(rank\d+(?:-rank\d+)?)_(\d{14})\.xlsx$")
 SINGLE_RANK_NAME = re.compile(r"^compare_result_rank_\d{14}\.xlsx$")

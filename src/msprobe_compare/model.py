@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,8 +17,11 @@ from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import StatDiffs
-from msprobe_compare.measure.tensor_rows import TensorColumns
-from msprobe_compare.pair.parallel import LayoutView
+from msprobe_compare.records import dataclass
+
+if TYPE_CHECKING:  # annotations only: tensor mode and parallel layouts import them (start-up speed)
+    from msprobe_compare.measure.tensor_rows import TensorColumns
+    from msprobe_compare.pair.parallel import LayoutView
 
 __all__ = ["CompareOutcome", "Mode"]
 

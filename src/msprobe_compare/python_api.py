@@ -11,7 +11,7 @@ import contextlib
 import difflib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.render import report
 from msprobe_compare.render.diff_analyze import write_diff_analyze
 from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.records import dataclass
 
 PathLike = str | os.PathLike[str]
 # keyword options: those of Options but the ones given as parameters (framework, output_dir) or internal

@@ -9,10 +9,45 @@ import io
 import os
 import pickle
 import platform
+import re
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, overload
+
+# How tensor rows run in parallel (measure/tensor_rows.py); Options.pool (config.py) chooses one. Here, not in
+# tensor_rows, so that checking the option does not import the tensor reader (start-up speed).
+POOL_KINDS = ("auto", "thread", "process")
+
+
+class _LazyPattern:
+    """A regular expression compiled on its first use; from then on its methods are the compiled pattern's own,
+    bound once, so a call costs what it costs on the pattern."""
+
+    _METHODS = ("search", "match", "fullmatch", "sub", "subn", "split", "findall", "finditer")
+
+    def __init__(self, pattern: str | bytes, flags: int) -> None:
+        self._source: tuple[Any, int] = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:  # only for names not yet set on the instance
+        if name.startswith("__"):
+            raise AttributeError(name)
+        compiled = re.compile(*self._source)
+        for method in self._METHODS:
+            setattr(self, method, getattr(compiled, method))
+        return getattr(compiled, name)
+
+
+@overload
+def lazy_regex(pattern: str, flags: int = 0) -> re.Pattern[str]: ...
+@overload
+def lazy_regex(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]: ...
+
+
+def lazy_regex(pattern: str | bytes, flags: int = 0) -> Any:
+    """`re.compile(pattern, flags)`, compiled when first used: a module's patterns for paths a run may not take
+    cost nothing at import (start-up speed). Only the pattern's methods (search, match, sub...) are used on it."""
+    return _LazyPattern(pattern, flags)
 
 
 @contextlib.contextmanager

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+
+from msprobe_compare.records import dataclass
 
 DETERMINISTIC_APIS = ("conv2d", "conv3d", "matmul", "nll_loss", "layer_norm", "lstm")
 

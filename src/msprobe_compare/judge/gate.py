@@ -6,7 +6,7 @@ Python API, so that every place counts the same rows as the root cause does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from msprobe_compare.judge.verdict import BaseVerdict, Result
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.measure.measured import Measured
+from msprobe_compare.records import dataclass
 
 GATE_LEVELS = ("error", "warning", "unmatched")
 MOSTLY_UNMATCHED = 0.5  # above this share of unmatched NPU rows the console warns about bench_path

@@ -7,12 +7,12 @@ is red like +-inf (decision D3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 import numpy as np
 
 from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.records import dataclass
 
 MAX_ABS_ERR_RED = 1e10
 ORDER_OF_MAGNITUDE = 1.0

@@ -7,7 +7,7 @@ not flagged), and last the row levels `--fail-on`, the console counts and every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from collections.abc import Callable
 
 import numpy as np
@@ -24,6 +24,7 @@ from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import TensorMetric
+from msprobe_compare.records import dataclass
 
 @dataclass(frozen=True)
 class Judgement:

@@ -24,7 +24,7 @@ import math
 import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, UNIT_ROUNDOFF, MetricState
 from msprobe_compare.pair.exact import dtype_category
+from msprobe_compare.records import dataclass
 
 
 @dataclass(frozen=True)

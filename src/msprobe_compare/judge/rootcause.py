@@ -29,7 +29,7 @@ import functools
 import itertools
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 
 import numpy as np
@@ -40,6 +40,7 @@ from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.tensor_metrics import UNIT_ROUNDOFF
+from msprobe_compare.records import dataclass
 
 
 class CallState(Enum):

@@ -5,13 +5,13 @@ Texts are produced only in render/; here everything is small integers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 import numpy as np
 
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.stats import StatDiffs
+from msprobe_compare.records import dataclass
 
 
 class Result(IntEnum):

@@ -8,7 +8,7 @@ import operator
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import numpy as np
 import orjson
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import lazy_regex  # compiled when a text has escapes (start-up speed)
 
 MAX_JSON_DEPTH = 512  # nesting of any JSON input, on every parser path (orjson, the stdlib parser)
 
@@ -48,7 +50,7 @@ class JSONDepthError(ValueError):
 
 
 # an escaped backslash (kept), a surrogate pair (kept), a lone surrogate (replaced)
-_ESCAPES = re.compile(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+_ESCAPES = lazy_regex(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
                       rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 

@@ -6,14 +6,14 @@ Older dumpers (before 2025) wrote no `framework` key; MSAdapter dumps say `"fram
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from msprobe_compare.load.layout import first_dump, resolve_input
 from msprobe_compare.load.stream import DumpHeader, open_dump
+from msprobe_compare.runtime import lazy_regex  # compiled when first used (start-up speed)
 
 FRAMEWORK_ALIASES = {"pytorch": "pytorch", "mindspore": "mindspore", "mindtorch": "mindspore"}
-_TYPE = re.compile(rb'"type":\s*"(mindspore|torch)')
+_TYPE = lazy_regex(rb'"type":\s*"(mindspore|torch)')
 CHUNK = 1 << 20
 SCAN_LIMIT = 256 << 20  # bytes searched for a tensor type before giving up
 

@@ -14,11 +14,12 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400  # folder levels below the root, as the reference
 NPY_NAME = re.compile(r"^([^.]+)\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+(?:\.\d+)*)\.((?:in|out)put(?:\.\d+)*)\.([^.]+)\.([^.]+)"

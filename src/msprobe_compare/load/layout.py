@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_compare.errors import InputError
+from msprobe_compare.records import dataclass
 
 RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
 PROC_NAME = re.compile(r"^proc([0-9]+)$")

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from msprobe_compare.errors import InputError, OptionError
+from msprobe_compare.records import dataclass
 
 DIMS = ("tp", "dp", "pp")
 DEFAULT_ORDER = ("tp", "dp", "pp")  # Megatron's order (tp-cp-ep-dp-pp) without context and expert parallelism

@@ -12,7 +12,7 @@ import operator
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from orjson import JSONEncodeError, dumps
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
+from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")

@@ -32,7 +32,7 @@ import io
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain
 from pathlib import Path
 from collections.abc import Generator, Iterable, Iterator
@@ -47,6 +47,8 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
 from msprobe_compare.load.dumpjson import (JSONDepthError, check_dump_header, file_error, loads, open_regular,
                                            read_json)
+from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import lazy_regex  # the tokenizer's patterns: compiled when it runs (start-up speed)
 
 BLOCK = 16 << 20  # bytes read at a time
 SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
@@ -387,7 +389,8 @@ def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | 
     of "data" to the general path, which words the error."""
     region_end = layout.data_end  # just past the "}" of "data"
     base = layout.data_start  # file offset of buf[0]
-    buf = bytearray(WALK_BUFFER)
+    # no bigger than "data" itself: a small dump does not fault in a whole buffer's pages (start-up speed)
+    buf = bytearray(max(1, min(WALK_BUFFER, region_end - base)))
     view = memoryview(buf)
     try:
         with open(path, "rb") as f:
@@ -428,11 +431,11 @@ def _text_batches(path: Path, layout: _Layout, walker: Any) -> Iterator[Batch | 
 
 
 # -- general path --------------------------------------------------------------------------------------------------
-_WS = re.compile(rb"[ \t\r\n]*")
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_WS = lazy_regex(rb"[ \t\r\n]*")
+_STRING = lazy_regex(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 # text up to the next bracket, whole strings included (an unterminated string stops it at its quote)
-_RUN = re.compile(rb'(?:[^"{}\[\]]+|"[^"\\]*(?:\\.[^"\\]*)*")*', re.S)
-_SCALAR = re.compile(rb'[^ \t\r\n,:{}\[\]"]+')
+_RUN = lazy_regex(rb'(?:[^"{}\[\]]+|"[^"\\]*(?:\\.[^"\\]*)*")*', re.S)
+_SCALAR = lazy_regex(rb'[^ \t\r\n,:{}\[\]"]+')
 _OPEN, _CLOSE = frozenset(b"{["), frozenset(b"}]")
 
 

@@ -7,9 +7,9 @@ Arrays may be memory-mapped; consumers must never write into them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from msprobe_compare.records import dataclass
 
 BF16 = "bfloat16"
 

@@ -19,7 +19,6 @@ import stat
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any, BinaryIO, Literal, NamedTuple
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import numpy as np
 
 from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.records import dataclass
 
 __all__ = ["load_tensor", "read_npy", "read_pt", "resolve_tensor_path"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.stats import MAGNITUDE_EPS
 from msprobe_compare.measure.tensor_metrics import TensorMetrics, TensorMsg, compare_tensors
+from msprobe_compare.records import dataclass
 
 
 class KernelCheck(enum.IntEnum):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.stats import StatDiffs, stat_diffs
-from msprobe_compare.measure.tensor_rows import TensorColumns
+from msprobe_compare.records import dataclass
+
+if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
+    from msprobe_compare.measure.tensor_rows import TensorColumns
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
 
 from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.measure.legacy_parse import reference_parse
+from msprobe_compare.records import dataclass
 
 WARN_MAGNITUDE = 0.5
 MAGNITUDE_EPS = 1e-10

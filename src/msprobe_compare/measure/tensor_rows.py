@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,6 +25,7 @@ import numpy as np
 from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.blas import single_threaded_blas
+from msprobe_compare.runtime import POOL_KINDS
 from msprobe_compare.measure.tensor_metrics import (
     METRIC_FIELDS,
     MetricState,
@@ -33,6 +34,7 @@ from msprobe_compare.measure.tensor_metrics import (
     TensorMsg,
     compare_tensors,
 )
+from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
@@ -110,7 +112,6 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
     return compare_tensors(loaded[0], loaded[1], excess_units=excess_units), NO_FAILURE
 
 
-POOL_KINDS = ("auto", "thread", "process")  # Options.pool (config.py) chooses one
 # auto: processes (forked) whenever at least this many rows per worker read tensor files, threads otherwise.
 # Measured on 2 cores (bench/TENSOR_RESULTS.md): processes are as fast as threads on large tensors (a 4.5 GB pair
 # of 52 rows: 3.6 s vs 4.0 s) and much faster on many small ones, where the per-row Python work (zip parsing,

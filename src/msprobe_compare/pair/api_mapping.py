@@ -13,7 +13,6 @@ be written `ms_outputs`/`pt_outputs` (documented) or `ms_output`/`pt_output` (wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import RowTable, State
 from msprobe_compare.pair.mapping_file import load_yaml, parse_yaml, shown
 from msprobe_compare.pair.spans import entry_spans, keys_by_entry
+from msprobe_compare.records import dataclass
 
 UNMATCHABLE = None  # the compare key of a row that cannot be mapped: it matches nothing (pair.exact)
 TABLE_FILE = "ms_to_pt_api.yaml"

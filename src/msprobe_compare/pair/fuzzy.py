@@ -6,11 +6,12 @@ stays in the result, in NPU order; rows never paired are unmatched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from msprobe_compare.load.rows import RowTable
+from msprobe_compare.records import dataclass
 
 
 def rename_api(name: str) -> str:

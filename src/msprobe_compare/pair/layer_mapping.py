@@ -14,7 +14,7 @@ data mapping, used like `-dm`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.pair.exact import NO_MATCH_NAME
 from msprobe_compare.pair.mapping_file import load_yaml, shown
 from msprobe_compare.pair.spans import entry_spans
+from msprobe_compare.records import dataclass
 
 NO_MATCH = NO_MATCH_NAME
 TOP_LAYER = "TopLayer"

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from msprobe_compare.load.parallel_layout import parse_shape, plain_class_name
 from msprobe_compare.load.rows import _ABSENT, RawCells, RowTable, State, StatKind
+from msprobe_compare.records import dataclass
 
 STAT_TOLERANCE = 1e-4  # relative: replicated ranks agree within this (TP changes summation orders)
 REDUCE_APIS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distributed.all_gather",

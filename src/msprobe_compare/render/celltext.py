@@ -27,6 +27,7 @@ import orjson
 
 from msprobe_compare import floattext
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
+from msprobe_compare.runtime import lazy_regex  # patterns compiled on first use (start-up speed)
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
 SAFE_TEXTS = frozenset({"-inf", "-"})
@@ -36,12 +37,12 @@ INT_BULK_LIMIT = 1e16  # integers below this are written in bulk (orjson prints 
 
 _CONTROL = "".join(map(chr, range(1, 32)))
 _CSV_QUOTE_CHARS = ',"\r\n'  # characters that make csv.writer quote a field (excel dialect)
-_CSV_QUOTE = re.compile(f"[{re.escape(_CSV_QUOTE_CHARS)}]")
+_CSV_QUOTE = lazy_regex(f"[{re.escape(_CSV_QUOTE_CHARS)}]")
 _JSON_CHARS = '"\\' + _CONTROL  # what orjson escapes; it refuses surrogates
-_JSON_SPECIAL = re.compile(f"[{re.escape(_JSON_CHARS)}\ud800-\udfff]")
+_JSON_SPECIAL = lazy_regex(f"[{re.escape(_JSON_CHARS)}\ud800-\udfff]")
 _XML_CHARS = "&<>" + "".join(ch for ch in _CONTROL if ch not in "\t\n\r")
-_XML_SPECIAL = re.compile(f"[{re.escape(_XML_CHARS)}\ufffe\uffff]")
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_XML_SPECIAL = lazy_regex(f"[{re.escape(_XML_CHARS)}\ufffe\uffff]")
+_XML_BAD = lazy_regex("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _XML_TEXT = ('<c t="inlineStr"><is><t xml:space="preserve">', "</t></is></c>")
 _XML_NUMBER = ("<c><v>", "</v></c>")

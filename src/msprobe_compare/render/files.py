@@ -9,11 +9,11 @@ import itertools
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterator
 
 from msprobe_compare.errors import OutputError
+from msprobe_compare.records import dataclass
 
 FILE_MODE = 0o640
 DIR_MODE = 0o750

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +14,9 @@ from msprobe_compare.judge.rootcause import RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table
-from msprobe_compare.pair.mapping_file import mapping_yaml
 from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
-from msprobe_compare.render.html import write_html
-from msprobe_compare.render.xlsx import write_xlsx_columns
+from msprobe_compare.records import dataclass
 
 
 @dataclass(frozen=True)
@@ -120,9 +118,18 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
         console.warning(extra)
 
 
+def write_html(path: Path, outcome: CompareOutcome, title: str, *, columns: list[Any] | None) -> None:
+    """render/html.py's write_html, imported only when a report is written (start-up speed)."""
+    from msprobe_compare.render import html
+
+    html.write_html(path, outcome, title, columns=columns)
+
+
 def _xlsx(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any,
           coloured: bool) -> None:  # fmt: skip
     assert not isinstance(columns, table.ColumnBlocks), "the xlsx writer takes whole columns"
+    from msprobe_compare.render.xlsx import write_xlsx_columns  # only with an xlsx (start-up speed)
+
     write_xlsx_columns(path, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
 
 
@@ -217,6 +224,8 @@ def _write_set(
     if outcome.derived_mapping is not None:  # -lm: the row mapping it derived, published with the rest
         mapping_path = out_dir / f"data_mapping_{ts}.yaml"
         with atomic_output(mapping_path) as tmp:
+            from msprobe_compare.pair.mapping_file import mapping_yaml  # only with -lm (start-up speed)
+
             tmp.write_text(mapping_yaml(outcome.derived_mapping), encoding="utf-8")
         console.info(f"The data mapping is saved in: {mapping_path}")
     counts = outcome.counts

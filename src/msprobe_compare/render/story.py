@@ -4,7 +4,6 @@ so they tell one story."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_compare.judge.advisor import AdvisorResult, advice_for
@@ -23,6 +22,7 @@ from msprobe_compare.judge.rootcause import (
 )
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.render import texts
+from msprobe_compare.records import dataclass
 
 # what the reference's advisor reads, per mode (its first-failing-row rule)
 ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,11 +17,14 @@ import numpy as np
 from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
-from msprobe_compare.measure.tensor_rows import TensorColumns
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TextRange, object_array
+from msprobe_compare.records import dataclass
+
+if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
+    from msprobe_compare.measure.tensor_rows import TensorColumns
 
 __all__ = ["Cells", "Column", "KIND_FLOAT", "KIND_INT", "KIND_OTHER", "KIND_PERCENT"]  # re-exported for writers
 
