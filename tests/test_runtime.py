@@ -57,6 +57,27 @@ def test_child_loads_builds_only_our_classes_and_arrays():
     assert back[0] is Mode.SUMMARY and back[1].tolist() == [0.0, 1.0, 2.0] and back[2] == {"a": [1, "b"]}
     with pytest.raises(pickle.UnpicklingError, match="posix.system is not allowed in the bench side"):
         child_loads(pickle.dumps(os.system), "the bench side's rows")
+    with pytest.raises(pickle.UnpicklingError, match="child_loads is not allowed"):  # our functions neither
+        child_loads(pickle.dumps(child_loads), "a test")
+
+
+def test_child_loads_reads_a_real_bench_table_as_its_child_sends_it():
+    """The forked bench read's payload (load.sides.pack of a real row table, whose raw statistic cells hold the
+    module-level marker load.rows._ABSENT) comes back whole through the restricted unpickler."""
+    from pathlib import Path
+
+    from msprobe_compare.load.stream import open_dump
+    from msprobe_compare.load.rows import _ABSENT, flatten
+    from msprobe_compare.load.sides import pack, unpack
+    from msprobe_compare.runtime import child_loads
+
+    assert child_loads(pickle.dumps(_ABSENT), "a test") is _ABSENT
+    path = Path(__file__).parent / "data" / "parallel" / "own" / "n2" / "step0" / "rank0" / "dump.json"
+    table = flatten(path, open_dump(path)[1])
+    sent = pickle.dumps(("ok", pack(table)), protocol=pickle.HIGHEST_PROTOCOL)
+    assert b"_ABSENT" in sent  # the marker is in what crosses
+    back = unpack(child_loads(sent, "the bench side's rows")[1])
+    assert back.names == table.names and back.entries == table.entries and len(back) == len(table)
 
 
 def test_lazy_regex_compiles_on_first_use_and_then_is_the_pattern() -> None:

@@ -144,7 +144,8 @@ _BUILTINS = frozenset({"set", "frozenset", "tuple", "list", "dict", "bytes", "by
 
 
 class _Restricted(pickle.Unpickler):
-    """Builds only this package's classes, numpy's arrays, dtypes and scalars, and a few builtin types."""
+    """Builds only this package's classes (and its module-level constants, instances of them), numpy's arrays,
+    dtypes and scalars, and a few builtin types; never a function."""
 
     what = "data of a child process"
 
@@ -153,6 +154,6 @@ class _Restricted(pickle.Unpickler):
             return super().find_class(module, name)
         if module.startswith("msprobe_compare.") and "." not in name:
             found = super().find_class(module, name)
-            if isinstance(found, type):
-                return found
+            if isinstance(found, type) or type(found).__module__.startswith("msprobe_compare."):
+                return found  # a class of ours, or one of our module-level constants (load.rows._ABSENT)
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in {self.what}")
