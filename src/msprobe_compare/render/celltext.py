@@ -681,7 +681,8 @@ class XmlFormat(_Format):
         if (
             "\0\0" in joined or joined[:1] == "\0" or joined[-1:] == "\0" or not joined  # an empty text
             or _has_any(joined, _XML_CHARS, _XML_SPECIAL)
-            or (len(joined) * 2 > MAX_CELL_CHARS and max(map(utf16_units, values)) > MAX_CELL_CHARS)
+            or (len(joined) * 2 > MAX_CELL_CHARS and max(map(len, values)) * 2 > MAX_CELL_CHARS
+                and max(map(utf16_units, values)) > MAX_CELL_CHARS)  # fmt: skip
         ):  # fmt: skip
             return None
         return (_XML_TEXT[0] + joined.replace("\0", _XML_TEXT[1] + "\0" + _XML_TEXT[0]) + _XML_TEXT[1]).split("\0")

@@ -18,13 +18,16 @@ from collections import deque
 from itertools import chain, repeat
 from pathlib import Path
 from collections.abc import Sequence
+from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from msprobe_compare import floattext, native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import gc_paused
-from msprobe_compare.render.celltext import XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.render.celltext import TextRange, XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.render.flat import orjson_digits
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
 
 if TYPE_CHECKING:
@@ -243,6 +246,38 @@ class _BackgroundWriter:
             self.pool.shutdown(wait=True)
 
 
+_STYLES_BY_CODE = [STYLE[Colour(c)] for c in range(len(STYLE))]  # xml_block's styles, indexed by colour code
+
+
+def _xml_spec(fmt: XmlFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
+    """Rows [lo, hi) of a column in the form _csvrows.xml_block takes: numbers stay numbers, texts of a whole list
+    are read in place (made into cells in C), the other cells' XML comes from `fmt` (each distinct value once)."""
+    if isinstance(col, Column) and col.codes is not None:
+        return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
+    objects = col._objects if isinstance(col, Column) else col
+    if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
+        codes, texts = fmt.other_codes(col)
+        values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
+        kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
+        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
+        return values, kind, codes[lo:hi], texts, numbers
+    if isinstance(objects, TextRange) and isinstance(objects.items, list):
+        return objects.items, objects.start + lo, cell_xml
+    if isinstance(objects, list):
+        return objects, lo, cell_xml
+    return fmt.column(col, lo, hi)
+
+
+def _sheet_rows_native(
+    fast: ModuleType, fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int,
+    hi: int, first_row: int, digits: bool,
+) -> bytes:  # fmt: skip
+    """`_sheet_rows` encoded, the rows assembled in C (the same bytes)."""
+    specs = [_xml_spec(fmt, col, lo, hi, digits) for col in columns]
+    return fast.xml_block(specs, hi - lo, first_row, np.ascontiguousarray(colours[lo:hi], dtype=np.int8),
+                          _STYLES_BY_CODE)  # fmt: skip
+
+
 def _sheet_rows(
     fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int, hi: int, first_row: int
 ) -> str:  # fmt: skip
@@ -278,10 +313,15 @@ def _write_sheet_columns(
                    + first).encode("utf-8"))  # fmt: skip
         out = _BackgroundWriter(raw)
         fmt = XmlFormat()  # one for all blocks: it keeps what it learnt of each column
+        fast = native.load("_csvrows")
+        digits = fast is not None and orjson_digits(fast, size)
         try:
             for lo in range(start, start + size, BLOCK_ROWS):
                 hi = min(lo + BLOCK_ROWS, start + size)
-                out.write(_sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8"))
+                if fast is not None:
+                    out.write(_sheet_rows_native(fast, fmt, columns, colours, lo, hi, lo - start + 2, digits))
+                else:
+                    out.write(_sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8"))
         finally:
             out.close()
         raw.write(_SHEET_TAIL.format(last=last_ref).encode("utf-8"))
