@@ -224,7 +224,7 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
             pid = 0
             if ok:
                 with open(part, "rb") as g:
-                    _append(f, g)
+                    append_file(f, g)
             else:  # the child failed: write the rest here, where an error shows with its message
                 _blocks(f, block, mid, n)
         finally:
@@ -245,7 +245,7 @@ def _blocks(f: Any, block: Callable[[int, int], bytes], lo: int, hi: int) -> Non
         f.write(block(start, min(start + BLOCK_ROWS, hi)))
 
 
-def _append(f: Any, g: Any) -> None:
+def append_file(f: Any, g: Any) -> None:
     """Append the whole of file `g` to `f` (in the kernel where it can)."""
     f.flush()
     size = os.fstat(g.fileno()).st_size
