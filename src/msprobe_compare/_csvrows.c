@@ -4,6 +4,9 @@
  * A column is one of:
  *   [str, ...]                      the cells' CSV fields, ready;
  *   (codes int32[n], [str, ...])    cell i is texts[codes[i]];
+ *   (list, start, None)             CSV only: cell i is the text list[start + i], made a field here (flat.neutralise,
+ *                                   quoted as csv.writer); (list, rows int64[n], None, missing): list[rows[i]],
+ *                                   `missing` where rows[i] is -1;
  *   (values float64[n], kinds int8[n], codes int32[n], [str, ...], bytes or None)
  *     (+ orjson's text of the values, "[a,b,...]", or None)
  *                                   KIND_FLOAT 0: repr(value); KIND_INT 1: str(int(value)); KIND_PERCENT 2:
@@ -145,7 +148,49 @@ typedef struct {
     const char *pre, *suf; /* JSON lines: the text before and after a number ("key": and separators) */
     Py_ssize_t pre_n, suf_n;
     Py_ssize_t start; /* C_FIELDS: the block's first row in the list */
+    Py_buffer rows;   /* C_FIELDS with rows: the row of the list for each cell (int64; -1: `missing`) */
+    int has_rows;
+    PyObject *missing;
 } Spec;
+
+/* The cell of row i of a field/value column: list[start + i], or list[rows[i]] (`missing` where -1). */
+static PyObject *list_cell(const Spec *s, Py_ssize_t i) {
+    if (!s->has_rows) return PyList_GET_ITEM(s->texts, s->start + i);
+    int64_t r = ((const int64_t *)s->rows.buf)[i];
+    if (r < 0) return s->missing;
+    if (r >= PyList_GET_SIZE(s->texts)) {
+        PyErr_SetString(PyExc_IndexError, "a row out of its list");
+        return NULL;
+    }
+    return PyList_GET_ITEM(s->texts, r);
+}
+
+/* (list, start, x) or (list, rows int64[n], x, missing): a column read in place from a whole list. */
+static int list_spec(Spec *s, PyObject *c, Py_ssize_t n, const char *what) {
+    s->texts = PyTuple_GET_ITEM(c, 0);
+    PyObject *at = PyTuple_GET_ITEM(c, 1);
+    if (!PyList_Check(s->texts)) {
+        PyErr_Format(PyExc_TypeError, "%s column needs a list", what);
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(c) == 4) {
+        s->missing = PyTuple_GET_ITEM(c, 3);
+        if (PyObject_GetBuffer(at, &s->rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        s->has_rows = 1;
+        if (s->rows.len != 8 * n) {
+            PyErr_Format(PyExc_ValueError, "%s column's rows must hold %zd int64 items", what, n);
+            return -1;
+        }
+        return 0;
+    }
+    s->start = PyLong_AsSsize_t(at);
+    if (s->start == -1 && PyErr_Occurred()) return -1;
+    if (s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n) {
+        PyErr_Format(PyExc_ValueError, "%s column is (list, start, ...) with n rows from start", what);
+        return -1;
+    }
+    return 0;
+}
 
 /* A text as csv.writer (excel dialect, QUOTE_MINIMAL) writes flat.neutralise(text): a leading apostrophe where a
    spreadsheet would run a formula (= + - @ tab CR and their fullwidth forms; not "-inf" or "-"), quoted where it
@@ -183,6 +228,7 @@ static void release(Spec *specs, Py_ssize_t m) {
         if (specs[k].has_values) PyBuffer_Release(&specs[k].values);
         if (specs[k].has_kinds) PyBuffer_Release(&specs[k].kinds);
         if (specs[k].has_codes) PyBuffer_Release(&specs[k].codes);
+        if (specs[k].has_rows) PyBuffer_Release(&specs[k].rows);
     }
     PyMem_Free(specs);
 }
@@ -217,15 +263,9 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "csv_block: a text column of the wrong length");
                 goto done;
             }
-        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 3 && !json) {
+        } else if (PyTuple_Check(c) && (PyTuple_GET_SIZE(c) == 3 || PyTuple_GET_SIZE(c) == 4) && !json) {
             s->type = C_FIELDS;
-            s->texts = PyTuple_GET_ITEM(c, 0);
-            s->start = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
-            if (s->start == -1 && PyErr_Occurred()) goto done;
-            if (!PyList_Check(s->texts) || s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n) {
-                PyErr_SetString(PyExc_ValueError, "csv_block: a field column is (list, start, None) with n rows from start");
-                goto done;
-            }
+            if (list_spec(s, c, n, "csv_block: a field") < 0) goto done;
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
             s->type = C_CODED;
             s->texts = PyTuple_GET_ITEM(c, 1);
@@ -257,7 +297,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 if (!s->pre || !s->suf) goto done;
             }
         } else {
-            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2, 3 (not JSON) or 5 (JSON: 7) items");
+            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2, 3 or 4 (not JSON) or 5 (JSON: 7) items");
             goto done;
         }
         if (!PyList_Check(s->texts)) {
@@ -271,7 +311,8 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             if (k && !json && out_put(&o, ",", 1) < 0) goto done;
             PyObject *text = NULL;
             if (s->type == C_FIELDS) {
-                if (put_field(&o, PyList_GET_ITEM(s->texts, s->start + i)) < 0) goto done;
+                PyObject *field = list_cell(s, i);
+                if (!field || put_field(&o, field) < 0) goto done;
                 continue;
             }
             if (s->type == C_TEXTS) {
@@ -347,7 +388,8 @@ done:
  *   (values, kinds, codes, [str, ...], bytes or None)  as csv_block's numeric column, texts the XML of the other
  *                                   cells: KIND_FLOAT/KIND_INT <c><v>number</v></c> (a non-finite float a text
  *                                   cell of its repr), KIND_PERCENT a text cell of repr + "%";
- *   (list, start, one)              cell i is list[start + i]: a str made into its text cell here (escaped as
+ *   (list, start, one)              cell i is list[start + i] (or, given (list, rows int64[n], one, missing),
+ *                                   list[rows[i]], `missing` where rows[i] is -1): a str made into its text cell here (escaped as
  *                                   celltext.xml_escape: & < > as entities, characters XML forbids as U+FFFD),
  *                                   anything else (and a text too long for a cell) the XML one(value) returns.
  * Row i is <row r="first_row + i"> and its cells; where styles[colours[i]] is not empty, it follows each "<c" of
@@ -463,14 +505,12 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "xml_block: a column of cell XML of the wrong length");
                 goto done;
             }
-        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 3) {
+        } else if (PyTuple_Check(c) && (PyTuple_GET_SIZE(c) == 3 || PyTuple_GET_SIZE(c) == 4)) {
             s->type = X_RAW;
-            s->texts = PyTuple_GET_ITEM(c, 0);
-            s->start = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
             ones[k] = PyTuple_GET_ITEM(c, 2);
-            if (s->start == -1 && PyErr_Occurred()) goto done;
-            if (!PyList_Check(s->texts) || s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n || !PyCallable_Check(ones[k])) {
-                PyErr_SetString(PyExc_ValueError, "xml_block: a value column is (list, start, callable) with n rows from start");
+            if (list_spec(s, c, n, "xml_block: a value") < 0) goto done;
+            if (!PyCallable_Check(ones[k])) {
+                PyErr_SetString(PyExc_TypeError, "xml_block: a value column's third item is a callable");
                 goto done;
             }
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
@@ -494,7 +534,7 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
                 s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
             }
         } else {
-            PyErr_SetString(PyExc_TypeError, "xml_block: a column is a list or a tuple of 2, 3 or 5 items");
+            PyErr_SetString(PyExc_TypeError, "xml_block: a column is a list or a tuple of 2, 3, 4 or 5 items");
             goto done;
         }
         if (!PyList_Check(s->texts)) {
@@ -516,7 +556,8 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < m; k++) {
             Spec *s = &specs[k];
             if (s->type == X_RAW) {
-                PyObject *v = PyList_GET_ITEM(s->texts, s->start + i);
+                PyObject *v = list_cell(s, i);
+                if (!v) goto done;
                 if (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) * 2 <= 32767) {
                     Py_ssize_t tn;
                     const char *t = PyUnicode_AsUTF8AndSize(v, &tn);

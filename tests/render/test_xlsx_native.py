@@ -15,7 +15,7 @@ import pytest
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render import xlsx
-from msprobe_compare.render.celltext import TextRange, XmlFormat
+from msprobe_compare.render.celltext import TakenRows, TextRange, XmlFormat
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 from tests.native_helpers import native_module
 
@@ -47,8 +47,10 @@ def _columns(n: int) -> tuple[list[str], list[Any], np.ndarray]:
     coded = Column(codes=(np.arange(n) % 3).astype(np.int32), table=["pass", "a<b", ""])
     coded2 = Column(codes=(np.arange(n) % 2).astype(np.int32), table=["TRUE", "FALSE"])
     names = Column(TextRange(["pad"] * 3 + texts, 3, 3 + n))
+    taken = Column(TakenRows(HOSTILE + [None, 2.5], rng.integers(-1, len(HOSTILE) + 2, n), "N/A"))
     colours = rng.integers(0, 3, n).astype(np.int8)
-    return (["t", "m", "v", "p", "c", "c2", "n"], [texts, mixed, numeric, percents, coded, coded2, names], colours)
+    header = ["t", "m", "v", "p", "c", "c2", "n", "b"]
+    return header, [texts, mixed, numeric, percents, coded, coded2, names, taken], colours
 
 
 @pytest.mark.parametrize("n", [0, 1, 45, 300])

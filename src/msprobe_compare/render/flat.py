@@ -42,7 +42,7 @@ from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column, ColumnBlocks, TextRange
+from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, TextRange
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -121,6 +121,8 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     texts = col._objects if isinstance(col, Column) else None
     if isinstance(texts, TextRange) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
         return texts.items, texts.start + lo, None  # fields made in C from the whole list's texts, read in place
+    if isinstance(texts, TakenRows) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
+        return texts.items, texts.rows[lo:hi], None, texts.missing  # the same, through the rows of the match
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)

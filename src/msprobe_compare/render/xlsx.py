@@ -27,7 +27,7 @@ import numpy as np
 from msprobe_compare import floattext, native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
-from msprobe_compare.render.celltext import TextRange, XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.render.celltext import TakenRows, TextRange, XmlFormat, cell_xml, row_items, xml_escape
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.render.flat import append_file, orjson_digits
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
@@ -214,7 +214,7 @@ def _cols_xml(widths: Sequence[float]) -> str:
                               for k, w in enumerate(widths, start=1)) + "</cols>"  # fmt: skip
 
 
-BLOCK_ROWS = 32768  # rows turned into XML at a time: bounds the memory of the fragments
+BLOCK_ROWS = 8192  # rows turned into XML at a time: bounds the memory of the blocks (~13 MB of XML each for 28 columns)
 PENDING_BLOCKS = 2  # encoded blocks waiting for the compressing thread
 
 
@@ -265,6 +265,8 @@ def _xml_spec(fmt: XmlFormat, col: Column | Sequence[Any], lo: int, hi: int, dig
         return values, kind, codes[lo:hi], texts, numbers
     if isinstance(objects, TextRange) and isinstance(objects.items, list):
         return objects.items, objects.start + lo, cell_xml
+    if isinstance(objects, TakenRows) and isinstance(objects.items, list):
+        return objects.items, objects.rows[lo:hi], cell_xml, objects.missing
     if isinstance(objects, list):
         return objects, lo, cell_xml
     return fmt.column(col, lo, hi)
@@ -357,7 +359,7 @@ def _write_blocks(raw: IO[bytes], block: Any, lo: int, hi: int) -> None:
 # member's CRC is combined from the two (crc32_combine), its sizes added. zipfile's writer keeps its counters in
 # private fields (CPython 3.8 to 3.13): where they are missing one process writes the whole sheet.
 
-PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
+PARALLEL_MIN_ROWS = 131072  # below this a second process costs more than it saves
 _SPLICE_FIELDS = ("_compressor", "_crc", "_file_size", "_compress_size")
 
 
