@@ -47,8 +47,8 @@ from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, Tex
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
 COLOUR_TEXT = {Colour.NONE: "", Colour.YELLOW: "yellow", Colour.RED: "red"}
-BLOCK_ROWS = 65536  # rows formatted at a time: bounds the memory of the cell texts
-PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
+BLOCK_ROWS = 8192  # rows formatted at a time: bounds the memory of a block's columns and texts (~10 MB)
+PARALLEL_MIN_ROWS = 262144  # below this a second process costs more than it saves
 
 Columns = Sequence["Column | Sequence[Any]"]  # or a ColumnBlocks: the columns built a block of rows at a time
 
