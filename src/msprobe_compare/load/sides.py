@@ -64,15 +64,14 @@ def flatten_sides(
         if meanwhile is not None:
             meanwhile()
         with os.fdopen(read_fd, "rb") as inp:
-            try:  # straight from the pipe: the payload's bytes are never held whole beside what they make
-                payload = pickle.load(inp)
-            except (EOFError, pickle.UnpicklingError, ValueError, TypeError):  # the child died mid-way
-                payload = None
+            data = inp.read()  # until the child closes its end
     except BaseException:
         reap(pid, kill=True)
         raise
-    if reap(pid) != 0 or not isinstance(payload, tuple) or not payload:
+    if reap(pid) != 0 or not data:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
+    payload = pickle.loads(data)
+    del data  # not held beside the table it makes
     if payload[0] == "error":
         _, cls, problem, path = payload
         raise cls(problem, path)
