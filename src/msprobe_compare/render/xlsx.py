@@ -375,7 +375,8 @@ def _split_point(start: int, size: int) -> int | None:
     """Where the child's rows start, or None for one process."""
     if size < PARALLEL_MIN_ROWS or not can_fork():
         return None
-    return start + ((size // 2) // BLOCK_ROWS) * BLOCK_ROWS or None
+    half = (size // 2 // BLOCK_ROWS) * BLOCK_ROWS
+    return start + half if half else None
 
 
 def _fork_half(zf: zipfile.ZipFile, block: Any, mid: int, end: int, tail: bytes) -> list[Any]:
