@@ -325,10 +325,11 @@ def _write_sheet_columns(
                 return _sheet_rows_native(fast, fmt, columns, colours, lo, hi, lo - start + 2, digits)
             return _sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8")
 
-        mid = _split_point(start, size) if _can_splice(raw, zf) else None
-        child = _fork_half(zf, block, mid, end, tail) if mid is not None else None
+        split = _split_point(start, size) if _can_splice(raw, zf) else None
+        mid = end if split is None else split
+        child = _fork_half(zf, block, mid, end, tail) if split is not None else None
         try:
-            _write_blocks(raw, block, start, mid if child is not None else end)
+            _write_blocks(raw, block, start, mid)
             if child is not None:
                 if _join_half(raw, zf, child):
                     return  # the child wrote the rest and the tail
@@ -416,19 +417,21 @@ def _join_half(raw: Any, zf: zipfile.ZipFile, child: list[Any]) -> bool:
     import zlib
 
     pid, part, rd = child
+    fp = zf.fp
+    assert fp is not None  # _can_splice checked it
     flushed = raw._compressor.flush(zlib.Z_SYNC_FLUSH)
     ok = reap(pid) == 0
     child[0] = 0
     report = os.read(rd, 64).split() if ok else []
     raw._compress_size += len(flushed)
-    zf.fp.write(flushed)
+    fp.write(flushed)
     if not ok or len(report) != 2:
         return False
     crc, length = (int(x) for x in report)
     with open(part, "rb") as g:
         size = os.fstat(g.fileno()).st_size
-        append_file(zf.fp, g)
-    zf.fp.seek(0, os.SEEK_END)  # the buffered file's position after the kernel's copy
+        append_file(fp, g)
+    fp.seek(0, os.SEEK_END)  # the buffered file's position after the kernel's copy
     raw._crc = crc32_combine(raw._crc, crc, length)
     raw._file_size += length
     raw._compress_size += size
