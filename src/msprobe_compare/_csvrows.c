@@ -1,8 +1,12 @@
-/* Native assembly of CSV rows (render/flat.py): a block of rows from per-column specs, as bytes.
+/* Native assembly of CSV rows (render/flat.py) and xlsx sheet rows (render/xlsx.py): a block of rows from
+ * per-column specs, as bytes.
  *
  * A column is one of:
  *   [str, ...]                      the cells' CSV fields, ready;
  *   (codes int32[n], [str, ...])    cell i is texts[codes[i]];
+ *   (list, start, None)             CSV only: cell i is the text list[start + i], made a field here (flat.neutralise,
+ *                                   quoted as csv.writer); (list, rows int64[n], None, missing): list[rows[i]],
+ *                                   `missing` where rows[i] is -1;
  *   (values float64[n], kinds int8[n], codes int32[n], [str, ...], bytes or None)
  *     (+ orjson's text of the values, "[a,b,...]", or None)
  *                                   KIND_FLOAT 0: repr(value); KIND_INT 1: str(int(value)); KIND_PERCENT 2:
@@ -144,7 +148,49 @@ typedef struct {
     const char *pre, *suf; /* JSON lines: the text before and after a number ("key": and separators) */
     Py_ssize_t pre_n, suf_n;
     Py_ssize_t start; /* C_FIELDS: the block's first row in the list */
+    Py_buffer rows;   /* C_FIELDS with rows: the row of the list for each cell (int64; -1: `missing`) */
+    int has_rows;
+    PyObject *missing;
 } Spec;
+
+/* The cell of row i of a field/value column: list[start + i], or list[rows[i]] (`missing` where -1). */
+static PyObject *list_cell(const Spec *s, Py_ssize_t i) {
+    if (!s->has_rows) return PyList_GET_ITEM(s->texts, s->start + i);
+    int64_t r = ((const int64_t *)s->rows.buf)[i];
+    if (r < 0) return s->missing;
+    if (r >= PyList_GET_SIZE(s->texts)) {
+        PyErr_SetString(PyExc_IndexError, "a row out of its list");
+        return NULL;
+    }
+    return PyList_GET_ITEM(s->texts, r);
+}
+
+/* (list, start, x) or (list, rows int64[n], x, missing): a column read in place from a whole list. */
+static int list_spec(Spec *s, PyObject *c, Py_ssize_t n, const char *what) {
+    s->texts = PyTuple_GET_ITEM(c, 0);
+    PyObject *at = PyTuple_GET_ITEM(c, 1);
+    if (!PyList_Check(s->texts)) {
+        PyErr_Format(PyExc_TypeError, "%s column needs a list", what);
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(c) == 4) {
+        s->missing = PyTuple_GET_ITEM(c, 3);
+        if (PyObject_GetBuffer(at, &s->rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        s->has_rows = 1;
+        if (s->rows.len != 8 * n) {
+            PyErr_Format(PyExc_ValueError, "%s column's rows must hold %zd int64 items", what, n);
+            return -1;
+        }
+        return 0;
+    }
+    s->start = PyLong_AsSsize_t(at);
+    if (s->start == -1 && PyErr_Occurred()) return -1;
+    if (s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n) {
+        PyErr_Format(PyExc_ValueError, "%s column is (list, start, ...) with n rows from start", what);
+        return -1;
+    }
+    return 0;
+}
 
 /* A text as csv.writer (excel dialect, QUOTE_MINIMAL) writes flat.neutralise(text): a leading apostrophe where a
    spreadsheet would run a formula (= + - @ tab CR and their fullwidth forms; not "-inf" or "-"), quoted where it
@@ -182,6 +228,7 @@ static void release(Spec *specs, Py_ssize_t m) {
         if (specs[k].has_values) PyBuffer_Release(&specs[k].values);
         if (specs[k].has_kinds) PyBuffer_Release(&specs[k].kinds);
         if (specs[k].has_codes) PyBuffer_Release(&specs[k].codes);
+        if (specs[k].has_rows) PyBuffer_Release(&specs[k].rows);
     }
     PyMem_Free(specs);
 }
@@ -216,15 +263,9 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "csv_block: a text column of the wrong length");
                 goto done;
             }
-        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 3 && !json) {
+        } else if (PyTuple_Check(c) && (PyTuple_GET_SIZE(c) == 3 || PyTuple_GET_SIZE(c) == 4) && !json) {
             s->type = C_FIELDS;
-            s->texts = PyTuple_GET_ITEM(c, 0);
-            s->start = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
-            if (s->start == -1 && PyErr_Occurred()) goto done;
-            if (!PyList_Check(s->texts) || s->start < 0 || s->start > PyList_GET_SIZE(s->texts) - n) {
-                PyErr_SetString(PyExc_ValueError, "csv_block: a field column is (list, start, None) with n rows from start");
-                goto done;
-            }
+            if (list_spec(s, c, n, "csv_block: a field") < 0) goto done;
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
             s->type = C_CODED;
             s->texts = PyTuple_GET_ITEM(c, 1);
@@ -256,7 +297,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 if (!s->pre || !s->suf) goto done;
             }
         } else {
-            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2, 3 (not JSON) or 5 (JSON: 7) items");
+            PyErr_SetString(PyExc_TypeError, "csv_block: a column is a list or a tuple of 2, 3 or 4 (not JSON) or 5 (JSON: 7) items");
             goto done;
         }
         if (!PyList_Check(s->texts)) {
@@ -270,7 +311,8 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             if (k && !json && out_put(&o, ",", 1) < 0) goto done;
             PyObject *text = NULL;
             if (s->type == C_FIELDS) {
-                if (put_field(&o, PyList_GET_ITEM(s->texts, s->start + i)) < 0) goto done;
+                PyObject *field = list_cell(s, i);
+                if (!field || put_field(&o, field) < 0) goto done;
                 continue;
             }
             if (s->type == C_TEXTS) {
@@ -338,13 +380,259 @@ done:
     return result;
 }
 
+/* ---- xlsx sheet rows ------------------------------------------------------------------------------------
+ * xml_block(columns, n, first_row, colours, styles) -> bytes of n <row> elements of a sheet (render/xlsx.py).
+ * A column is one of:
+ *   [str, ...]                      the cells' XML, ready (n items);
+ *   (codes int32[n], [str, ...])    cell i is the XML texts[codes[i]];
+ *   (values, kinds, codes, [str, ...], bytes or None)  as csv_block's numeric column, texts the XML of the other
+ *                                   cells: KIND_FLOAT/KIND_INT <c><v>number</v></c> (a non-finite float a text
+ *                                   cell of its repr), KIND_PERCENT a text cell of repr + "%";
+ *   (list, start, one)              cell i is list[start + i] (or, given (list, rows int64[n], one, missing),
+ *                                   list[rows[i]], `missing` where rows[i] is -1): a str made into its text cell here (escaped as
+ *                                   celltext.xml_escape: & < > as entities, characters XML forbids as U+FFFD),
+ *                                   anything else (and a text too long for a cell) the XML one(value) returns.
+ * Row i is <row r="first_row + i"> and its cells; where styles[colours[i]] is not empty, it follows each "<c" of
+ * the row's cells (a whole row filled), as xlsx.py's Python path writes them. The list items are read without a
+ * new reference. */
+
+static const char XML_TEXT_END[] = "</t></is></c>";
+
+static int put_styled(Out *o, const char *s, Py_ssize_t n, const char *style, Py_ssize_t style_n) {
+    if (!style_n) return out_put(o, s, n);
+    Py_ssize_t from = 0;
+    for (Py_ssize_t i = 0; i + 1 < n; i++) {
+        if (s[i] == '<' && s[i + 1] == 'c') {
+            if (out_put(o, s + from, i + 2 - from) < 0 || out_put(o, style, style_n) < 0) return -1;
+            from = i + 2;
+            i++;
+        }
+    }
+    return out_put(o, s + from, n - from);
+}
+
+static int put_piece(Out *o, PyObject *text, const char *style, Py_ssize_t style_n) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "xml_block: cell XML must be str");
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    return s ? put_styled(o, s, n, style, style_n) : -1;
+}
+
+static int put_open(Out *o, const char *tag, const char *style, Py_ssize_t style_n) {
+    /* "<c" style rest-of-tag */
+    return out_put(o, "<c", 2) < 0 || out_put(o, style, style_n) < 0 || out_put(o, tag, (Py_ssize_t)strlen(tag)) < 0 ? -1 : 0;
+}
+
+static const char TEXT_TAG[] = " t=\"inlineStr\"><is><t xml:space=\"preserve\">";
+
+static int put_xml_text(Out *o, const unsigned char *u, Py_ssize_t n, const char *style, Py_ssize_t style_n) {
+    if (n == 0) return out_put(o, "<c", 2) < 0 || out_put(o, style, style_n) < 0 || out_put(o, "/>", 2) < 0 ? -1 : 0;
+    if (put_open(o, TEXT_TAG, style, style_n) < 0) return -1;
+    Py_ssize_t from = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = u[i];
+        const char *rep = NULL;
+        Py_ssize_t skip = 1;
+        if (c == '&') rep = "&amp;";
+        else if (c == '<') rep = "&lt;";
+        else if (c == '>') rep = "&gt;";
+        else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') rep = "\xEF\xBF\xBD";
+        else if (c == 0xEF && i + 2 < n && u[i + 1] == 0xBF && (u[i + 2] == 0xBE || u[i + 2] == 0xBF)) {
+            rep = "\xEF\xBF\xBD"; /* U+FFFE, U+FFFF */
+            skip = 3;
+        }
+        if (rep) {
+            if (out_put(o, (const char *)u + from, i - from) < 0 || out_put(o, rep, (Py_ssize_t)strlen(rep)) < 0) return -1;
+            from = i + skip;
+            i += skip - 1;
+        }
+    }
+    return out_put(o, (const char *)u + from, n - from) < 0 || out_put(o, XML_TEXT_END, sizeof XML_TEXT_END - 1) < 0 ? -1 : 0;
+}
+
+enum { X_PIECES, X_CODED, X_NUMERIC, X_RAW };
+
+static PyObject *xml_block(PyObject *self, PyObject *args) {
+    PyObject *columns, *colours_obj, *styles;
+    Py_ssize_t n, first_row;
+    if (!PyArg_ParseTuple(args, "O!nnOO!", &PyList_Type, &columns, &n, &first_row, &colours_obj, &PyList_Type, &styles))
+        return NULL;
+    Py_ssize_t m = PyList_GET_SIZE(columns), n_styles = PyList_GET_SIZE(styles);
+    const char *style_s[8];
+    Py_ssize_t style_n[8];
+    if (n_styles < 1 || n_styles > 8) {
+        PyErr_SetString(PyExc_ValueError, "xml_block: 1 to 8 styles");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n_styles; k++) {
+        PyObject *st = PyList_GET_ITEM(styles, k);
+        if (!PyUnicode_Check(st)) {
+            PyErr_SetString(PyExc_TypeError, "xml_block: styles must be str");
+            return NULL;
+        }
+        style_s[k] = PyUnicode_AsUTF8AndSize(st, &style_n[k]);
+        if (!style_s[k]) return NULL;
+    }
+    Py_buffer colours;
+    if (PyObject_GetBuffer(colours_obj, &colours, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (colours.len != n) {
+        PyBuffer_Release(&colours);
+        PyErr_SetString(PyExc_ValueError, "xml_block: one colour (int8) per row");
+        return NULL;
+    }
+    Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
+    if (!specs) {
+        PyBuffer_Release(&colours);
+        return PyErr_NoMemory();
+    }
+    PyObject **ones = PyMem_Calloc((size_t)(m ? m : 1), sizeof(PyObject *));
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (!ones) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *c = PyList_GET_ITEM(columns, k);
+        Spec *s = &specs[k];
+        if (PyList_Check(c)) {
+            s->type = X_PIECES;
+            s->texts = c;
+            if (PyList_GET_SIZE(c) != n) {
+                PyErr_SetString(PyExc_ValueError, "xml_block: a column of cell XML of the wrong length");
+                goto done;
+            }
+        } else if (PyTuple_Check(c) && (PyTuple_GET_SIZE(c) == 3 || PyTuple_GET_SIZE(c) == 4)) {
+            s->type = X_RAW;
+            ones[k] = PyTuple_GET_ITEM(c, 2);
+            if (list_spec(s, c, n, "xml_block: a value") < 0) goto done;
+            if (!PyCallable_Check(ones[k])) {
+                PyErr_SetString(PyExc_TypeError, "xml_block: a value column's third item is a callable");
+                goto done;
+            }
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 2) {
+            s->type = X_CODED;
+            s->texts = PyTuple_GET_ITEM(c, 1);
+            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->codes, &s->has_codes, 4, n, "codes") < 0) goto done;
+        } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 5) {
+            s->type = X_NUMERIC;
+            s->texts = PyTuple_GET_ITEM(c, 3);
+            PyObject *num = PyTuple_GET_ITEM(c, 4);
+            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->values, &s->has_values, 8, n, "values") < 0 ||
+                get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
+                get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
+                goto done;
+            if (num != Py_None) {
+                if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
+                    PyErr_SetString(PyExc_ValueError, "xml_block: the number text must be orjson's array text or None");
+                    goto done;
+                }
+                s->num = PyBytes_AS_STRING(num) + 1;
+                s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
+            }
+        } else {
+            PyErr_SetString(PyExc_TypeError, "xml_block: a column is a list or a tuple of 2, 3, 4 or 5 items");
+            goto done;
+        }
+        if (!PyList_Check(s->texts)) {
+            PyErr_SetString(PyExc_TypeError, "xml_block: texts must be a list");
+            goto done;
+        }
+    }
+    const uint8_t *col_codes = (const uint8_t *)colours.buf;
+    char rowhead[48];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (col_codes[i] >= n_styles) {
+            PyErr_SetString(PyExc_ValueError, "xml_block: a colour without a style");
+            goto done;
+        }
+        const char *st = style_s[col_codes[i]];
+        Py_ssize_t st_n = style_n[col_codes[i]];
+        int hn = snprintf(rowhead, sizeof rowhead, "<row r=\"%zd\">", first_row + i);
+        if (out_put(&o, rowhead, hn) < 0) goto done;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            Spec *s = &specs[k];
+            if (s->type == X_RAW) {
+                PyObject *v = list_cell(s, i);
+                if (!v) goto done;
+                if (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) * 2 <= 32767) {
+                    Py_ssize_t tn;
+                    const char *t = PyUnicode_AsUTF8AndSize(v, &tn);
+                    if (!t || put_xml_text(&o, (const unsigned char *)t, tn, st, st_n) < 0) goto done;
+                } else {
+                    PyObject *piece = PyObject_CallOneArg(ones[k], v);
+                    if (!piece) goto done;
+                    int bad = put_piece(&o, piece, st, st_n);
+                    Py_DECREF(piece);
+                    if (bad < 0) goto done;
+                }
+                continue;
+            }
+            if (s->type == X_PIECES) {
+                if (put_piece(&o, PyList_GET_ITEM(s->texts, i), st, st_n) < 0) goto done;
+                continue;
+            }
+            int kind = s->type == X_CODED ? KIND_OTHER : ((const int8_t *)s->kinds.buf)[i];
+            const char *tok = NULL;
+            Py_ssize_t tok_n = 0;
+            if (s->type == X_NUMERIC && s->num) {
+                tok = s->num;
+                const char *q = tok;
+                while (q < s->num_end && *q != ',') q++;
+                if (q == tok) {
+                    PyErr_SetString(PyExc_ValueError, "xml_block: the number text is shorter than the column");
+                    goto done;
+                }
+                tok_n = q - tok;
+                s->num = q < s->num_end ? q + 1 : q;
+            }
+            if (kind == KIND_OTHER) {
+                int32_t code = ((const int32_t *)s->codes.buf)[i];
+                if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
+                    PyErr_SetString(PyExc_IndexError, "xml_block: a code out of its texts");
+                    goto done;
+                }
+                if (put_piece(&o, PyList_GET_ITEM(s->texts, code), st, st_n) < 0) goto done;
+                continue;
+            }
+            double v = ((const double *)s->values.buf)[i];
+            int finite = Py_IS_FINITE(v) && !(tok_n == 4 && memcmp(tok, "null", 4) == 0);
+            int bad;
+            if (kind == KIND_PERCENT || !finite) { /* a text cell: repr, and "%" for a percent */
+                bad = put_open(&o, TEXT_TAG, st, st_n) < 0 ||
+                      (finite ? put_float(&o, v, tok, tok_n) : put_repr(&o, v, 0)) < 0 ||
+                      (kind == KIND_PERCENT && out_put(&o, "%", 1) < 0) ||
+                      out_put(&o, XML_TEXT_END, sizeof XML_TEXT_END - 1) < 0;
+            } else {
+                bad = put_open(&o, "><v>", st, st_n) < 0 ||
+                      (kind == KIND_INT ? put_integral(&o, v, tok, tok_n) : put_float(&o, v, tok, tok_n)) < 0 ||
+                      out_put(&o, "</v></c>", 8) < 0;
+            }
+            if (bad) goto done;
+        }
+        if (out_put(&o, "</row>", 6) < 0) goto done;
+    }
+    result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+done:
+    PyMem_Free(o.p);
+    PyMem_Free(ones);
+    release(specs, m);
+    PyBuffer_Release(&colours);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"csv_block", csv_block, METH_VARARGS,
      "csv_block(columns, n, json=False) -> bytes of n CSV rows, or JSON lines (see the module source)"},
+    {"xml_block", xml_block, METH_VARARGS,
+     "xml_block(columns, n, first_row, colours, styles) -> bytes of n xlsx sheet rows (see the module source)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_csvrows", "Native CSV row assembly.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_csvrows", "Native CSV and xlsx row assembly.", -1, methods};
 
 PyMODINIT_FUNC PyInit__csvrows(void) {
     PyObject *m = PyModule_Create(&module);

@@ -52,3 +52,28 @@ def test_zero_against_tiny_is_a_warning_only_above_the_epsilon():
     d = stat_diffs(npu, bench, np.array([0, 1]))
     # magnitude |N - B| / (|max(N, B)| + 1e-10): 1e-12 / (1e-12 + 1e-10) is small; 1e-3 / (1e-3 + 1e-10) is not
     assert d.warning.tolist() == [False, True]
+
+
+def test_chunks_give_the_values_of_one_pass(monkeypatch):
+    """Computed CHUNK_ROWS rows at a time (memory), the diffs are those of all rows at once, bit for bit."""
+    import msprobe_compare.measure.stats as stats
+
+    rng = np.random.default_rng(3)
+    pool = [0.0, -0.0, 1, 2.5, math.nan, math.inf, -math.inf, None, True, 1e-300, 1.0000001, 7]
+
+    def stat() -> object:
+        return pool[rng.integers(len(pool))] if rng.random() < 0.4 else float(rng.standard_normal() * 10.0 ** rng.integers(-8, 8))
+
+    npu = _side((1, 2, 3, 4), *[tuple(stat() for _ in range(4)) for _ in range(49)])
+    bench = _side((4, 3, 2, 1), *[tuple(stat() for _ in range(4)) for _ in range(39)])
+    match = rng.integers(-1, 40, 50)
+    match[0] = 0  # integers against integers
+    monkeypatch.setattr(stats, "CHUNK_ROWS", 1 << 30)
+    whole = stat_diffs(npu, bench, match)
+    for rows in (1, 3, 7):
+        monkeypatch.setattr(stats, "CHUNK_ROWS", rows)
+        part = stat_diffs(npu, bench, match)
+        for name in ("diff", "diff_kind", "rel", "rel_kind", "warning"):
+            a, b = getattr(whole, name), getattr(part, name)
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), name
+    assert whole.warning.any() and (whole.diff_kind == Cell.NAN).any() and (whole.diff_kind == Cell.INT).any()

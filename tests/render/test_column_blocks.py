@@ -92,3 +92,24 @@ def test_native_fields_are_csv_writers_fields() -> None:
     assert fast.csv_block([(texts, 2, None)], 3) == "".join(csv_field(t) + "\r\n" for t in texts[2:5]).encode()
     with pytest.raises(ValueError, match="field column"):
         fast.csv_block([(texts, len(texts) - 1, None)], 2)
+
+
+def test_native_fields_through_rows_are_the_taken_texts() -> None:
+    """(list, rows, None, missing): the field of list[rows[i]], `missing` where -1, as the bench names are read."""
+    import numpy as np
+
+    from msprobe_compare.render.celltext import TakenRows
+
+    fast = native_module("_csvrows")
+    texts = [*HOSTILE, "=x", "a,b"]
+    rows = np.array([3, -1, 0, len(texts) - 1, -1, 1, len(texts) - 2], dtype=np.int64)
+    taken = TakenRows(texts, rows, "N/A")
+    want = [texts[r] if r >= 0 else "N/A" for r in rows.tolist()]
+    assert list(taken) == want and taken[2:5] == want[2:5] and taken[1] == "N/A" and len(taken) == len(rows)
+    got = fast.csv_block([(texts, rows, None, "N/A")], len(rows))
+    assert got == "".join(csv_field(t) + "\r\n" for t in want).encode("utf-8")
+    with pytest.raises(IndexError):
+        fast.csv_block([(texts, np.array([len(texts)], dtype=np.int64), None, "N/A")], 1)
+    with pytest.raises(ValueError, match="int64"):
+        fast.csv_block([(texts, rows.astype(np.int32), None, "N/A")], len(rows))
+    assert list(TakenRows([], np.array([-1, -1]), "N/A")) == ["N/A", "N/A"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.load.rows import RowTable, coded, flatten
-from msprobe_compare.runtime import can_fork, child_loads, reap
+from msprobe_compare.runtime import can_fork, child_loads, reap, release_free_memory
 
 PARALLEL_MIN_BYTES = 16 << 20  # below this (both files together) a fork costs more than it saves
 
@@ -71,12 +71,16 @@ def flatten_sides(
     if reap(pid) != 0 or not data:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
     payload = child_loads(data, "the bench side's rows")
+    del data  # not held beside the table it makes
     if payload[0] == "error":
         _, cls, problem, path = payload
         raise cls(problem, path)
     if payload[0] == "crash":
         raise RuntimeError(f"reading {bench_path} failed: {payload[1]}")
-    return npu, unpack(payload[1])
+    table = unpack(payload[1])
+    del payload
+    release_free_memory()  # the payload's pages back to the kernel, before the next stages allocate
+    return npu, table
 
 
 _JOINED = ("entries", "names")  # mostly distinct texts: one NUL-joined text each
@@ -103,14 +107,14 @@ def unpack(data: Any) -> RowTable:
     """The RowTable `pack` packed."""
     if isinstance(data, RowTable):
         return data
-    packed, rest = data.packed, data.rest
-    columns: dict[str, Any] = {name: _split(packed[name]) for name in _JOINED}
+    packed, rest = data.packed, data.rest  # each packed column is dropped once unpacked: its bytes go early
+    columns: dict[str, Any] = {name: _split(packed.pop(name)) for name in _JOINED}
     for name in _CODED:
-        codes, table = packed[name]
+        codes, table = packed.pop(name)
         objects = np.empty(len(table), dtype=object)
         objects[:] = table
         columns[name] = objects[codes].tolist()
-    present, texts = packed["md5"]
+    present, texts = packed.pop("md5")
     md5 = np.full(len(present), None, dtype=object)
     md5[present] = _split(texts)
     columns["md5"] = md5.tolist()

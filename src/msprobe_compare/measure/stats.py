@@ -56,13 +56,30 @@ def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray
         b_num[close] = reference_parse(b_num[close])
 
 
+CHUNK_ROWS = 1 << 16  # rows computed at a time: the temporaries stay a few MB, not a dozen (n, 4) arrays
+
+
 def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
-    n_val, n_kind = npu.stats, npu.stat_kind
-    b_val, b_kind = gather(bench, match)
+    """The diffs of every NPU row against its matched bench row, computed CHUNK_ROWS rows at a time into the
+    result arrays (every value depends on its own row only: the same values as one pass over all rows)."""
+    n = len(match)
+    diff, rel = np.empty((n, 4)), np.empty((n, 4))
+    diff_kind, rel_kind = np.empty((n, 4), dtype=np.int8), np.empty((n, 4), dtype=np.int8)
+    warning = np.empty(n, dtype=bool)
+    for lo in range(0, n, CHUNK_ROWS):
+        sl = slice(lo, min(n, lo + CHUNK_ROWS))
+        diff[sl], diff_kind[sl], rel[sl], rel_kind[sl], warning[sl] = _diffs(
+            npu.stats[sl], npu.stat_kind[sl], bench, match[sl])  # fmt: skip
+    return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)
+
+
+def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(diff, diff_kind, rel, rel_kind, warning) of some NPU rows (their statistics and kinds) and their matches."""
+    b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
     numeric_kinds = (StatKind.NUMBER, StatKind.INT, StatKind.NAN)
     numeric = np.isin(n_kind, numeric_kinds) & np.isin(b_kind, numeric_kinds) & (match >= 0)[:, None]
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
-    b_num = np.where(b_kind == StatKind.NAN, np.nan, b_val)
+    b_num[b_kind == StatKind.NAN] = np.nan
     with np.errstate(all="ignore"):
         _as_reference_reads(n_num, b_num, numeric & (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER))
         diff = n_num - b_num
@@ -78,4 +95,4 @@ def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
     valued = (diff_kind == Cell.VALUE) | (diff_kind == Cell.INT)
     with np.errstate(invalid="ignore"):
         warning = np.any(valued & (magnitude > WARN_MAGNITUDE), axis=1)
-    return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)
+    return diff, diff_kind, rel, rel_kind, warning

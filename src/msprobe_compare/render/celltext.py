@@ -329,6 +329,36 @@ class TextRange(Sequence):
         return self.items[rows.start : rows.stop] if rows.step == 1 else [self.items[i] for i in rows]
 
 
+class TakenRows(Sequence):
+    """Cell k is items[rows[k]], or `missing` where rows[k] is -1, without a copy: a column of the bench side's
+    texts in NPU row order (the match) that a native writer reads in place, as a TextRange."""
+
+    __slots__ = ("items", "rows", "missing")
+
+    def __init__(self, items: list[Any], rows: np.ndarray, missing: Any) -> None:
+        self.items, self.rows, self.missing = items, np.ascontiguousarray(rows, dtype=np.int64), missing
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return self._take(self.rows[k])
+        r = int(self.rows[k])
+        return self.missing if r < 0 else self.items[r]
+
+    def __iter__(self) -> Any:
+        return iter(self._take(self.rows))
+
+    def _take(self, rows: np.ndarray) -> list[Any]:
+        if not len(self.items):
+            return [self.missing] * len(rows)
+        table = np.empty(len(self.items) + 1, dtype=object)
+        table[:-1] = self.items
+        table[-1] = self.missing  # index -1 lands here
+        return table[rows].tolist()
+
+
 class ColumnBlocks:
     """A table's columns made on demand a range of rows at a time: `rows(lo, hi)` gives rows [lo, hi) of every
     column (as `Column`s or sequences of cell values), the same cells whatever the range. A writer given one builds
@@ -682,7 +712,8 @@ class XmlFormat(_Format):
         if (
             "\0\0" in joined or joined[:1] == "\0" or joined[-1:] == "\0" or not joined  # an empty text
             or _has_any(joined, _XML_CHARS, _XML_SPECIAL)
-            or (len(joined) * 2 > MAX_CELL_CHARS and max(map(utf16_units, values)) > MAX_CELL_CHARS)
+            or (len(joined) * 2 > MAX_CELL_CHARS and max(map(len, values)) * 2 > MAX_CELL_CHARS
+                and max(map(utf16_units, values)) > MAX_CELL_CHARS)  # fmt: skip
         ):  # fmt: skip
             return None
         return (_XML_TEXT[0] + joined.replace("\0", _XML_TEXT[1] + "\0" + _XML_TEXT[0]) + _XML_TEXT[1]).split("\0")

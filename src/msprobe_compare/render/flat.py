@@ -42,13 +42,13 @@ from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column, ColumnBlocks, TextRange
+from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, TextRange
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
 COLOUR_TEXT = {Colour.NONE: "", Colour.YELLOW: "yellow", Colour.RED: "red"}
-BLOCK_ROWS = 65536  # rows formatted at a time: bounds the memory of the cell texts
-PARALLEL_MIN_ROWS = 4 * BLOCK_ROWS  # below this a second process costs more than it saves
+BLOCK_ROWS = 8192  # rows formatted at a time: bounds the memory of a block's columns and texts (~10 MB)
+PARALLEL_MIN_ROWS = 262144  # below this a second process costs more than it saves
 
 Columns = Sequence["Column | Sequence[Any]"]  # or a ColumnBlocks: the columns built a block of rows at a time
 
@@ -121,6 +121,8 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     texts = col._objects if isinstance(col, Column) else None
     if isinstance(texts, TextRange) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
         return texts.items, texts.start + lo, None  # fields made in C from the whole list's texts, read in place
+    if isinstance(texts, TakenRows) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
+        return texts.items, texts.rows[lo:hi], None, texts.missing  # the same, through the rows of the match
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
         codes, texts = fmt.other_codes(col)
         values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
@@ -224,7 +226,7 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
             pid = 0
             if ok:
                 with open(part, "rb") as g:
-                    _append(f, g)
+                    append_file(f, g)
             else:  # the child failed: write the rest here, where an error shows with its message
                 _blocks(f, block, mid, n)
         finally:
@@ -245,7 +247,7 @@ def _blocks(f: Any, block: Callable[[int, int], bytes], lo: int, hi: int) -> Non
         f.write(block(start, min(start + BLOCK_ROWS, hi)))
 
 
-def _append(f: Any, g: Any) -> None:
+def append_file(f: Any, g: Any) -> None:
     """Append the whole of file `g` to `f` (in the kernel where it can)."""
     f.flush()
     size = os.fstat(g.fileno()).st_size

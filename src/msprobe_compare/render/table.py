@@ -20,7 +20,7 @@ from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TextRange, object_array
+from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
 from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
@@ -282,7 +282,8 @@ def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> lis
     bench_rg = np.where(match >= 0, bench.requires_grad[np.maximum(match, 0)] if len(bench) else -1, -1)
     cols: list[Column] = [
         Column(TextRange(npu.names, lo, hi) if isinstance(npu.names, list) else npu.names[sl]),
-        Column(_take(bench.names, match)), _coded(npu.dtype[sl]),
+        Column(TakenRows(bench.names, match, NA) if isinstance(bench.names, list) else _take(bench.names, match)),
+        _coded(npu.dtype[sl]),
         _take_coded(bench.dtype, match), _coded(npu.shape[sl]), _take_coded(bench.shape, match),
         _lookup(npu.requires_grad[sl], rg), _lookup(bench_rg, rg),
     ]  # fmt: skip

@@ -14,17 +14,22 @@ is frozen and repeated on printed pages, and a sheet prints landscape, all colum
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from itertools import chain, repeat
 from pathlib import Path
 from collections.abc import Sequence
+from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from msprobe_compare import floattext, native
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.runtime import gc_paused
-from msprobe_compare.render.celltext import XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
+from msprobe_compare.render.celltext import TakenRows, TextRange, XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.render.files import scratch_path
+from msprobe_compare.render.flat import append_file, orjson_digits
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
 
 if TYPE_CHECKING:
@@ -209,7 +214,7 @@ def _cols_xml(widths: Sequence[float]) -> str:
                               for k, w in enumerate(widths, start=1)) + "</cols>"  # fmt: skip
 
 
-BLOCK_ROWS = 32768  # rows turned into XML at a time: bounds the memory of the fragments
+BLOCK_ROWS = 8192  # rows turned into XML at a time: bounds the memory of the blocks (~13 MB of XML each for 28 columns)
 PENDING_BLOCKS = 2  # encoded blocks waiting for the compressing thread
 
 
@@ -243,6 +248,40 @@ class _BackgroundWriter:
             self.pool.shutdown(wait=True)
 
 
+_STYLES_BY_CODE = [STYLE[Colour(c)] for c in range(len(STYLE))]  # xml_block's styles, indexed by colour code
+
+
+def _xml_spec(fmt: XmlFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
+    """Rows [lo, hi) of a column in the form _csvrows.xml_block takes: numbers stay numbers, texts of a whole list
+    are read in place (made into cells in C), the other cells' XML comes from `fmt` (each distinct value once)."""
+    if isinstance(col, Column) and col.codes is not None:
+        return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
+    objects = col._objects if isinstance(col, Column) else col
+    if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
+        codes, texts = fmt.other_codes(col)
+        values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
+        kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
+        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
+        return values, kind, codes[lo:hi], texts, numbers
+    if isinstance(objects, TextRange) and isinstance(objects.items, list):
+        return objects.items, objects.start + lo, cell_xml
+    if isinstance(objects, TakenRows) and isinstance(objects.items, list):
+        return objects.items, objects.rows[lo:hi], cell_xml, objects.missing
+    if isinstance(objects, list):
+        return objects, lo, cell_xml
+    return fmt.column(col, lo, hi)
+
+
+def _sheet_rows_native(
+    fast: ModuleType, fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int,
+    hi: int, first_row: int, digits: bool,
+) -> bytes:  # fmt: skip
+    """`_sheet_rows` encoded, the rows assembled in C (the same bytes)."""
+    specs = [_xml_spec(fmt, col, lo, hi, digits) for col in columns]
+    return fast.xml_block(specs, hi - lo, first_row, np.ascontiguousarray(colours[lo:hi], dtype=np.int8),
+                          _STYLES_BY_CODE)  # fmt: skip
+
+
 def _sheet_rows(
     fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int, hi: int, first_row: int
 ) -> str:  # fmt: skip
@@ -270,21 +309,187 @@ def _write_sheet_columns(
     last_ref = f"{column_letter(len(header) - 1)}{size + 1}"
     widths = column_widths(header, columns, start, start + size)
     lines = max((_header_lines(text, w - 3) for text, w in zip(header, widths)), default=1)
+    end = start + size
     with zf.open(f"xl/worksheets/sheet{k}.xml", "w", force_zip64=True) as raw:
         head = "".join(cell_xml(text, ' s="3"') for text in header)
         cols = _cols_xml(widths) if widths else ""
         first = f'<row r="1" ht="{lines * ROW_HEIGHT:g}" customHeight="1">{head}</row>'
         raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "", cols=cols)
                    + first).encode("utf-8"))  # fmt: skip
-        out = _BackgroundWriter(raw)
-        fmt = XmlFormat()  # one for all blocks: it keeps what it learnt of each column
+        tail = _SHEET_TAIL.format(last=last_ref).encode("utf-8")
+        fast = native.load("_csvrows")
+        digits = fast is not None and orjson_digits(fast, size)  # checked here, not again in a forked child
+
+        def block(lo: int, hi: int, fmt: XmlFormat) -> bytes:
+            if fast is not None:
+                return _sheet_rows_native(fast, fmt, columns, colours, lo, hi, lo - start + 2, digits)
+            return _sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8")
+
+        split = _split_point(start, size) if _can_splice(raw, zf) else None
+        mid = end if split is None else split
+        child = _fork_half(zf, block, mid, end, tail) if split is not None else None
         try:
-            for lo in range(start, start + size, BLOCK_ROWS):
-                hi = min(lo + BLOCK_ROWS, start + size)
-                out.write(_sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8"))
+            _write_blocks(raw, block, start, mid)
+            if child is not None:
+                if _join_half(raw, zf, child):
+                    return  # the child wrote the rest and the tail
+                _write_blocks(raw, block, mid, end)  # it failed: the rest here, where an error shows its message
         finally:
-            out.close()
-        raw.write(_SHEET_TAIL.format(last=last_ref).encode("utf-8"))
+            if child is not None:
+                _drop_half(child)
+        raw.write(tail)
+
+
+def _write_blocks(raw: IO[bytes], block: Any, lo: int, hi: int) -> None:
+    """The rows [lo, hi) a block at a time into the member, compressed by a thread while the next block is built."""
+    out = _BackgroundWriter(raw)
+    fmt = XmlFormat()  # one for all blocks: it keeps what it learnt of each column
+    try:
+        for a in range(lo, hi, BLOCK_ROWS):
+            out.write(block(a, min(a + BLOCK_ROWS, hi), fmt))
+    finally:
+        out.close()
+
+
+# --- the second half of a big sheet from a forked child ---------------------------------------------------
+#
+# The child builds and deflates rows [mid, end) and the sheet's tail into a part file (a raw deflate stream that
+# ends the member), and reports their CRC-32 and length. This process deflates the head and rows [start, mid),
+# ends its stream with a sync flush (byte-aligned, not final), then appends the child's stream: one valid deflate
+# stream whose content is exactly the one-process content (the compressed bytes differ: two dictionaries). The
+# member's CRC is combined from the two (crc32_combine), its sizes added. zipfile's writer keeps its counters in
+# private fields (CPython 3.8 to 3.13): where they are missing one process writes the whole sheet.
+
+PARALLEL_MIN_ROWS = 131072  # below this a second process costs more than it saves
+_SPLICE_FIELDS = ("_compressor", "_crc", "_file_size", "_compress_size")
+
+
+def _can_splice(raw: Any, zf: zipfile.ZipFile) -> bool:
+    import zlib
+
+    return (all(hasattr(raw, f) for f in _SPLICE_FIELDS) and raw._compressor is not None
+            and hasattr(raw._compressor, "flush") and zf.fp is not None and hasattr(zf.fp, "fileno")
+            and zf.filename is not None and hasattr(zlib, "Z_SYNC_FLUSH"))  # fmt: skip
+
+
+def _split_point(start: int, size: int) -> int | None:
+    """Where the child's rows start, or None for one process."""
+    if size < PARALLEL_MIN_ROWS or not can_fork():
+        return None
+    half = (size // 2 // BLOCK_ROWS) * BLOCK_ROWS
+    return start + half if half else None
+
+
+def _fork_half(zf: zipfile.ZipFile, block: Any, mid: int, end: int, tail: bytes) -> list[Any]:
+    """Fork the child writing rows [mid, end) and `tail`: [pid (0 once reaped), part file, read end of its report
+    pipe]."""
+    import zlib
+
+    part = scratch_path(Path(str(zf.filename)))  # removed by the next run into the folder if this one is killed
+    rd, wr = os.pipe()
+    release_free_memory()  # free pages would be shared copy-on-write with the child
+    pid = os.fork()
+    if pid == 0:  # child: exit without cleanup handlers (the parent's buffered zip bytes are not flushed twice)
+        status = 1
+        try:
+            os.close(rd)
+            comp = zlib.compressobj(1, zlib.DEFLATED, -15)  # as zipfile's writer at compresslevel=1
+            crc = length = 0
+            fmt = XmlFormat()
+            with open(part, "wb") as g:
+                for a in range(mid, end, BLOCK_ROWS):
+                    data = block(a, min(a + BLOCK_ROWS, end), fmt)
+                    crc, length = zlib.crc32(data, crc), length + len(data)
+                    g.write(comp.compress(data))
+                crc, length = zlib.crc32(tail, crc), length + len(tail)
+                g.write(comp.compress(tail) + comp.flush())
+            os.write(wr, f"{crc} {length}\n".encode("ascii"))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(wr)
+    return [pid, part, rd]
+
+
+def _join_half(raw: Any, zf: zipfile.ZipFile, child: list[Any]) -> bool:
+    """Append the child's stream to the member (True), or False when the child failed (the member's stream
+    stays open: this process can go on writing it)."""
+    import zlib
+
+    pid, part, rd = child
+    fp = zf.fp
+    assert fp is not None  # _can_splice checked it
+    flushed = raw._compressor.flush(zlib.Z_SYNC_FLUSH)
+    ok = reap(pid) == 0
+    child[0] = 0
+    report = os.read(rd, 64).split() if ok else []
+    raw._compress_size += len(flushed)
+    fp.write(flushed)
+    if not ok or len(report) != 2:
+        return False
+    crc, length = (int(x) for x in report)
+    with open(part, "rb") as g:
+        size = os.fstat(g.fileno()).st_size
+        append_file(fp, g)
+    fp.seek(0, os.SEEK_END)  # the buffered file's position after the kernel's copy
+    raw._crc = crc32_combine(raw._crc, crc, length)
+    raw._file_size += length
+    raw._compress_size += size
+    raw._compressor = _Ended()
+    return True
+
+
+def _drop_half(child: list[Any]) -> None:
+    pid, part, rd = child
+    if pid:
+        reap(pid, kill=True)
+    os.close(rd)
+    part.unlink(missing_ok=True)
+
+
+class _Ended:
+    """A compressor whose stream another process has ended: nothing left to flush."""
+
+    def flush(self, *_: Any) -> bytes:
+        return b""
+
+
+def _gf2_times(mat: list[int], vec: int) -> int:
+    total, i = 0, 0
+    while vec:
+        if vec & 1:
+            total ^= mat[i]
+        vec >>= 1
+        i += 1
+    return total
+
+
+def _gf2_square(mat: list[int]) -> list[int]:
+    return [_gf2_times(mat, row) for row in mat]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of A + B from crc1 = crc32(A), crc2 = crc32(B) and len(B) (zlib's crc32_combine: crc1 advanced
+    over len2 zero bytes by squaring the one-bit shift operator over GF(2))."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four zero bits
+    while True:
+        even = _gf2_square(odd)
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
 
 
 def _codes(colours: Sequence[Colour] | np.ndarray, n: int) -> np.ndarray:
