@@ -15,7 +15,6 @@ from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.judge.pending import start_analysis
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
     LayerFiles,
@@ -30,7 +29,7 @@ from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
-from msprobe_compare.measure.measured import Measured, measure
+from msprobe_compare.measure.measured import measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
@@ -191,17 +190,12 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
         match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
-    plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
-    tolerance, bench_tree = Tolerance.parse(opts.tolerance), tree[1] if plain else None
-    pending = None
-    if mode is not Mode.ALL and rootcause_on():  # statistics, md5: analysed beside measuring, judging and writing
-        pending = start_analysis(Measured(mode, npu, bench, match, fuzzy=fuzzy), tree[0], bench_tree, tolerance,
-                                 parallel=opts.parallel_read and opts.jobs != 1)  # fmt: skip
     tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
     measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
-    verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze, parents=tree[0],
-                     bench_parents=bench_tree, tolerance=tolerance, rootcause_on=rootcause_on(),
-                     rootcause=pending)  # fmt: skip
+    plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
+    verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
+                     parents=tree[0], bench_parents=tree[1] if plain else None,
+                     tolerance=Tolerance.parse(opts.tolerance), rootcause_on=rootcause_on())  # fmt: skip
     return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
 
 

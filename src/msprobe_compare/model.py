@@ -10,7 +10,6 @@ from msprobe_compare.judge.advisor import AdvisorResult
 from msprobe_compare.judge.gate import LevelCounts, RowLevels
 from msprobe_compare.judge.highlight import Marks
 from msprobe_compare.judge.judgement import Judgement
-from msprobe_compare.judge.pending import PendingRootCause
 from msprobe_compare.judge.rootcause import RootCause
 from msprobe_compare.judge.verdict import BaseVerdict
 from msprobe_compare.load.mode import Mode
@@ -36,7 +35,7 @@ class CompareOutcome:
     match: np.ndarray  # bench row per NPU row, < 0 when unmatched
     verdict: BaseVerdict
     show_stack: bool
-    pending_rootcause: PendingRootCause | None  # the root cause, read on first use (judge/pending.py)
+    rootcause: RootCause
     levels: RowLevels
     counts: LevelCounts  # the row levels counted: --fail-on, the console, the reports
     diffs: StatDiffs | None = None  # summary mode
@@ -51,14 +50,9 @@ class CompareOutcome:
     @classmethod
     def of(cls, m: Measured, j: Judgement, *, show_stack: bool, layout: LayoutView | None = None,
            derived_mapping: dict[str, str] | None = None) -> CompareOutcome:  # fmt: skip
-        return cls(m.mode, m.npu, m.bench, m.match, j.verdict, show_stack, j.pending_rootcause, j.levels, j.counts,
+        return cls(m.mode, m.npu, m.bench, m.match, j.verdict, show_stack, j.rootcause, j.levels, j.counts,
                    diffs=m.diffs, tensors=m.tensors, accuracy=j.accuracy, marks=j.marks, advisor=j.advisor,
                    fuzzy=m.fuzzy, layout=layout, derived_mapping=derived_mapping)  # fmt: skip
-
-    @property
-    def rootcause(self) -> RootCause | None:
-        """The root cause; the first use waits for its analysis when it runs in a child (after the tables)."""
-        return self.pending_rootcause.get() if self.pending_rootcause is not None else None
 
     def __len__(self) -> int:
         return len(self.npu)

@@ -17,7 +17,6 @@ from msprobe_compare.judge.advisor import AdvisorResult, advise
 from msprobe_compare.judge.gate import LevelCounts, RowLevels, level_counts, row_levels
 from msprobe_compare.judge.highlight import HighlightInputs, Marks, highlight, stat_max
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.judge.pending import PendingRootCause
 from msprobe_compare.judge.rootcause import RootCause, analyse
 from msprobe_compare.judge.verdict import BaseVerdict, Msg, Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.mode import Mode
@@ -34,13 +33,9 @@ class Judgement:
     accuracy: np.ndarray | None  # int8 Accuracy per row (real data)
     marks: Marks | None  # colour marks, when highlighting is on
     advisor: AdvisorResult | None  # the reference's advisor, with -da
-    pending_rootcause: PendingRootCause  # the root cause, perhaps still analysed in a child (judge/pending.py)
+    rootcause: RootCause
     levels: RowLevels  # error / warning / unmatched / excluded rows
     counts: LevelCounts  # the same, counted (what --fail-on and the console read)
-
-    @property
-    def rootcause(self) -> RootCause:
-        return self.pending_rootcause.get()
 
 
 def judge(
@@ -54,12 +49,10 @@ def judge(
     layout_only: np.ndarray | None = None,
     qualify: Callable[[RootCause], RootCause] | None = None,
     rootcause_on: bool = True,
-    rootcause: PendingRootCause | None = None,
 ) -> Judgement:
     """Judge one compare. `layout_only`: rows of calls a parallel layout adds (listed, not flagged; md5 rows left
     without counterpart become N/A); `qualify`: a last step on the root cause (origins qualified by rank);
-    `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis;
-    `rootcause`: the root cause already started (judge/pending.start_analysis), else it is analysed here."""
+    `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis."""
     npu, bench, match = m.npu, m.bench, m.match
     accuracy = unmatched = marks = advice = None
     if m.mode is Mode.MD5:
@@ -103,15 +96,13 @@ def judge(
             )
     if auto_analyze:
         advice = advise(npu.names, failing, unmatched)
-    if rootcause is None:
-        rootcause = PendingRootCause.ready(analyse(m, parents, bench_parents, tolerance) if rootcause_on
-                                           else RootCause([], []))  # fmt: skip
+    rootcause = analyse(m, parents, bench_parents, tolerance) if rootcause_on else RootCause([], [])
     if layout_only is not None:
         verdict, marks = _unflag(verdict, marks, layout_only)
         if m.mode is Mode.MD5:
             verdict = _md5_not_compared(m, verdict)
     if qualify is not None:
-        rootcause = PendingRootCause.ready(qualify(rootcause.get()))
+        rootcause = qualify(rootcause)
     levels = row_levels(m, verdict, marks, accuracy, layout_only)
     return Judgement(verdict, accuracy, marks, advice, rootcause, levels, level_counts(levels, npu, bench))
 
