@@ -21,7 +21,7 @@
    bench/run_all.py's reference cache is read and a cached result is shown with its date.
 3. Phases: bench/phases.py's breakdown (read, pair, measure, judge, write) of the 1M-row csv run.
 
-Inputs are generated when their folder (under --data-root, default /var/tmp) holds no compare.json. Tensor pairs
+Inputs are generated when their folder (under --data-root, default /var/tmp) holds no compare.json naming dumps inside it. Tensor pairs
 are written by a Python that has torch (.pt files, framework pytorch): this one if it can import torch, else the
 interpreter next to --ref (torch only; the reference package is never imported). --quick: small generated inputs,
 one run each, a smoke test (< 1 minute); its figures mean nothing.
@@ -104,18 +104,31 @@ def torch_python(candidates: list[str]) -> str:
 
 
 def case_folder(name: str, spec: tuple, a: argparse.Namespace) -> str:
-    """Folder of a case, generated first when it holds no compare.json."""
+    """Folder of a case, generated first unless it holds a compare.json naming dumps inside it."""
     kind, folder, gen, quick_gen = spec
     if folder is None:
         return os.path.join(ROOT, "examples", "pytorch_mlp_bug_stat")
     path = os.path.join(a.data_root, ("msprobe_bench_quick_" + name) if a.quick else folder)
-    if not os.path.exists(os.path.join(path, "compare.json")):
+    if not _inputs_inside(path):
         args = quick_gen if a.quick else gen
         py = a.gen_python if kind == "tensor" else sys.executable
         cmd = [py, os.path.join(HERE, args[0]), *args[1:], "--out", path]
         log(f"[{name}] generating: {shlex.join(cmd)}")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return path
+
+
+def _inputs_inside(path: str) -> bool:
+    """Whether `path` holds a compare.json whose dump files exist inside `path` (a folder generated elsewhere and
+    moved names its old place: it is generated again)."""
+    try:
+        with open(os.path.join(path, "compare.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    root = os.path.realpath(path) + os.sep
+    files = [config.get(k) for k in ("npu_path", "bench_path")]
+    return all(isinstance(x, str) and os.path.realpath(x).startswith(root) and os.path.exists(x) for x in files)
 
 
 def describe(kind: str, folder: str) -> dict:
