@@ -153,6 +153,31 @@ typedef struct {
     PyObject *missing;
 } Spec;
 
+/* The next row's token of orjson's text of a numeric column (the cursor moves past it); -1 with a ValueError
+   naming `what` when the text is shorter than the column. */
+static int next_number(Spec *s, const char **tok, Py_ssize_t *tok_n, const char *what) {
+    const char *q = s->num;
+    while (q < s->num_end && *q != ',') q++;
+    if (q == s->num) {
+        PyErr_Format(PyExc_ValueError, "%s: the number text is shorter than the column", what);
+        return -1;
+    }
+    *tok = s->num;
+    *tok_n = q - s->num;
+    s->num = q < s->num_end ? q + 1 : q;
+    return 0;
+}
+
+/* The text of row i of a coded column (its code into the texts); NULL with an IndexError naming `what`. */
+static PyObject *coded_text(const Spec *s, Py_ssize_t i, const char *what) {
+    int32_t code = ((const int32_t *)s->codes.buf)[i];
+    if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
+        PyErr_Format(PyExc_IndexError, "%s: a code out of its texts", what);
+        return NULL;
+    }
+    return PyList_GET_ITEM(s->texts, code);
+}
+
 /* The cell of row i of a field/value column: list[start + i], or list[rows[i]] (`missing` where -1). */
 static PyObject *list_cell(const Spec *s, Py_ssize_t i) {
     if (!s->has_rows) return PyList_GET_ITEM(s->texts, s->start + i);
@@ -321,24 +346,10 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 int kind = s->type == C_CODED ? 3 : ((const int8_t *)s->kinds.buf)[i];
                 const char *tok = NULL;
                 Py_ssize_t tok_n = 0;
-                if (s->type == C_NUMERIC && s->num) { /* this row's token of orjson's text */
-                    tok = s->num;
-                    const char *q = tok;
-                    while (q < s->num_end && *q != ',') q++;
-                    if (q == tok) {
-                        PyErr_SetString(PyExc_ValueError, "csv_block: the number text is shorter than the column");
-                        goto done;
-                    }
-                    tok_n = q - tok;
-                    s->num = q < s->num_end ? q + 1 : q;
-                }
+                if (s->type == C_NUMERIC && s->num && next_number(s, &tok, &tok_n, "csv_block") < 0) goto done;
                 if (kind == KIND_OTHER) {
-                    int32_t code = ((const int32_t *)s->codes.buf)[i];
-                    if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
-                        PyErr_SetString(PyExc_IndexError, "csv_block: a code out of its texts");
-                        goto done;
-                    }
-                    text = PyList_GET_ITEM(s->texts, code);
+                    text = coded_text(s, i, "csv_block");
+                    if (!text) goto done;
                 } else {
                     double v = ((const double *)s->values.buf)[i];
                     int bad;
@@ -578,24 +589,10 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
             int kind = s->type == X_CODED ? KIND_OTHER : ((const int8_t *)s->kinds.buf)[i];
             const char *tok = NULL;
             Py_ssize_t tok_n = 0;
-            if (s->type == X_NUMERIC && s->num) {
-                tok = s->num;
-                const char *q = tok;
-                while (q < s->num_end && *q != ',') q++;
-                if (q == tok) {
-                    PyErr_SetString(PyExc_ValueError, "xml_block: the number text is shorter than the column");
-                    goto done;
-                }
-                tok_n = q - tok;
-                s->num = q < s->num_end ? q + 1 : q;
-            }
+            if (s->type == X_NUMERIC && s->num && next_number(s, &tok, &tok_n, "xml_block") < 0) goto done;
             if (kind == KIND_OTHER) {
-                int32_t code = ((const int32_t *)s->codes.buf)[i];
-                if (code < 0 || code >= PyList_GET_SIZE(s->texts)) {
-                    PyErr_SetString(PyExc_IndexError, "xml_block: a code out of its texts");
-                    goto done;
-                }
-                if (put_piece(&o, PyList_GET_ITEM(s->texts, code), st, st_n) < 0) goto done;
+                PyObject *text = coded_text(s, i, "xml_block");
+                if (!text || put_piece(&o, text, st, st_n) < 0) goto done;
                 continue;
             }
             double v = ((const double *)s->values.buf)[i];

@@ -770,3 +770,15 @@ def _combined(formats: Sequence[_Format], cols: Sequence[Column], lo: int, hi: i
     parts.reverse()
     joined = list(map(formats[0].sep.join, zip(*parts)))
     return [_object_array(joined)[inverse.reshape(-1)].tolist()]
+
+
+def numeric_spec(fmt: Any, col: Column, lo: int, hi: int, digits: bool) -> tuple[Any, ...]:
+    """Rows [lo, hi) of a numeric column (one with both `kind` and `values`) as the C block writers (_csvrows
+    csv_block and xml_block) take it: values, kinds, the codes and texts of its other cells, and orjson's text of the
+    numbers when `digits` (_csvrows puts them in repr's layout; None: repr's own)."""
+    assert col.values is not None and col.kind is not None, "a numeric column has values and kinds"
+    codes, texts = fmt.other_codes(col)
+    values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
+    kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
+    numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
+    return values, kind, codes[lo:hi], texts, numbers

@@ -42,7 +42,7 @@ from msprobe_compare.render.celltext import (
     FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
 )
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, TextRange
+from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, TextRange, numeric_spec
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -124,12 +124,7 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
     if isinstance(texts, TakenRows) and isinstance(fmt, CsvFormat) and type(texts.items) is list:
         return texts.items, texts.rows[lo:hi], None, texts.missing  # the same, through the rows of the match
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
-        codes, texts = fmt.other_codes(col)
-        values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
-        kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
-        # orjson writes the shortest round-trip digits fast; _csvrows puts them in repr's layout (None: repr's own)
-        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
-        return values, kind, codes[lo:hi], texts, numbers
+        return numeric_spec(fmt, col, lo, hi, digits)
     return fmt.column(col, lo, hi)
 
 

@@ -24,10 +24,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from msprobe_compare import floattext, native
+from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
-from msprobe_compare.render.celltext import TakenRows, TextRange, XmlFormat, cell_xml, row_items, xml_escape
+from msprobe_compare.render.celltext import (
+    TakenRows, TextRange, XmlFormat, cell_xml, numeric_spec, row_items, xml_escape,
+)
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.render.flat import append_file, orjson_digits
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
@@ -258,11 +260,7 @@ def _xml_spec(fmt: XmlFormat, col: Column | Sequence[Any], lo: int, hi: int, dig
         return np.ascontiguousarray(col.codes[lo:hi], dtype=np.int32), fmt.table_texts(col).tolist()
     objects = col._objects if isinstance(col, Column) else col
     if isinstance(col, Column) and col.kind is not None and col.values is not None:  # numeric: has both
-        codes, texts = fmt.other_codes(col)
-        values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
-        kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
-        numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
-        return values, kind, codes[lo:hi], texts, numbers
+        return numeric_spec(fmt, col, lo, hi, digits)
     if isinstance(objects, TextRange) and isinstance(objects.items, list):
         return objects.items, objects.start + lo, cell_xml
     if isinstance(objects, TakenRows) and isinstance(objects.items, list):
