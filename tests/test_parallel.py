@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import msprobe_compare
-from conftest import DATA
+from conftest import DATA, extract_archive
 from msprobe_compare import api
 from msprobe_compare.errors import OptionError
 from msprobe_compare.layouts import combine_replica, plan_layouts
@@ -339,15 +339,7 @@ def test_md5_compares_replicated_rows_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def tensor_dumps(tmp_path_factory):
-    import tarfile
-
-    root = tmp_path_factory.mktemp("tensor_dumps")
-    with tarfile.open(OWN / "tensor_tp2_vs_tp1.tar.xz") as tar:
-        try:
-            tar.extractall(root, filter="data")
-        except TypeError:  # Python before 3.10.12: no extraction filters (our own archive)
-            tar.extractall(root)
-    return root
+    return extract_archive(OWN / "tensor_tp2_vs_tp1.tar.xz", tmp_path_factory.mktemp("tensor_dumps"))
 
 
 def test_real_data_shards_are_concatenated_then_measured(tensor_dumps, tmp_path):

@@ -268,6 +268,25 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int *flag, Py_ssize_t item
     return 0;
 }
 
+/* (values f64[n], kinds i8[n], codes i32[n], texts, orjson's text of the values or None, ...): a numeric column. */
+static int numeric_spec(Spec *s, PyObject *c, Py_ssize_t n, const char *what) {
+    s->texts = PyTuple_GET_ITEM(c, 3);
+    PyObject *num = PyTuple_GET_ITEM(c, 4);
+    if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->values, &s->has_values, 8, n, "values") < 0 ||
+        get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
+        get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
+        return -1;
+    if (num != Py_None) {
+        if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
+            PyErr_Format(PyExc_ValueError, "%s: the number text must be orjson's array text or None", what);
+            return -1;
+        }
+        s->num = PyBytes_AS_STRING(num) + 1;
+        s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
+    }
+    return 0;
+}
+
 static PyObject *csv_block(PyObject *self, PyObject *args) {
     PyObject *columns;
     Py_ssize_t n;
@@ -297,20 +316,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
             if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->codes, &s->has_codes, 4, n, "codes") < 0) goto done;
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == (json ? 7 : 5)) {
             s->type = C_NUMERIC;
-            s->texts = PyTuple_GET_ITEM(c, 3);
-            PyObject *num = PyTuple_GET_ITEM(c, 4);
-            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->values, &s->has_values, 8, n, "values") < 0 ||
-                get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
-                get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
-                goto done;
-            if (num != Py_None) {
-                if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
-                    PyErr_SetString(PyExc_ValueError, "csv_block: the number text must be orjson's array text or None");
-                    goto done;
-                }
-                s->num = PyBytes_AS_STRING(num) + 1;
-                s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
-            }
+            if (numeric_spec(s, c, n, "csv_block") < 0) goto done;
             if (json) {
                 PyObject *pre = PyTuple_GET_ITEM(c, 5), *suf = PyTuple_GET_ITEM(c, 6);
                 if (!PyUnicode_Check(pre) || !PyUnicode_Check(suf)) {
@@ -530,20 +536,7 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
             if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->codes, &s->has_codes, 4, n, "codes") < 0) goto done;
         } else if (PyTuple_Check(c) && PyTuple_GET_SIZE(c) == 5) {
             s->type = X_NUMERIC;
-            s->texts = PyTuple_GET_ITEM(c, 3);
-            PyObject *num = PyTuple_GET_ITEM(c, 4);
-            if (get_buffer(PyTuple_GET_ITEM(c, 0), &s->values, &s->has_values, 8, n, "values") < 0 ||
-                get_buffer(PyTuple_GET_ITEM(c, 1), &s->kinds, &s->has_kinds, 1, n, "kinds") < 0 ||
-                get_buffer(PyTuple_GET_ITEM(c, 2), &s->codes, &s->has_codes, 4, n, "codes") < 0)
-                goto done;
-            if (num != Py_None) {
-                if (!PyBytes_Check(num) || PyBytes_GET_SIZE(num) < 2 || PyBytes_AS_STRING(num)[0] != '[') {
-                    PyErr_SetString(PyExc_ValueError, "xml_block: the number text must be orjson's array text or None");
-                    goto done;
-                }
-                s->num = PyBytes_AS_STRING(num) + 1;
-                s->num_end = PyBytes_AS_STRING(num) + PyBytes_GET_SIZE(num) - 1;
-            }
+            if (numeric_spec(s, c, n, "xml_block") < 0) goto done;
         } else {
             PyErr_SetString(PyExc_TypeError, "xml_block: a column is a list or a tuple of 2, 3, 4 or 5 items");
             goto done;

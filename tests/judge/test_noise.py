@@ -13,13 +13,12 @@ separate, report it as the first suspect; never another op as origin.
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, extract_archive
 from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.errors import UsageError
@@ -51,11 +50,7 @@ MORE_CASES = [
 def cases(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("noise")
     for name in ("noise_stat.tar.xz", "noise_tensor.tar.xz", "noise_more.tar.xz"):
-        with tarfile.open(NOISE / name) as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(root, filter="data")
-            else:  # Python without extraction filters: our own archives
-                tar.extractall(root)
+        extract_archive(NOISE / name, root)
     return root
 
 

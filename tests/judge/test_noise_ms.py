@@ -10,13 +10,12 @@ lists the acceptable first origins (empty: noise only), from the twin compare of
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, extract_archive
 from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.judge import noise
@@ -38,12 +37,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("noise_ms")
-    with tarfile.open(ARCHIVE) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(root, filter="data")
-        else:  # Python without extraction filters: our own archive
-            tar.extractall(root)
-    return root
+    return extract_archive(ARCHIVE, root)
 
 
 def _rootcause(case: Path, monkeypatch):
@@ -126,12 +120,7 @@ RANKS_CASE = "ms_tfm_fp16_ranks_mix_stat"
 @pytest.fixture(scope="module")
 def more_cases(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("noise_ms_more")
-    with tarfile.open(MORE_ARCHIVE) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(root, filter="data")
-        else:  # Python without extraction filters: our own archive
-            tar.extractall(root)
-    return root
+    return extract_archive(MORE_ARCHIVE, root)
 
 
 def test_more_archive_holds_every_case(more_cases):
@@ -201,12 +190,7 @@ VERSION_CASES = [
 @pytest.fixture(scope="module")
 def version_cases(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("noise_ms_version")
-    with tarfile.open(VERSION_ARCHIVE) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(root, filter="data")
-        else:  # Python without extraction filters: our own archive
-            tar.extractall(root)
-    return root
+    return extract_archive(VERSION_ARCHIVE, root)
 
 
 def test_version_archive_holds_every_case(version_cases):

@@ -198,7 +198,7 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns | ColumnBloc
 def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], bytes]) -> None:
     """`head`, then `block(lo, hi)` over rows [0, n) in BLOCK_ROWS steps; the second half of the rows formatted by
     a forked child when worthwhile (see the module docstring)."""
-    mid = _split_point(n)
+    mid = split_point(n, PARALLEL_MIN_ROWS, BLOCK_ROWS)
     with open(path, "wb") as f, gc_paused():
         f.write(head)
         if mid is None:
@@ -230,11 +230,12 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
             part.unlink(missing_ok=True)
 
 
-def _split_point(n: int) -> int | None:
-    """Where the child's rows start, or None for one process."""
-    if n < PARALLEL_MIN_ROWS or not can_fork():
+def split_point(n: int, min_rows: int, block_rows: int) -> int | None:
+    """Where a forked child's rows start when a writer splits `n` rows into two halves (a whole number of blocks
+    in the first), or None for one process: fewer than `min_rows` rows, or no fork possible here."""
+    if n < min_rows or not can_fork():
         return None
-    return (n // 2 // BLOCK_ROWS) * BLOCK_ROWS or None
+    return (n // 2 // block_rows) * block_rows or None
 
 
 def _blocks(f: Any, block: Callable[[int, int], bytes], lo: int, hi: int) -> None:

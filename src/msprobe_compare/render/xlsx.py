@@ -26,12 +26,12 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
+from msprobe_compare.runtime import gc_paused, reap, release_free_memory
 from msprobe_compare.render.celltext import (
     TakenRows, TextRange, XmlFormat, cell_xml, numeric_spec, row_items, xml_escape,
 )
 from msprobe_compare.render.files import scratch_path
-from msprobe_compare.render.flat import append_file, orjson_digits
+from msprobe_compare.render.flat import append_file, orjson_digits, split_point
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
 
 if TYPE_CHECKING:
@@ -323,7 +323,8 @@ def _write_sheet_columns(
                 return _sheet_rows_native(fast, fmt, columns, colours, lo, hi, lo - start + 2, digits)
             return _sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8")
 
-        split = _split_point(start, size) if _can_splice(raw, zf) else None
+        half = split_point(size, PARALLEL_MIN_ROWS, BLOCK_ROWS) if _can_splice(raw, zf) else None
+        split = start + half if half is not None else None
         mid = end if split is None else split
         child = _fork_half(zf, block, mid, end, tail) if split is not None else None
         try:
@@ -368,14 +369,6 @@ def _can_splice(raw: Any, zf: zipfile.ZipFile) -> bool:
     return (all(hasattr(raw, f) for f in _SPLICE_FIELDS) and raw._compressor is not None
             and hasattr(raw._compressor, "flush") and zf.fp is not None and hasattr(zf.fp, "fileno")
             and zf.filename is not None and hasattr(zlib, "Z_SYNC_FLUSH"))  # fmt: skip
-
-
-def _split_point(start: int, size: int) -> int | None:
-    """Where the child's rows start, or None for one process."""
-    if size < PARALLEL_MIN_ROWS or not can_fork():
-        return None
-    half = (size // 2 // BLOCK_ROWS) * BLOCK_ROWS
-    return start + half if half else None
 
 
 def _fork_half(zf: zipfile.ZipFile, block: Any, mid: int, end: int, tail: bytes) -> list[Any]:
