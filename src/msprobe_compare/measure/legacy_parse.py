@@ -51,11 +51,13 @@ _CHUNK = 1 << 14
 _WIDTH = 26  # longest float repr is 24 bytes ('-2.2250738585072014e-308'); + NUL padding
 
 
-def reference_parse(values: np.ndarray) -> np.ndarray:
-    """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged)."""
+def reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
+    """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged).
+    `parsed_before`: values the caller parsed already in earlier calls of the same job (a chunked caller's chunks
+    count together towards paying for the fast path's check)."""
     arr = np.asarray(values, dtype=np.float64)
     # once per process, and only for enough values to pay for the check (floattext.worth; the same values)
-    fast = native.load("_legacyparse") if floattext.worth("_legacyparse", arr.size) else None
+    fast = native.load("_legacyparse") if floattext.worth("_legacyparse", parsed_before + arr.size) else None
     if fast is not None and floattext.agrees("_legacyparse", lambda: _orjson_parse_agrees(fast)):
         out = np.array(arr, dtype=np.float64)  # a C-ordered copy: non-finite values stay as they are
         flat = out.reshape(-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
@@ -47,13 +48,16 @@ def gather(bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 CANCELLATION = 1e-3  # below this relative difference, the reference's lossy parse shows in the diffs
 
 
-def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray) -> None:
+def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray, parsed_before: int = 0) -> int:
     """Replace, in place, values whose diff cancels so much that the reference's lossy number parse
-    (legacy_parse) is visible at 1e-9 relative; elsewhere exact values agree to far better than that."""
+    (legacy_parse) is visible at 1e-9 relative; elsewhere exact values agree to far better than that.
+    Returns how many values it parsed (a chunked caller passes the running total back as `parsed_before`)."""
     close = floats & (n_num != b_num) & (np.abs(n_num - b_num) < CANCELLATION * np.maximum(np.abs(n_num), np.abs(b_num)))
-    if close.any():
-        n_num[close] = reference_parse(n_num[close])
-        b_num[close] = reference_parse(b_num[close])
+    count = int(np.count_nonzero(close))
+    if count:
+        n_num[close] = reference_parse(n_num[close], parsed_before)
+        b_num[close] = reference_parse(b_num[close], parsed_before + count)
+    return 2 * count
 
 
 CHUNK_ROWS = 1 << 16  # rows computed at a time: the temporaries stay a few MB, not a dozen (n, 4) arrays
@@ -66,22 +70,26 @@ def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
     diff, rel = np.empty((n, 4)), np.empty((n, 4))
     diff_kind, rel_kind = np.empty((n, 4), dtype=np.int8), np.empty((n, 4), dtype=np.int8)
     warning = np.empty(n, dtype=bool)
+    parsed = 0  # values re-parsed as the reference reads them, over all chunks so far
     for lo in range(0, n, CHUNK_ROWS):
         sl = slice(lo, min(n, lo + CHUNK_ROWS))
-        diff[sl], diff_kind[sl], rel[sl], rel_kind[sl], warning[sl] = _diffs(
-            npu.stats[sl], npu.stat_kind[sl], bench, match[sl])  # fmt: skip
+        diff[sl], diff_kind[sl], rel[sl], rel_kind[sl], warning[sl], parsed = _diffs(
+            npu.stats[sl], npu.stat_kind[sl], bench, match[sl], parsed)  # fmt: skip
     return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)
 
 
-def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(diff, diff_kind, rel, rel_kind, warning) of some NPU rows (their statistics and kinds) and their matches."""
+def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.ndarray,
+           parsed_before: int = 0) -> tuple[Any, ...]:
+    """(diff, diff_kind, rel, rel_kind, warning, values re-parsed so far) of some NPU rows (their statistics and
+    kinds) and their matches; `parsed_before` counts the values earlier chunks re-parsed."""
     b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
     numeric_kinds = (StatKind.NUMBER, StatKind.INT, StatKind.NAN)
     numeric = np.isin(n_kind, numeric_kinds) & np.isin(b_kind, numeric_kinds) & (match >= 0)[:, None]
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
     b_num[b_kind == StatKind.NAN] = np.nan
     with np.errstate(all="ignore"):
-        _as_reference_reads(n_num, b_num, numeric & (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER))
+        parsed = parsed_before + _as_reference_reads(
+            n_num, b_num, numeric & (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before)
         diff = n_num - b_num
         rel = np.abs(diff / b_num * 100)
         magnitude = np.abs(diff) / (np.abs(np.maximum(n_num, b_num)) + MAGNITUDE_EPS)
@@ -95,4 +103,4 @@ def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.nda
     valued = (diff_kind == Cell.VALUE) | (diff_kind == Cell.INT)
     with np.errstate(invalid="ignore"):
         warning = np.any(valued & (magnitude > WARN_MAGNITUDE), axis=1)
-    return diff, diff_kind, rel, rel_kind, warning
+    return diff, diff_kind, rel, rel_kind, warning, parsed
