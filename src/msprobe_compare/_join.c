@@ -3,7 +3,10 @@
  * first_index(names, keys, out): out[i] = min{j : names[j] == keys[i]} or -1 (out: int64 buffer of len(keys));
  * returns how many names repeat an earlier one, or None (out undefined) when a text has no UTF-8 form.
  * An open-addressing table over the names' UTF-8 bytes; equal str objects have equal UTF-8 bytes and the
- * other way round, so the result is the dict-based join's (tests/pair/test_exact.py compares both).
+ * other way round, so the result is the dict-based join's (tests/pair/test_exact.py compares both). The names
+ * are hashed a batch ahead and their slots prefetched (a million names' table is far beyond the cache); a key
+ * is first compared with the row after the previous key's match (the two dumps mostly list the same rows in
+ * the same order), which is its answer when that row is the first of its text, and looked up otherwise.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,6 +44,31 @@ static int utf8_of(PyObject *list, Py_ssize_t i, const char **s, Py_ssize_t *n) 
     return *s ? 0 : -1;
 }
 
+static int same_text(PyObject *a, PyObject *b, int *equal) {
+    if (a == b) {
+        *equal = 1;
+        return 0;
+    }
+    if (!PyUnicode_Check(a) || !PyUnicode_Check(b)) {
+        PyErr_SetString(PyExc_TypeError, "first_index: names and keys must be str");
+        return -1;
+    }
+    Py_ssize_t la, lb;
+    const char *sa = PyUnicode_AsUTF8AndSize(a, &la);
+    if (!sa) return -1;
+    const char *sb = PyUnicode_AsUTF8AndSize(b, &lb);
+    if (!sb) return -1;
+    *equal = la == lb && memcmp(sa, sb, (size_t)la) == 0;
+    return 0;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_W(p) __builtin_prefetch((p), 1)
+#else
+#define PREFETCH_W(p) ((void)(p))
+#endif
+#define BATCH 16 /* names hashed ahead of their insertion, their slots prefetched: the table is far beyond the cache */
+
 static PyObject *first_index(PyObject *self, PyObject *args) {
     PyObject *names, *keys;
     Py_buffer out;
@@ -48,6 +76,7 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(names), m = PyList_GET_SIZE(keys);
     PyObject *result = NULL;
     Slot *table = NULL;
+    unsigned char *first = NULL; /* first[j]: names[j] is the first row of its text */
     if (out.len != m * (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "first_index: out must be an int64 buffer of len(keys)");
         goto done;
@@ -55,37 +84,59 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap <<= 1;
     table = PyMem_Malloc(cap * sizeof(Slot));
-    if (!table) {
+    first = PyMem_Malloc((size_t)n + 1);
+    if (!table || !first) {
         PyErr_NoMemory();
         goto done;
     }
     for (size_t k = 0; k < cap; k++) table[k].index = -1;
     size_t mask = cap - 1;
     Py_ssize_t repeated = 0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        const char *s;
-        Py_ssize_t len;
-        if (utf8_of(names, j, &s, &len) < 0) goto done;
-        uint64_t h = hash_bytes(s, len);
-        for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
-            if (table[k].index < 0) {
-                table[k].hash = h;
-                table[k].index = j;
-                break;
-            }
-            if (table[k].hash == h) {
-                const char *t;
-                Py_ssize_t tl;
-                if (utf8_of(names, table[k].index, &t, &tl) < 0) goto done;
-                if (tl == len && memcmp(s, t, (size_t)len) == 0) { /* a later row: the first one stays */
-                    repeated++;
+    uint64_t hashes[BATCH];
+    for (Py_ssize_t j0 = 0; j0 < n; j0 += BATCH) {
+        Py_ssize_t count = n - j0 < BATCH ? n - j0 : BATCH;
+        for (Py_ssize_t b = 0; b < count; b++) {
+            const char *s;
+            Py_ssize_t len;
+            if (utf8_of(names, j0 + b, &s, &len) < 0) goto done;
+            hashes[b] = hash_bytes(s, len);
+            PREFETCH_W(&table[(size_t)hashes[b] & mask]);
+        }
+        for (Py_ssize_t b = 0; b < count; b++) {
+            Py_ssize_t j = j0 + b;
+            uint64_t h = hashes[b];
+            first[j] = 1;
+            for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
+                if (table[k].index < 0) {
+                    table[k].hash = h;
+                    table[k].index = j;
                     break;
+                }
+                if (table[k].hash == h) {
+                    int equal;
+                    if (same_text(PyList_GET_ITEM(names, j), PyList_GET_ITEM(names, table[k].index), &equal) < 0)
+                        goto done;
+                    if (equal) { /* a later row: the first one stays */
+                        repeated++;
+                        first[j] = 0;
+                        break;
+                    }
                 }
             }
         }
     }
     int64_t *dst = (int64_t *)out.buf;
+    Py_ssize_t guess = 0; /* the row after the previous key's match: keys mostly follow the names' order */
     for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (guess < n && first[guess]) { /* the first row of its text, equal to the key: the key's first row */
+            int equal;
+            if (same_text(key, PyList_GET_ITEM(names, guess), &equal) < 0) goto done;
+            if (equal) {
+                dst[i] = guess++;
+                continue;
+            }
+        }
         const char *s;
         Py_ssize_t len;
         if (utf8_of(keys, i, &s, &len) < 0) goto done;
@@ -98,6 +149,7 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
             if (utf8_of(names, table[k].index, &t, &tl) < 0) goto done;
             if (tl == len && memcmp(s, t, (size_t)len) == 0) {
                 dst[i] = table[k].index;
+                guess = table[k].index + 1;
                 break;
             }
         }
@@ -110,6 +162,7 @@ done:
         result = Py_None;
     }
     PyMem_Free(table);
+    PyMem_Free(first);
     PyBuffer_Release(&out);
     return result;
 }

@@ -6,14 +6,14 @@ stage tells an unmatched row by `match < 0`, never by a name.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import repeat
 from collections.abc import Mapping
 from typing import cast
 
 import numpy as np
 
 from msprobe_compare import native
-from msprobe_compare.load.rows import RowTable
+from msprobe_compare.load.rows import RowTable, coded
 
 UNMATCHED = -1  # the match of an NPU row without bench counterpart
 NO_MATCH_NAME = "N/A"  # a mapping file's value for "no counterpart" (what -lm writes, as the reference does)
@@ -73,9 +73,8 @@ def match_exact(
         repeats = len(first) < n
     hit = np.flatnonzero(out >= 0)
     if len(hit):
-        npu_shapes = _objects(npu.shape)[hit]
-        bench_shapes = _objects(bench.shape)[out[hit]]
-        differ = hit[npu_shapes != bench_shapes]  # shape texts are mostly shared objects: cheap to compare
+        npu_shapes, bench_shapes, _ = _joint_codes(npu.shape, bench.shape)
+        differ = hit[npu_shapes[hit] != bench_shapes[out[hit]]]
         out[differ] = -1
         if repeats and len(differ):  # a repeated bench name: a later row of it may have the shape
             repeated = _repeated(bench.names)
@@ -89,10 +88,15 @@ def match_exact(
     return apply_dtype_gate(npu, bench, out, cross_framework)
 
 
-def _objects(items: list[str]) -> np.ndarray:
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out
+def _joint_codes(npu: list[str], bench: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Codes of two text columns in one numbering (equal texts, equal codes) and the texts coded: each column is
+    coded by itself (its rows share a few text objects), then the bench side's few distinct texts renumbered."""
+    npu_codes, npu_distinct = coded(npu)
+    bench_codes, bench_distinct = coded(bench)
+    index = {text: k for k, text in enumerate(npu_distinct)}
+    renumber = np.fromiter((index.setdefault(text, len(index)) for text in bench_distinct), dtype=np.int32,
+                           count=len(bench_distinct))  # fmt: skip
+    return npu_codes, renumber[bench_codes], list(index)
 
 
 def _repeated(names: list[str]) -> set[str]:
@@ -106,13 +110,18 @@ def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_fr
     hit = np.flatnonzero(match >= 0)
     if not len(hit):
         return out
-    names = list(dict.fromkeys(chain(npu.dtype, bench.dtype)))  # the distinct dtypes, a few
-    code = {d: k for k, d in enumerate(names)}
-    npu_codes = np.fromiter(map(code.__getitem__, npu.dtype), dtype=np.int64, count=len(npu))
-    bench_codes = np.fromiter(map(code.__getitem__, bench.dtype), dtype=np.int64, count=len(bench))
-    pairs = npu_codes[hit] * len(names) + bench_codes[match[hit]]
+    npu_codes, bench_codes, names = _joint_codes(npu.dtype, bench.dtype)  # the distinct dtypes: a few
+    width = len(names)
+    pairs = npu_codes[hit].astype(np.int64) * width + bench_codes[match[hit]]
+    if width * width <= 4 * len(hit) + 4096:  # a table over every pair of codes: no sort
+        present = np.flatnonzero(np.bincount(pairs, minlength=width * width))
+        ok = np.ones(width * width, dtype=bool)
+        ok[present] = [dtypes_compatible(names[p // width], names[p % width], cross_framework)
+                       for p in present.tolist()]  # fmt: skip
+        out[hit[~ok[pairs]]] = -1
+        return out
     distinct, inverse = np.unique(pairs, return_inverse=True)
-    ok = np.array([dtypes_compatible(names[p // len(names)], names[p % len(names)], cross_framework)
+    ok = np.array([dtypes_compatible(names[p // width], names[p % width], cross_framework)
                    for p in distinct.tolist()], dtype=bool)  # fmt: skip
     out[hit[~ok[inverse]]] = -1
     return out
