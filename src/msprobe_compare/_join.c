@@ -236,11 +236,127 @@ done:
     return result;
 }
 
+/* stem_counts(entries) -> {stem: count} of the entries ending with `.forward` or `.backward`, the stem being
+ * `entry.rsplit(".", 2)[0]` (the entry less its call index and direction), in order of first appearance; None when
+ * an entry has no UTF-8 form. The stems are counted by their UTF-8 bytes (a `.` byte is a `.` character there),
+ * each distinct stem made a str once. */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t entry; /* an entry with this stem; -1: empty */
+    Py_ssize_t len;   /* the stem's bytes */
+    Py_ssize_t count;
+    Py_ssize_t order; /* its place among the distinct stems */
+} StemSlot;
+
+static const char *stem_of(const char *s, Py_ssize_t n, Py_ssize_t *len) {
+    Py_ssize_t dot;
+    if (n >= 8 && memcmp(s + n - 8, ".forward", 8) == 0) dot = n - 8;
+    else if (n >= 9 && memcmp(s + n - 9, ".backward", 9) == 0) dot = n - 9;
+    else return NULL;
+    Py_ssize_t k = dot - 1;
+    while (k >= 0 && s[k] != '.') k--;
+    *len = k >= 0 ? k : dot;
+    return s;
+}
+
+static PyObject *stem_counts(PyObject *self, PyObject *args) {
+    PyObject *entries;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &entries)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries), used = 0;
+    size_t cap = 256;
+    StemSlot *table = PyMem_Malloc(cap * sizeof(StemSlot));
+    Py_ssize_t *order = PyMem_Malloc((cap / 2 + 1) * sizeof(Py_ssize_t)); /* slot of each distinct stem */
+    PyObject *result = NULL;
+    if (!table || !order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < cap; k++) table[k].entry = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *s;
+        Py_ssize_t len, stem;
+        if (utf8_of(entries, i, &s, &len) < 0) goto done;
+        if (!stem_of(s, len, &stem)) continue;
+        uint64_t h = hash_bytes(s, stem);
+        size_t k = (size_t)h & (cap - 1);
+        for (;; k = (k + 1) & (cap - 1)) {
+            if (table[k].entry < 0) break;
+            if (table[k].hash == h && table[k].len == stem) {
+                const char *t;
+                Py_ssize_t tl;
+                if (utf8_of(entries, table[k].entry, &t, &tl) < 0) goto done;
+                if (memcmp(s, t, (size_t)stem) == 0) break;
+            }
+        }
+        if (table[k].entry >= 0) {
+            table[k].count++;
+            continue;
+        }
+        table[k] = (StemSlot){h, i, stem, 1, used};
+        order[used++] = (Py_ssize_t)k;
+        if ((size_t)used * 2 > cap) { /* grow: rehash */
+            size_t ncap = cap * 2;
+            StemSlot *grown = PyMem_Malloc(ncap * sizeof(StemSlot));
+            Py_ssize_t *norder = PyMem_Malloc((ncap / 2 + 1) * sizeof(Py_ssize_t));
+            if (!grown || !norder) {
+                PyMem_Free(grown);
+                PyMem_Free(norder);
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (size_t q = 0; q < ncap; q++) grown[q].entry = -1;
+            for (Py_ssize_t o = 0; o < used; o++) {
+                StemSlot slot = table[order[o]];
+                size_t q = (size_t)slot.hash & (ncap - 1);
+                while (grown[q].entry >= 0) q = (q + 1) & (ncap - 1);
+                grown[q] = slot;
+                norder[o] = (Py_ssize_t)q;
+            }
+            PyMem_Free(table);
+            PyMem_Free(order);
+            table = grown;
+            order = norder;
+            cap = ncap;
+        }
+    }
+    PyObject *counts = PyDict_New();
+    if (!counts) goto done;
+    for (Py_ssize_t o = 0; o < used; o++) {
+        StemSlot *slot = &table[order[o]];
+        const char *s;
+        Py_ssize_t len;
+        if (utf8_of(entries, slot->entry, &s, &len) < 0) {
+            Py_DECREF(counts);
+            goto done;
+        }
+        PyObject *key = PyUnicode_DecodeUTF8(s, slot->len, "strict"), *value = PyLong_FromSsize_t(slot->count);
+        int failed = !key || !value || PyDict_SetItem(counts, key, value) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        if (failed) {
+            Py_DECREF(counts);
+            goto done;
+        }
+    }
+    result = counts;
+done:
+    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates: the caller's Counter */
+        PyErr_Clear();
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    PyMem_Free(table);
+    PyMem_Free(order);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"code_objects", code_objects, METH_VARARGS,
      "code_objects(items) -> (int32 codes as bytes, distinct objects by identity, in order of first appearance)"},
     {"first_index", first_index, METH_VARARGS,
      "first_index(names, keys, out) -> repeated names: out[i] = the first j with names[j] == keys[i], or -1"},
+    {"stem_counts", stem_counts, METH_VARARGS,
+     "stem_counts(entries) -> {entry.rsplit('.', 2)[0]: count} of the entries ending with .forward or .backward"},
     {NULL, NULL, 0, NULL},
 };
 

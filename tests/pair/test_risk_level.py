@@ -39,3 +39,27 @@ def test_note_names_the_filtered_side():
     note = risk_level_note(filtered, full)
     assert note and note.startswith("the npu dump holds no low-risk API call (Mint.view, Tensor.reshape")
     assert risk_level_note(full, full) is None
+
+
+EDGES = [".forward", "..backward", "a.forward", "a.b.backward", "ü.x.0.forward", "x.ü.1.backward", "forward",
+         "a.forwards", "Tensor.reshape.backward.0", "Tensor..0.forward", "a.b.c.d.e.forward"]  # fmt: skip
+
+
+def test_native_stem_counts_equal_the_rsplit_counter():
+    from collections import Counter
+
+    from tests.native_helpers import native_module
+
+    fast = native_module("_join")
+    many = [f"Tensor.op{k % 700}.{k}.{'forward' if k % 3 else 'backward'}" for k in range(5000)]  # grows its table
+    for entries in (NAMES, EDGES, many + EDGES + NAMES, []):
+        want = Counter(e.rsplit(".", 2)[0] for e in entries if e.endswith((".forward", ".backward")))
+        got = fast.stem_counts(entries)
+        assert got == want and list(got) == list(want)  # the same counts, in order of first appearance
+    assert fast.stem_counts(["a.0.forward", "\ud800.0.forward"]) is None  # no UTF-8 form: the Counter decides
+
+
+def test_counts_without_the_native_module(monkeypatch):
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    table = SimpleNamespace(entries=NAMES * 3 + EDGES + ["\ud800.0.forward"])
+    assert _low_risk(table) == _per_entry(table.entries)
