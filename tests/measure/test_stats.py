@@ -39,6 +39,9 @@ def test_unmatched_and_non_numeric_cells_are_na():
     assert d.diff_kind[0, 3] == Cell.NAN  # inf - inf is NaN
     vals, kinds = gather(bench, np.array([0, -1]))
     assert vals[0, 0] == 1.0 and kinds[1].tolist() == [3, 3, 3, 3]  # StatKind.NONE where unmatched
+    assert vals[1].tolist() == [0.0] * 4 and kinds[0].tolist() == bench.stat_kind[0].tolist()
+    vals, kinds = gather(bench, np.array([-1, 0, -1]))  # row 0 is what an unmatched row takes before it is cleared
+    assert vals[[0, 2]].tolist() == [[0.0] * 4] * 2 and kinds[[0, 2]].tolist() == [[3] * 4] * 2
 
 
 def test_empty_tables():

@@ -36,12 +36,14 @@ class StatDiffs:
 def gather(bench: RowTable, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bench statistics aligned to NPU rows (kind NONE where unmatched)."""
     n = len(match)
-    vals = np.zeros((n, 4))
-    kinds = np.full((n, 4), StatKind.NONE, dtype=np.int8)
-    ok = match >= 0
-    if len(bench):
-        vals[ok] = bench.stats[match[ok]]
-        kinds[ok] = bench.stat_kind[match[ok]]
+    if not len(bench):
+        return np.zeros((n, 4)), np.full((n, 4), StatKind.NONE, dtype=np.int8)
+    rows = np.maximum(match, 0)  # a plain take (unmatched rows take row 0), then the unmatched rows cleared
+    vals, kinds = bench.stats[rows], bench.stat_kind[rows]
+    unmatched = np.flatnonzero(match < 0)
+    if len(unmatched):
+        vals[unmatched] = 0.0
+        kinds[unmatched] = StatKind.NONE
     return vals, kinds
 
 
@@ -83,13 +85,13 @@ def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.nda
     """(diff, diff_kind, rel, rel_kind, warning, values re-parsed so far) of some NPU rows (their statistics and
     kinds) and their matches; `parsed_before` counts the values earlier chunks re-parsed."""
     b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
-    numeric_kinds = (StatKind.NUMBER, StatKind.INT, StatKind.NAN)
-    numeric = np.isin(n_kind, numeric_kinds) & np.isin(b_kind, numeric_kinds) & (match >= 0)[:, None]
+    # NUMBER, INT and NAN are the numeric kinds: the codes below NONE; an unmatched row's bench kinds are NONE
+    numeric = (n_kind < StatKind.NONE) & (b_kind < StatKind.NONE)
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
     b_num[b_kind == StatKind.NAN] = np.nan
     with np.errstate(all="ignore"):
         parsed = parsed_before + _as_reference_reads(
-            n_num, b_num, numeric & (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before)
+            n_num, b_num, (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before)
         diff = n_num - b_num
         rel = np.abs(diff / b_num * 100)
         magnitude = np.abs(diff) / (np.abs(np.maximum(n_num, b_num)) + MAGNITUDE_EPS)
