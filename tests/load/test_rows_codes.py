@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from msprobe_compare.load.rows import PHASES, phase_codes, phase_of
 
 NAMES = [
@@ -34,13 +37,16 @@ def test_phase_codes_equal_phase_of() -> None:
     assert phase_codes(["Module.a.Linear.backward.0"]).tolist() == [1]
 
 
-def test_text_codes_number_distinct_texts_in_order_of_appearance() -> None:
+@pytest.mark.parametrize("use_native", ["1", "0"])
+def test_text_codes_number_distinct_texts_in_order_of_appearance(use_native: str, monkeypatch) -> None:
     from msprobe_compare.load.rows import text_codes
 
-    texts = ["torch.float32", "<class 'int'>", "torch.float32", "None", "<class 'int'>", "torch.bfloat16"]
+    monkeypatch.setenv("MSPROBE_NATIVE", use_native)  # by identity in C, then by value; or a dict
+    texts = ["torch.float32", "<class 'int'>", "torch.float32", "None", "<class 'int'>", "torch.bfloat16",
+             "".join(["torch.", "float32"]), "".join(["No", "ne"])]  # equal texts, other objects  # fmt: skip
     distinct, codes = text_codes(texts)
     assert distinct == ["torch.float32", "<class 'int'>", "None", "torch.bfloat16"]
-    assert codes.tolist() == [0, 1, 0, 2, 1, 3]
+    assert codes.tolist() == [0, 1, 0, 2, 1, 3, 0, 2] and codes.dtype == np.int32
     assert [distinct[c] for c in codes.tolist()] == texts
     empty, none = text_codes([])
     assert empty == [] and none.tolist() == []
