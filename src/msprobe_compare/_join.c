@@ -14,8 +14,8 @@
 #include <string.h>
 
 typedef struct {
-    uint64_t hash;
-    Py_ssize_t index; /* -1: empty */
+    uint32_t tag;  /* the hash's high half */
+    uint32_t row1; /* the name's row + 1; 0: empty (a calloc'ed table needs no pass to mark its slots empty) */
 } Slot;
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
@@ -83,13 +83,17 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
     }
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap <<= 1;
-    table = PyMem_Malloc(cap * sizeof(Slot));
+    if ((uint64_t)n >= UINT32_MAX) { /* rows beyond a slot's 32 bits: the caller's dict join */
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    table = PyMem_Calloc(cap, sizeof(Slot));
     first = PyMem_Malloc((size_t)n + 1);
     if (!table || !first) {
         PyErr_NoMemory();
         goto done;
     }
-    for (size_t k = 0; k < cap; k++) table[k].index = -1;
     size_t mask = cap - 1;
     Py_ssize_t repeated = 0;
     uint64_t hashes[BATCH];
@@ -105,16 +109,17 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
         for (Py_ssize_t b = 0; b < count; b++) {
             Py_ssize_t j = j0 + b;
             uint64_t h = hashes[b];
+            uint32_t tag = (uint32_t)(h >> 32);
             first[j] = 1;
             for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
-                if (table[k].index < 0) {
-                    table[k].hash = h;
-                    table[k].index = j;
+                if (!table[k].row1) {
+                    table[k].tag = tag;
+                    table[k].row1 = (uint32_t)j + 1;
                     break;
                 }
-                if (table[k].hash == h) {
+                if (table[k].tag == tag) {
                     int equal;
-                    if (same_text(PyList_GET_ITEM(names, j), PyList_GET_ITEM(names, table[k].index), &equal) < 0)
+                    if (same_text(PyList_GET_ITEM(names, j), PyList_GET_ITEM(names, table[k].row1 - 1), &equal) < 0)
                         goto done;
                     if (equal) { /* a later row: the first one stays */
                         repeated++;
@@ -141,15 +146,17 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
         Py_ssize_t len;
         if (utf8_of(keys, i, &s, &len) < 0) goto done;
         uint64_t h = hash_bytes(s, len);
+        uint32_t tag = (uint32_t)(h >> 32);
         dst[i] = -1;
-        for (size_t k = (size_t)h & mask; table[k].index >= 0; k = (k + 1) & mask) {
-            if (table[k].hash != h) continue;
+        for (size_t k = (size_t)h & mask; table[k].row1; k = (k + 1) & mask) {
+            if (table[k].tag != tag) continue;
             const char *t;
             Py_ssize_t tl;
-            if (utf8_of(names, table[k].index, &t, &tl) < 0) goto done;
+            Py_ssize_t j = (Py_ssize_t)table[k].row1 - 1;
+            if (utf8_of(names, j, &t, &tl) < 0) goto done;
             if (tl == len && memcmp(s, t, (size_t)len) == 0) {
-                dst[i] = table[k].index;
-                guess = table[k].index + 1;
+                dst[i] = j;
+                guess = j + 1;
                 break;
             }
         }
@@ -350,6 +357,51 @@ done:
     return result;
 }
 
+/* containing(texts, needle) -> int64 positions (as bytes) of the texts that contain `needle`, or None when a text
+ * has no UTF-8 form (a substring of UTF-8 bytes that is itself whole characters is a substring of the text). */
+static PyObject *containing(PyObject *self, PyObject *args) {
+    PyObject *texts;
+    const char *needle;
+    Py_ssize_t nlen;
+    if (!PyArg_ParseTuple(args, "O!s#", &PyList_Type, &texts, &needle, &nlen)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts), found = 0, cap = 64;
+    int64_t *pos = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    PyObject *result = NULL;
+    if (!pos) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *s;
+        Py_ssize_t len;
+        if (utf8_of(texts, i, &s, &len) < 0) goto done;
+        int hit = nlen == 0;
+        if (len >= nlen && nlen > 0) {
+            for (const char *at = s, *end = s + (len - nlen); at <= end; at++) { /* end: the last start */
+                at = memchr(at, needle[0], (size_t)(end - at) + 1);
+                if (!at || (hit = memcmp(at, needle, (size_t)nlen) == 0)) break;
+            }
+        }
+        if (!hit) continue;
+        if (found == cap) {
+            int64_t *grown = PyMem_Realloc(pos, (size_t)cap * 2 * sizeof(int64_t));
+            if (!grown) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            pos = grown;
+            cap *= 2;
+        }
+        pos[found++] = i;
+    }
+    result = PyBytes_FromStringAndSize((const char *)pos, found * (Py_ssize_t)sizeof(int64_t));
+done:
+    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates: the caller's search */
+        PyErr_Clear();
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    PyMem_Free(pos);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"code_objects", code_objects, METH_VARARGS,
      "code_objects(items) -> (int32 codes as bytes, distinct objects by identity, in order of first appearance)"},
@@ -357,6 +409,8 @@ static PyMethodDef methods[] = {
      "first_index(names, keys, out) -> repeated names: out[i] = the first j with names[j] == keys[i], or -1"},
     {"stem_counts", stem_counts, METH_VARARGS,
      "stem_counts(entries) -> {entry.rsplit('.', 2)[0]: count} of the entries ending with .forward or .backward"},
+    {"containing", containing, METH_VARARGS,
+     "containing(texts, needle) -> int64 positions (bytes) of the texts that contain needle, or None"},
     {NULL, NULL, 0, NULL},
 };
 

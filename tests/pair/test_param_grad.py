@@ -50,3 +50,25 @@ def test_same_spelling_or_both_spellings_change_nothing():
     assert param_grad_keys(_table(ZERO), _table(ZERO), None) is None
     assert param_grad_keys(_table(BARE), _table(BARE[:2] + ZERO[2:]), None) is None  # the bench side has both
     assert param_grad_keys(_table(BARE[:2]), _table(["Tensor.parameters_grad_x.0.forward"]), None) is None
+
+
+def test_native_search_finds_the_entries_the_substring_test_finds():
+    from tests.native_helpers import native_module
+
+    fast = native_module("_join")
+    texts = ["", "p", "parameters_grad", "xparameters_gra", "a.parameters_grad.0", "pparameters_grad",
+             "parameters_gradparameters_grad", "ü.parameters_grad", "parameters_grä", "pp" * 40] * 3  # fmt: skip
+    for needle in ("parameters_grad", "p", "ü", "", "zz"):
+        got = np.frombuffer(fast.containing(texts, needle), dtype=np.int64).tolist()
+        assert got == [i for i, t in enumerate(texts) if needle in t], needle
+    assert fast.containing(["a", "\ud800parameters_grad"], "parameters_grad") is None  # the Python search decides
+
+
+def test_the_same_keys_without_the_native_module(monkeypatch):
+    native_keys = param_grad_keys(_table(BARE), _table(ZERO), None)
+    odd = _table(BARE + ["\ud800.parameters_grad"])  # no UTF-8 form: the native search hands it back
+    odd_keys = param_grad_keys(odd, _table(ZERO), None)
+    assert odd_keys is not None and odd_keys[-1] == "\ud800.parameters_grad.0.bias"
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    assert param_grad_keys(_table(BARE), _table(ZERO), None) == native_keys
+    assert param_grad_keys(odd, _table(ZERO), None) == odd_keys

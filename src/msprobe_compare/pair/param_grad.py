@@ -9,12 +9,17 @@ from itertools import repeat
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable, is_param_grad
 
 
 def _grad_entries(entries: list[str]) -> np.ndarray:
-    """Positions of the entries that contain `parameters_grad` (a few of a million), found by one substring
-    search per entry mapped over the list."""
+    """Positions of the entries that contain `parameters_grad` (a few of a million): searched in C
+    (`_join.containing`), else by one substring search per entry mapped over the list."""
+    fast = native.load("_join")
+    positions = fast.containing(entries, "parameters_grad") if fast is not None and type(entries) is list else None
+    if positions is not None:
+        return np.frombuffer(positions, dtype=np.int64)
     found = map(operator.contains, entries, repeat("parameters_grad"))
     return np.flatnonzero(np.fromiter(found, dtype=bool, count=len(entries)))
 
