@@ -80,3 +80,57 @@ def test_chunks_give_the_values_of_one_pass(monkeypatch):
             a, b = getattr(whole, name), getattr(part, name)
             assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), name
     assert whole.warning.any() and (whole.diff_kind == Cell.NAN).any() and (whole.diff_kind == Cell.INT).any()
+
+
+def _plain_diffs(npu, bench, match: np.ndarray) -> dict[str, np.ndarray]:
+    """The cell rules of spec §4.5 written plainly over all rows at once (no chunks, no outputs written in place):
+    the oracle of stat_diffs' in-place arithmetic."""
+    from msprobe_compare.load.rows import StatKind
+    from msprobe_compare.measure.stats import _as_reference_reads
+
+    b_num, b_kind = gather(bench, match)
+    n_kind = npu.stat_kind
+    kinds = (StatKind.NUMBER, StatKind.INT, StatKind.NAN)
+    numeric = np.isin(n_kind, kinds) & np.isin(b_kind, kinds) & (match >= 0)[:, None]
+    n_num = np.where(n_kind == StatKind.NAN, np.nan, npu.stats)
+    b_num[b_kind == StatKind.NAN] = np.nan
+    with np.errstate(all="ignore"):
+        _as_reference_reads(n_num, b_num, numeric & (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER))
+        diff = n_num - b_num
+        rel = np.abs(diff / b_num * 100)
+        magnitude = np.abs(diff) / (np.abs(np.maximum(n_num, b_num)) + 1e-10)
+    diff_kind = np.full(diff.shape, Cell.NA, dtype=np.int8)
+    diff_kind[numeric] = Cell.VALUE
+    diff_kind[numeric & (n_kind == StatKind.INT) & (b_kind == StatKind.INT)] = Cell.INT
+    diff_kind[numeric & np.isnan(diff)] = Cell.NAN
+    rel_kind = np.where(diff_kind == Cell.INT, Cell.VALUE, diff_kind).astype(np.int8)
+    rel_kind[(rel_kind == Cell.VALUE) & (b_num == 0)] = Cell.NA
+    valued = (diff_kind == Cell.VALUE) | (diff_kind == Cell.INT)
+    with np.errstate(invalid="ignore"):
+        warning = np.any(valued & (magnitude > 0.5), axis=1)
+    return {"diff": diff, "diff_kind": diff_kind, "rel": rel, "rel_kind": rel_kind, "warning": warning}
+
+
+def test_in_place_arithmetic_equals_the_plain_rules(monkeypatch):
+    import msprobe_compare.measure.stats as stats
+
+    rng = np.random.default_rng(11)
+    pool = [0.0, -0.0, 1, 0, -3, 2.5, math.nan, math.inf, -math.inf, None, True, 1e-300, 1.0000001, 7, 2**60]
+
+    def stat() -> object:
+        if rng.random() < 0.5:
+            return pool[rng.integers(len(pool))]
+        return float(rng.standard_normal() * 10.0 ** rng.integers(-8, 8))
+
+    npu = _side(*[tuple(stat() for _ in range(4)) for _ in range(300)])
+    bench = _side(*[tuple(stat() for _ in range(4)) for _ in range(200)])
+    match = rng.integers(-1, 200, 300)
+    monkeypatch.setattr(stats, "CHUNK_ROWS", 64)
+    got, want = stat_diffs(npu, bench, match), _plain_diffs(npu, bench, match)
+    for name, a in want.items():
+        b = getattr(got, name)
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), name
+    assert set(np.unique(got.diff_kind).tolist()) == {int(k) for k in Cell}  # every kind of cell occurs
+    assert ((got.diff_kind == Cell.INT) & (got.rel_kind == Cell.VALUE)).any()  # rel: integers are values
+    assert ((got.diff_kind == Cell.VALUE) & (got.rel_kind == Cell.NA)).any()  # and N/A against a zero
+    assert got.warning.any() and not got.warning.all()

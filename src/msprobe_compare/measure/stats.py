@@ -75,34 +75,41 @@ def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
     parsed = 0  # values re-parsed as the reference reads them, over all chunks so far
     for lo in range(0, n, CHUNK_ROWS):
         sl = slice(lo, min(n, lo + CHUNK_ROWS))
-        diff[sl], diff_kind[sl], rel[sl], rel_kind[sl], warning[sl], parsed = _diffs(
-            npu.stats[sl], npu.stat_kind[sl], bench, match[sl], parsed)  # fmt: skip
+        parsed = _diffs(npu.stats[sl], npu.stat_kind[sl], bench, match[sl],
+                        (diff[sl], diff_kind[sl], rel[sl], rel_kind[sl], warning[sl]), parsed)  # fmt: skip
     return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)
 
 
 def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.ndarray,
-           parsed_before: int = 0) -> tuple[Any, ...]:
-    """(diff, diff_kind, rel, rel_kind, warning, values re-parsed so far) of some NPU rows (their statistics and
-    kinds) and their matches; `parsed_before` counts the values earlier chunks re-parsed."""
+           out: tuple[np.ndarray, ...], parsed_before: int = 0) -> int:
+    """Some NPU rows (their statistics and kinds) against their matches: their diff, diff_kind, rel, rel_kind and
+    warning written into `out` (rows of the result arrays); returns the values re-parsed so far (`parsed_before`:
+    those earlier chunks re-parsed)."""
+    diff, diff_kind, rel, rel_kind, warning = out
     b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
     # NUMBER, INT and NAN are the numeric kinds: the codes below NONE; an unmatched row's bench kinds are NONE
     numeric = (n_kind < StatKind.NONE) & (b_kind < StatKind.NONE)
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
-    b_num[b_kind == StatKind.NAN] = np.nan
+    np.copyto(b_num, np.nan, where=b_kind == StatKind.NAN)
     with np.errstate(all="ignore"):
         parsed = parsed_before + _as_reference_reads(
             n_num, b_num, (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before)
-        diff = n_num - b_num
-        rel = np.abs(diff / b_num * 100)
-        magnitude = np.abs(diff) / (np.abs(np.maximum(n_num, b_num)) + MAGNITUDE_EPS)
-    is_nan = numeric & np.isnan(diff)
-    diff_kind = np.full(diff.shape, Cell.NA, dtype=np.int8)
-    diff_kind[numeric] = Cell.VALUE
-    diff_kind[numeric & (n_kind == StatKind.INT) & (b_kind == StatKind.INT)] = Cell.INT
-    diff_kind[is_nan] = Cell.NAN
-    rel_kind = np.where(diff_kind == Cell.INT, Cell.VALUE, diff_kind).astype(np.int8)
-    rel_kind[(rel_kind == Cell.VALUE) & (b_num == 0)] = Cell.NA
+        np.subtract(n_num, b_num, out=diff)
+        np.divide(diff, b_num, out=rel)  # |(N - B) / B * 100|, in this order
+        rel *= 100
+        np.abs(rel, out=rel)
+        magnitude = np.maximum(n_num, b_num, out=n_num)  # |diff| / (|max(N, B)| + eps); n_num is not needed after
+        np.abs(magnitude, out=magnitude)
+        magnitude += MAGNITUDE_EPS
+        np.divide(np.abs(diff), magnitude, out=magnitude)
+    ints = (n_kind == StatKind.INT) & (b_kind == StatKind.INT)  # both integers: numeric
+    diff_kind[...] = np.where(numeric, np.where(ints, np.int8(Cell.INT), np.int8(Cell.VALUE)), np.int8(Cell.NA))
+    np.copyto(diff_kind, np.int8(Cell.NAN), where=numeric & np.isnan(diff))
+    np.copyto(rel_kind, diff_kind)
+    np.copyto(rel_kind, np.int8(Cell.VALUE), where=rel_kind == Cell.INT)
+    np.copyto(rel_kind, np.int8(Cell.NA), where=(rel_kind == Cell.VALUE) & (b_num == 0))
     valued = (diff_kind == Cell.VALUE) | (diff_kind == Cell.INT)
     with np.errstate(invalid="ignore"):
-        warning = np.any(valued & (magnitude > WARN_MAGNITUDE), axis=1)
-    return diff, diff_kind, rel, rel_kind, warning, parsed
+        valued &= magnitude > WARN_MAGNITUDE
+    np.any(valued, axis=1, out=warning)
+    return parsed
