@@ -24,23 +24,34 @@ static double scale(double acc, int exponent) {
     return Py_IS_INFINITY(r) ? Py_NAN : r;
 }
 
-/* [-]d+[.d+][e[+-]d+] as Python's repr writes it. */
+#define EXACT_DIGITS 15 /* 10**15 < 2**53: up to here every step acc * 10 + d of the double is exact */
+
+/* One mantissa digit: into the integer while it is exact, then into the double, each step rounded; none after
+ * MAX_DIGITS. */
+static inline void take_digit(int d, unsigned long long *exact, double *acc, int *kept) {
+    if (*kept < EXACT_DIGITS) {
+        *exact = *exact * 10 + (unsigned)d;
+    } else if (*kept < MAX_DIGITS) {
+        if (*kept == EXACT_DIGITS) *acc = (double)*exact;
+        *acc = *acc * 10.0 + d;
+    } else {
+        return;
+    }
+    (*kept)++;
+}
+
+/* [-]d+[.d+][e[+-]d+] as Python's repr writes it. The first EXACT_DIGITS digits are accumulated as an integer
+ * (the double steps would give exactly that integer, without their chain of rounded multiplies and adds). */
 static double parse_repr(const char *s) {
     int negative = *s == '-';
     if (negative) s++;
+    unsigned long long exact = 0;
     double acc = 0.0;
     int kept = 0, int_digits = 0, exp10 = 0;
-    for (; *s >= '0' && *s <= '9'; s++, int_digits++)
-        if (kept < MAX_DIGITS) {
-            acc = acc * 10.0 + (*s - '0');
-            kept++;
-        }
+    for (; *s >= '0' && *s <= '9'; s++, int_digits++) take_digit(*s - '0', &exact, &acc, &kept);
     if (*s == '.')
-        for (s++; *s >= '0' && *s <= '9'; s++)
-            if (kept < MAX_DIGITS) {
-                acc = acc * 10.0 + (*s - '0');
-                kept++;
-            }
+        for (s++; *s >= '0' && *s <= '9'; s++) take_digit(*s - '0', &exact, &acc, &kept);
+    if (kept <= EXACT_DIGITS) acc = (double)exact;
     if (*s == 'e') {
         s++;
         int eneg = *s == '-';
