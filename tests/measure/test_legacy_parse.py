@@ -239,3 +239,18 @@ def test_native_on_many_values_and_shapes():
     grid = values[:200_000].reshape(500, 400)[:, ::3]  # not contiguous, 2-D
     assert reference_parse(grid).shape == grid.shape
     assert np.array_equal(reference_parse(grid), reference_parse_numpy(grid), equal_nan=True)
+
+
+def test_native_on_finite_values_only():
+    """All finite (what stat_diffs hands over): parsed straight into the result; 16 and 17 digits, few digits."""
+    _native_or_skip()
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal(100_000) * 10.0 ** rng.integers(-300, 300, 100_000)
+    values[::7] = np.round(values[::7], 3)  # short mantissas: the integer accumulation alone
+    values[1::11] = 1.0 + rng.integers(1, 1 << 52, len(values[1::11])) * 2.0**-52  # 16-17 digits near 1
+    values = np.concatenate([values, [1e-5, 1.2345e-5, -9.999e-5, 123456789012345.6, 1234567890123456.7, 5e-324]])
+    want = reference_parse_numpy(values)
+    assert reference_parse(values).view(np.int64).tolist() == want.view(np.int64).tolist()
+    grid = values[:90_000].reshape(300, 300)[:, ::2]  # not contiguous, 2-D
+    assert reference_parse(grid).view(np.int64).tolist() == reference_parse_numpy(grid).view(np.int64).tolist()
+    assert reference_parse(np.empty(0)).shape == (0,)

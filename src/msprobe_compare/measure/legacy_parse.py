@@ -59,9 +59,15 @@ def reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
     # once per process, and only for enough values to pay for the check (floattext.worth; the same values)
     fast = native.load("_legacyparse") if floattext.worth("_legacyparse", parsed_before + arr.size) else None
     if fast is not None and floattext.agrees("_legacyparse", lambda: _orjson_parse_agrees(fast)):
+        finite = np.isfinite(arr)
+        if finite.all():  # the common case (stat_diffs parses finite values only): no positions to take and put
+            out = np.empty(arr.shape, dtype=np.float64)
+            if out.size:
+                fast.reference_parse_orjson(floattext.orjson_array(arr.reshape(-1)), out.reshape(-1))
+            return out
         out = np.array(arr, dtype=np.float64)  # a C-ordered copy: non-finite values stay as they are
         flat = out.reshape(-1)
-        fin = np.flatnonzero(np.isfinite(flat))
+        fin = np.flatnonzero(finite.reshape(-1))
         if len(fin):
             # orjson writes the shortest round-trip digits (repr's) of a whole array fast; C re-lays them out
             parsed = np.empty(len(fin), dtype=np.float64)

@@ -56,9 +56,10 @@ def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray
     Returns how many values it parsed (a chunked caller passes the running total back as `parsed_before`)."""
     close = floats & (n_num != b_num) & (np.abs(n_num - b_num) < CANCELLATION * np.maximum(np.abs(n_num), np.abs(b_num)))
     count = int(np.count_nonzero(close))
-    if count:
-        n_num[close] = reference_parse(n_num[close], parsed_before)
-        b_num[close] = reference_parse(b_num[close], parsed_before + count)
+    if count:  # both sides' values in one parse
+        parsed = reference_parse(np.concatenate((n_num[close], b_num[close])), parsed_before)
+        n_num[close] = parsed[:count]
+        b_num[close] = parsed[count:]
     return 2 * count
 
 
