@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from msprobe_compare.measure.stats import Cell, gather, stat_diffs
 from pair.helpers import table
@@ -57,9 +58,12 @@ def test_zero_against_tiny_is_a_warning_only_above_the_epsilon():
     assert d.warning.tolist() == [False, True]
 
 
-def test_chunks_give_the_values_of_one_pass(monkeypatch):
+@pytest.mark.parametrize("use_native", ["1", "0"])
+def test_chunks_give_the_values_of_one_pass(use_native: str, monkeypatch):
     """Computed CHUNK_ROWS rows at a time (memory), the diffs are those of all rows at once, bit for bit."""
     import msprobe_compare.measure.stats as stats
+
+    monkeypatch.setenv("MSPROBE_NATIVE", use_native)
 
     rng = np.random.default_rng(3)
     pool = [0.0, -0.0, 1, 2.5, math.nan, math.inf, -math.inf, None, True, 1e-300, 1.0000001, 7]
@@ -111,8 +115,11 @@ def _plain_diffs(npu, bench, match: np.ndarray) -> dict[str, np.ndarray]:
     return {"diff": diff, "diff_kind": diff_kind, "rel": rel, "rel_kind": rel_kind, "warning": warning}
 
 
-def test_in_place_arithmetic_equals_the_plain_rules(monkeypatch):
+@pytest.mark.parametrize("use_native", ["1", "0"])
+def test_in_place_arithmetic_equals_the_plain_rules(use_native: str, monkeypatch):
     import msprobe_compare.measure.stats as stats
+
+    monkeypatch.setenv("MSPROBE_NATIVE", use_native)  # the cells in C (_legacyparse.stat_cells) or by numpy
 
     rng = np.random.default_rng(11)
     pool = [0.0, -0.0, 1, 0, -3, 2.5, math.nan, math.inf, -math.inf, None, True, 1e-300, 1.0000001, 7, 2**60]
@@ -134,3 +141,29 @@ def test_in_place_arithmetic_equals_the_plain_rules(monkeypatch):
     assert ((got.diff_kind == Cell.INT) & (got.rel_kind == Cell.VALUE)).any()  # rel: integers are values
     assert ((got.diff_kind == Cell.VALUE) & (got.rel_kind == Cell.NA)).any()  # and N/A against a zero
     assert got.warning.any() and not got.warning.all()
+
+
+def test_native_cells_are_in_use_and_equal_numpy_on_many_rows(monkeypatch):
+    """The C cells are taken (codes and thresholds agree) and give numpy's bytes on a table of 20,000 rows."""
+    import msprobe_compare.measure.stats as stats
+    from tests.native_helpers import native_module
+
+    assert stats._native_cells(native_module("_legacyparse"))
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal(20_000 * 4) * 10.0 ** rng.integers(-30, 30, 20_000 * 4)
+    near = base * (1 + rng.choice([0.0, 1e-12, 1e-6, 1e-4, 0.3, -2.0], base.size))  # cancelling and not
+    npu = _side(*map(tuple, base.reshape(-1, 4).tolist()))
+    bench = _side(*map(tuple, near.reshape(-1, 4).tolist()))
+    npu.stat_kind[::13, 1] = 2  # NaN statistics, null ones, integers
+    bench.stat_kind[::17, 2] = 3
+    npu.stat_kind[::5, 0] = bench.stat_kind[::5, 0] = 1
+    npu.stats[::5, 0], bench.stats[::5, 0] = np.round(npu.stats[::5, 0]), 0.0
+    match = np.arange(20_000)
+    match[::101] = -1
+    got = stat_diffs(npu, bench, match)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    want = stat_diffs(npu, bench, match)
+    for name in ("diff", "diff_kind", "rel", "rel_kind", "warning"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+    assert got.warning.any() and (got.diff_kind == Cell.NAN).any() and (got.rel_kind == Cell.NA).any()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.measure.legacy_parse import reference_parse
 from msprobe_compare.records import dataclass
@@ -56,11 +58,24 @@ def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray
     Returns how many values it parsed (a chunked caller passes the running total back as `parsed_before`)."""
     close = floats & (n_num != b_num) & (np.abs(n_num - b_num) < CANCELLATION * np.maximum(np.abs(n_num), np.abs(b_num)))
     count = int(np.count_nonzero(close))
-    if count:  # both sides' values in one parse
+    _reparse(n_num, b_num, close, count, parsed_before)
+    return 2 * count
+
+
+def _reparse(n_num: np.ndarray, b_num: np.ndarray, close: np.ndarray, count: int, parsed_before: int) -> None:
+    """The `count` cells of `close`, on both sides, replaced by the reference's reading of them (one parse)."""
+    if count:
         parsed = reference_parse(np.concatenate((n_num[close], b_num[close])), parsed_before)
         n_num[close] = parsed[:count]
         b_num[close] = parsed[count:]
-    return 2 * count
+
+
+@functools.cache
+def _native_cells(module: Any) -> bool:
+    """Whether `_legacyparse`'s statistics cells use our codes and thresholds (checked once per module)."""
+    codes = {f"K_{k.name}": int(k) for k in StatKind if k < StatKind.RAW} | {f"C_{c.name}": int(c) for c in Cell}
+    return all(getattr(module, name, None) == code for name, code in codes.items()) and getattr(
+        module, "CONSTANTS", None) == (CANCELLATION, MAGNITUDE_EPS, WARN_MAGNITUDE)  # fmt: skip
 
 
 CHUNK_ROWS = 1 << 16  # rows computed at a time: the temporaries stay a few MB, not a dozen (n, 4) arrays
@@ -88,6 +103,14 @@ def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.nda
     those earlier chunks re-parsed)."""
     diff, diff_kind, rel, rel_kind, warning = out
     b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
+    fast = native.load("_legacyparse")
+    if fast is not None and _native_cells(fast):  # the same cells, in C, the operations below one cell at a time
+        n_val, n_kind = np.ascontiguousarray(n_val, dtype=np.float64), np.ascontiguousarray(n_kind, dtype=np.int8)
+        n_num, close = np.empty(n_val.shape), np.empty(n_kind.shape, dtype=bool)
+        count = fast.stat_close(n_val, n_kind, b_num, b_kind, n_num, close)
+        _reparse(n_num, b_num, close, count, parsed_before)
+        fast.stat_cells(n_num, b_num, n_kind, b_kind, diff, diff_kind, rel, rel_kind, warning)
+        return parsed_before + 2 * count
     # NUMBER, INT and NAN are the numeric kinds: the codes below NONE; an unmatched row's bench kinds are NONE
     numeric = (n_kind < StatKind.NONE) & (b_kind < StatKind.NONE)
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
