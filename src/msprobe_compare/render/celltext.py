@@ -538,6 +538,15 @@ class _Format:
         """The text of one cell value (the reference the column paths match)."""
         raise NotImplementedError
 
+    def for_block(self) -> Any:
+        """This format for the columns of one block: a memo of its own for their cells, the texts of the coded
+        columns' tables shared with this one (tables that blocks share are formatted once)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__["_others"] = {}
+        new.__dict__["_tables"] = self.__dict__.setdefault("_tables", {})
+        return new
+
     def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
         """The texts of string cells joined by NUL, when none needs special treatment; else None."""
         raise NotImplementedError

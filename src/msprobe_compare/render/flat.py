@@ -104,7 +104,7 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns | ColumnBlocks
 
     def block(lo: int, hi: int) -> bytes:
         cols, a, b = _in_block(columns, colour, lo, hi)
-        fmt = CsvFormat() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own format
+        fmt = shared.for_block() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own memo
         if fast is not None:
             return fast.csv_block([_csv_spec(fmt, col, a, b, digits) for col in cols], b - a)
         items = row_items([fmt] * len(cols), cols, a, b)
@@ -184,7 +184,7 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns | ColumnBloc
         cols, a, b = _in_block(columns, colour, lo, hi)
         if len(cols) != len(keys):
             raise ValueError(f"{len(header)} column names for {len(cols) - 1} columns")
-        formats = json_formats() if isinstance(columns, ColumnBlocks) else shared
+        formats = [f.for_block() for f in shared] if isinstance(columns, ColumnBlocks) else shared
         ordered = [cols[k] for k in order]
         if fast is not None:
             specs = [_json_spec(f, col, a, b, digits) for f, col in zip(formats, ordered)]

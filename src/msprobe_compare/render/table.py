@@ -22,6 +22,7 @@ from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
 from msprobe_compare.records import dataclass
+from msprobe_compare import native
 
 if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
     from msprobe_compare.measure.tensor_rows import TensorColumns
@@ -94,27 +95,49 @@ class Style:
         return str(value)
 
 
-def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None) -> Column:
+def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None, memo: dict | None = None) -> Column:
     """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded; rows [lo, hi)."""
     npu = outcome.npu
     hi = len(npu) if hi is None else hi
     codes = np.zeros(hi - lo, dtype=np.int32)
-    table = [NA]
+    if not npu.stacks:
+        return Column(codes=codes, table=[NA])
+    entry_codes, table = _memo(memo, "stack", lambda: _entry_stacks(npu))
     ei = npu.entry_index[lo:hi]
-    code_of: dict[int, int] = {}  # id of a stack list -> its code (entries of one call site share the list)
-    stacks, entries = npu.stacks, npu.entries
     first = lo == 0 or bool(len(ei)) and ei[0] != npu.entry_index[lo - 1]  # the block's first row starts an entry
     firsts = np.flatnonzero(np.r_[first, ei[1:] != ei[:-1]] if len(ei) else [])
-    if not stacks:
-        return Column(codes=codes, table=table)
-    for i, lines in zip(firsts.tolist(), map(stacks.get, map(entries.__getitem__, ei[firsts].tolist()))):
-        if lines is not None:
-            code = code_of.get(id(lines))
-            if code is None:
-                code = code_of[id(lines)] = len(table)
-                table.append(str(lines)[:MAX_CELL_CHARS])
-            codes[i] = code
+    codes[firsts] = entry_codes[ei[firsts]]
     return Column(codes=codes, table=table)
+
+
+def _entry_stacks(npu: RowTable) -> tuple[np.ndarray, list[str]]:
+    """(a code per entry into the table, the table: N/A, then the text of each distinct stack list): entries of one
+    call site share their list, so the lists are told apart by identity (in C when it is built)."""
+    lines = list(map(npu.stacks.get, npu.entries))
+    join = native.load("_join")
+    if join is not None:
+        raw, distinct = join.code_objects(lines)
+        codes = np.frombuffer(raw, dtype=np.int32)
+    else:
+        first: dict[int, int] = {}
+        codes = np.fromiter((first.setdefault(id(x), len(first)) for x in lines), dtype=np.int32, count=len(lines))
+        distinct = list({id(x): x for x in lines}.values())
+    table = [NA]
+    remap = np.zeros(len(distinct), dtype=np.int32)
+    for k, obj in enumerate(distinct):
+        if obj is not None:
+            remap[k] = len(table)
+            table.append(str(obj)[:MAX_CELL_CHARS])
+    return remap[codes], table
+
+
+def _memo(memo: dict | None, key: str, make: Any) -> Any:
+    """`make()`, kept in `memo` under `key` when there is one (the whole table's codes, made once per process)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _take(values: list[Any], match: np.ndarray) -> list[Any]:
@@ -133,12 +156,24 @@ def _coded(values: list[Any]) -> Column:
     return Column(codes=codes, table=table)
 
 
-def _take_coded(values: list[Any], match: np.ndarray) -> Column:
-    """Bench values (few distinct) aligned to NPU rows, N/A where unmatched, coded."""
-    bench = _coded(values)
-    assert bench.table is not None and bench.codes is not None
-    codes = np.append(bench.codes, np.int32(len(bench.table)))[match]  # -1 (unmatched) picks the appended N/A
-    return Column(codes=codes, table=bench.table + [NA])
+def _coded_rows(values: list[Any], sl: slice, memo: dict | None, key: str) -> Column:
+    """Rows `sl` of a column of few distinct values, coded: from the whole column's codes when there is a `memo`."""
+    if memo is None:
+        return _coded(values[sl])
+    codes, table = _memo(memo, key, lambda: coded(values))
+    return Column(codes=codes[sl], table=table)
+
+
+def _take_coded(values: list[Any], match: np.ndarray, memo: dict | None = None, key: str = "") -> Column:
+    """Bench values (few distinct) aligned to NPU rows, N/A where unmatched, coded (the whole column's codes kept
+    in `memo` under `key`, if given)."""
+
+    def make() -> tuple[np.ndarray, list[Any]]:
+        codes, table = coded(values)
+        return np.append(codes, np.int32(len(table))), table + [NA]  # -1 (unmatched) picks the appended N/A
+
+    codes, table = _memo(memo, key, make)
+    return Column(codes=codes[match], table=table)
 
 
 def _mark_ints(objects: np.ndarray, kind: np.ndarray, values: np.ndarray, ints: np.ndarray) -> None:
@@ -250,9 +285,11 @@ def colour_codes(outcome: CompareOutcome) -> np.ndarray:
     return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
 
 
-def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | None = None) -> list[Column]:
+def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | None = None,
+                memo: dict | None = None) -> list[Column]:  # fmt: skip
     """Each column of `header(outcome)` in compact form (see `Column`), in NPU row order: rows [lo, hi) (default:
-    all). The cells of a row do not depend on the range it is built in."""
+    all). The cells of a row do not depend on the range it is built in. `memo`: where a writer building a table a
+    block at a time keeps what is made once for the whole table (codes of the dtype, shape and stack columns)."""
     enabled = gc.isenabled()
     gc.disable()  # many new lists and object arrays, no cycles: a collection would walk the whole heap
     try:
@@ -260,7 +297,7 @@ def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | No
         hi = n if hi is None else hi
         if not 0 <= lo <= hi <= n:
             raise ValueError(f"rows [{lo}, {hi}) of a table of {n}")
-        return _column_data(outcome, style, lo, hi)
+        return _column_data(outcome, style, lo, hi, memo)
     finally:
         if enabled:
             gc.enable()
@@ -268,10 +305,11 @@ def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | No
 
 def column_blocks(outcome: CompareOutcome, style: Style) -> ColumnBlocks:
     """`column_data` of `outcome` built on demand, a range of rows at a time (by the writer that uses them)."""
-    return ColumnBlocks(len(outcome.npu), lambda lo, hi: column_data(outcome, style, lo, hi))
+    memo: dict = {}  # the whole table's codes, made on first use by each process that writes blocks
+    return ColumnBlocks(len(outcome.npu), lambda lo, hi: column_data(outcome, style, lo, hi, memo))
 
 
-def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> list[Column]:
+def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int, memo: dict | None) -> list[Column]:
     npu, bench = outcome.npu, outcome.bench
     sl = slice(lo, hi)
     match = outcome.match[sl]
@@ -283,8 +321,8 @@ def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> lis
     cols: list[Column] = [
         Column(TextRange(npu.names, lo, hi) if isinstance(npu.names, list) else npu.names[sl]),
         Column(TakenRows(bench.names, match, NA) if isinstance(bench.names, list) else _take(bench.names, match)),
-        _coded(npu.dtype[sl]),
-        _take_coded(bench.dtype, match), _coded(npu.shape[sl]), _take_coded(bench.shape, match),
+        _coded_rows(npu.dtype, sl, memo, "npu dtype"), _take_coded(bench.dtype, match, memo, "bench dtype"),
+        _coded_rows(npu.shape, sl, memo, "npu shape"), _take_coded(bench.shape, match, memo, "bench shape"),
         _lookup(npu.requires_grad[sl], rg), _lookup(bench_rg, rg),
     ]  # fmt: skip
     if outcome.mode is Mode.MD5:
@@ -311,7 +349,7 @@ def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> lis
             cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy[sl].tolist()]))
         cols.append(_messages(outcome, lo, hi))
     if outcome.show_stack:
-        cols.append(_stack_cells(outcome, lo, hi))
+        cols.append(_stack_cells(outcome, lo, hi, memo))
     if outcome.mode is Mode.ALL:
         t = outcome.tensors
         assert t is not None
