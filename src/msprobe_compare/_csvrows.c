@@ -271,8 +271,11 @@ static int put_field(Out *o, PyObject *text) {
                             (n >= 3 && u[0] == 0xEF && u[1] == 0xBC &&
                              (u[2] == 0x9D || u[2] == 0x8B || u[2] == 0x8D || u[2] == 0xA0)));
     if (formula && ((n == 4 && memcmp(s, "-inf", 4) == 0) || (n == 1 && s[0] == '-'))) formula = 0;
-    int quote = 0;
-    for (Py_ssize_t i = 0; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
+    /* the text is NUL-terminated: strcspn finds the first special character fast; one past a NUL inside the text
+       is looked for byte by byte */
+    Py_ssize_t at = (Py_ssize_t)strcspn(s, ",\"\r\n");
+    int quote = at < n && s[at] != '\0';
+    for (Py_ssize_t i = at; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
     if ((quote && out_put(o, "\"", 1) < 0) || (formula && out_put(o, "'", 1) < 0)) return -1;
     if (!quote) return out_put(o, s, n);
     Py_ssize_t from = 0;

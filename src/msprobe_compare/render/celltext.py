@@ -802,5 +802,5 @@ def numeric_spec(fmt: Any, col: Column, lo: int, hi: int, digits: bool) -> tuple
     codes, texts = fmt.other_codes(col)
     values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
     kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
-    numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
+    numbers = floattext.orjson_array(values) if digits else None  # the other cells' tokens are skipped, unread
     return values, kind, codes[lo:hi], texts, numbers
