@@ -116,15 +116,15 @@ def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None, me
         seen: dict[int, int] = {}
         entry_codes = np.fromiter((seen.setdefault(id(x), len(seen)) for x in lines), dtype=np.int32, count=len(lines))
         distinct = list({id(x): x for x in lines}.values())
-    texts = _memo(memo, "stack texts", dict)  # id of a list of lines -> (the list, its text)
+    made = _memo(memo, "stack texts", dict)  # id of a list of lines -> (the list, its text)
     remap = np.zeros(len(distinct), dtype=np.int32)
     for k, obj in enumerate(distinct):
         if obj is not None:
             remap[k] = len(table)
-            known = texts.get(id(obj))
+            known = made.get(id(obj))
             table.append(known[1] if known is not None else str(obj)[:MAX_CELL_CHARS])
             if memo is not None and known is None:
-                texts[id(obj)] = (obj, table[-1])  # keeps the list alive: its id stays its own
+                made[id(obj)] = (obj, table[-1])  # keeps the list alive: its id stays its own
     codes[firsts] = remap[entry_codes]
     return Column(codes=codes, table=table)
 
