@@ -30,26 +30,60 @@
 /* The cell kinds of a numeric column (render/cellkind.py checks them against CellKind at import). */
 enum { KIND_FLOAT = 0, KIND_INT = 1, KIND_PERCENT = 2, KIND_OTHER = 3 };
 
+/* The output: built straight into a bytes object (no copy at the end), sized from the previous block's bytes per
+ * row so that a block rarely grows it (the rows' fields are read from shared objects, never copied first). */
 typedef struct {
+    PyObject *bytes;
     char *p;
     Py_ssize_t len, cap;
 } Out;
 
-static int out_put(Out *o, const char *s, Py_ssize_t n) {
-    if (o->len + n > o->cap) {
-        Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
-        while (cap < o->len + n) cap *= 2;
-        char *p = PyMem_Realloc(o->p, (size_t)cap);
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        o->p = p;
-        o->cap = cap;
+static double bytes_per_row = 64.0; /* of the last block assembled (per process: a forked writer learns its own) */
+
+static int out_init(Out *o, Py_ssize_t rows) {
+    double guess = bytes_per_row * (double)rows * 1.0625 + 4096.0;
+    o->cap = guess < (double)(1 << 25) ? (Py_ssize_t)guess : 1 << 25; /* beyond 32 MB it grows as it goes */
+    o->len = 0;
+    o->bytes = PyBytes_FromStringAndSize(NULL, o->cap);
+    o->p = o->bytes ? PyBytes_AS_STRING(o->bytes) : NULL;
+    return o->bytes ? 0 : -1;
+}
+
+static int out_grow(Out *o, Py_ssize_t n) {
+    Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+    while (cap < o->len + n) cap *= 2;
+    if (_PyBytes_Resize(&o->bytes, cap) < 0) { /* frees the object on failure */
+        o->p = NULL;
+        return -1;
     }
-    memcpy(o->p + o->len, s, (size_t)n);
+    o->p = PyBytes_AS_STRING(o->bytes);
+    o->cap = cap;
+    return 0;
+}
+
+static inline int out_put(Out *o, const char *s, Py_ssize_t n) {
+    if (o->len + n > o->cap && out_grow(o, n) < 0) return -1;
+    char *d = o->p + o->len;
+    if (n <= 16) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
+    } else {
+        memcpy(d, s, (size_t)n);
+    }
     o->len += n;
     return 0;
+}
+
+/* The bytes assembled (a new reference; the Out is spent), or NULL. */
+static PyObject *out_result(Out *o, Py_ssize_t rows) {
+    PyObject *b = o->bytes;
+    o->bytes = NULL;
+    if (b == NULL || _PyBytes_Resize(&b, o->len) < 0) return NULL;
+    if (rows > 0) bytes_per_row = (double)o->len / (double)rows;
+    return b;
+}
+
+static void out_free(Out *o) {
+    Py_CLEAR(o->bytes);
 }
 
 static int put_text(Out *o, PyObject *text) {
@@ -126,7 +160,10 @@ static int put_orjson_as_repr(Out *o, const char *t, Py_ssize_t n) {
 
 /* repr of a finite float: from orjson's token when there is one, else Python's own. */
 static int put_float(Out *o, double v, const char *tok, Py_ssize_t tok_n) {
-    return tok ? put_orjson_as_repr(o, tok, tok_n) : put_repr(o, v, 0);
+    if (!tok) return put_repr(o, v, 0);
+    double a = fabs(v);
+    if (a >= 1e-4 && a < 1e16) return out_put(o, tok, tok_n); /* no exponent either way: orjson's text is repr's */
+    return put_orjson_as_repr(o, tok, tok_n);
 }
 
 /* str(int(v)) of an integral float: orjson's "D.0" below 1e16 without ".0" when there is a token. */
@@ -156,8 +193,8 @@ typedef struct {
 /* The next row's token of orjson's text of a numeric column (the cursor moves past it); -1 with a ValueError
    naming `what` when the text is shorter than the column. */
 static int next_number(Spec *s, const char **tok, Py_ssize_t *tok_n, const char *what) {
-    const char *q = s->num;
-    while (q < s->num_end && *q != ',') q++;
+    const char *q = memchr(s->num, ',', (size_t)(s->num_end - s->num));
+    if (!q) q = s->num_end;
     if (q == s->num) {
         PyErr_Format(PyExc_ValueError, "%s: the number text is shorter than the column", what);
         return -1;
@@ -234,8 +271,11 @@ static int put_field(Out *o, PyObject *text) {
                             (n >= 3 && u[0] == 0xEF && u[1] == 0xBC &&
                              (u[2] == 0x9D || u[2] == 0x8B || u[2] == 0x8D || u[2] == 0xA0)));
     if (formula && ((n == 4 && memcmp(s, "-inf", 4) == 0) || (n == 1 && s[0] == '-'))) formula = 0;
-    int quote = 0;
-    for (Py_ssize_t i = 0; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
+    /* the text is NUL-terminated: strcspn finds the first special character fast; one past a NUL inside the text
+       is looked for byte by byte */
+    Py_ssize_t at = (Py_ssize_t)strcspn(s, ",\"\r\n");
+    int quote = at < n && s[at] != '\0';
+    for (Py_ssize_t i = at; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
     if ((quote && out_put(o, "\"", 1) < 0) || (formula && out_put(o, "'", 1) < 0)) return -1;
     if (!quote) return out_put(o, s, n);
     Py_ssize_t from = 0;
@@ -295,8 +335,9 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
     Py_ssize_t m = PyList_GET_SIZE(columns);
     Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
     if (!specs) return PyErr_NoMemory();
-    Out o = {NULL, 0, 0};
+    Out o = {NULL, NULL, 0, 0};
     PyObject *result = NULL;
+    if (out_init(&o, n) < 0) goto done;
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *c = PyList_GET_ITEM(columns, k);
         Spec *s = &specs[k];
@@ -390,9 +431,9 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
         }
         if (m && !json && out_put(&o, "\r\n", 2) < 0) goto done; /* JSON lines: the last suffix ends the line */
     }
-    result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+    result = out_result(&o, n);
 done:
-    PyMem_Free(o.p);
+    out_free(&o);
     release(specs, m);
     return result;
 }
@@ -506,12 +547,13 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     PyObject **ones = PyMem_Calloc((size_t)(m ? m : 1), sizeof(PyObject *));
-    Out o = {NULL, 0, 0};
+    Out o = {NULL, NULL, 0, 0};
     PyObject *result = NULL;
     if (!ones) {
         PyErr_NoMemory();
         goto done;
     }
+    if (out_init(&o, n) < 0) goto done;
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *c = PyList_GET_ITEM(columns, k);
         Spec *s = &specs[k];
@@ -605,9 +647,9 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
         }
         if (out_put(&o, "</row>", 6) < 0) goto done;
     }
-    result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+    result = out_result(&o, n);
 done:
-    PyMem_Free(o.p);
+    out_free(&o);
     PyMem_Free(ones);
     release(specs, m);
     PyBuffer_Release(&colours);

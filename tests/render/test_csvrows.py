@@ -116,3 +116,13 @@ def test_jsonl_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     flat.write_jsonl(tmp_path / "python.jsonl", header, columns, colours)
     assert_same_bytes((tmp_path / "native.jsonl").read_bytes(), (tmp_path / "python.jsonl").read_bytes())
+
+
+def test_fields_read_in_place_are_quoted_past_a_nul() -> None:
+    """Texts read from a whole list (the names) are quoted where they hold a comma, a quote or a line end, also
+    after a NUL inside the text (the search for them stops at a NUL)."""
+    fast = _module()
+    texts = ["plain", "a\0b,c", "x\0\0\"q\"", "end\0", "\0\n", "=f,1", "-inf", "a,b", "fine\0too"]
+    got = fast.csv_block([(texts, 0, None)], len(texts)).decode("utf-8")
+    assert got == "".join(csv_field(t) + "\r\n" for t in texts)
+    assert '"a\0b,c"' in got and '"\0\n"' in got and "fine\0too\r\n" in got

@@ -62,3 +62,30 @@ def test_a_failing_child_leaves_the_rest_to_the_parent(tmp_path: Path, monkeypat
     flat.write_csv(tmp_path / "two", header, columns, colours)
     assert (tmp_path / "two").read_bytes() == (tmp_path / "one").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
+
+
+@pytest.mark.parametrize("writer", ["write_csv", "write_jsonl"])
+def test_a_child_failing_after_some_blocks_leaves_no_trace_of_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   writer: str) -> None:  # fmt: skip
+    """The parent appends the child's blocks while the child still writes: a child that fails later must not leave
+    the blocks already appended (the parent writes its whole half again, once)."""
+    header, columns, colours = _table(100)
+    getattr(flat, writer)(tmp_path / "one", header, columns, colours)
+    monkeypatch.setattr(flat, "BLOCK_ROWS", 10)
+    monkeypatch.setattr(flat, "PARALLEL_MIN_ROWS", 20)
+    parent = os.getpid()
+    real = flat._in_block
+
+    def failing_late_in_child(cols: object, colour: object, lo: int, hi: int) -> object:
+        if os.getpid() != parent and lo >= 80:  # the child's rows are [50, 100): three blocks written first
+            raise OSError("disk full (in the child only)")
+        return real(cols, colour, lo, hi)
+
+    copied = []
+    real_copy = flat._copy_range
+    monkeypatch.setattr(flat, "_in_block", failing_late_in_child)
+    monkeypatch.setattr(flat, "_copy_range", lambda g, f, a, b: copied.append((a, b)) or real_copy(g, f, a, b))
+    getattr(flat, writer)(tmp_path / "two", header, columns, colours)
+    assert (tmp_path / "two").read_bytes() == (tmp_path / "one").read_bytes()
+    assert copied and copied[-1][1] > 0  # some of the child's blocks had been appended before it failed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]

@@ -262,30 +262,39 @@ class Column:
     - `codes` and `table`: cell i is table[codes[i]] (a column of few distinct values);
     - `kind`, `values` and `objects` (an object array): `kind[i]` KIND_FLOAT, KIND_INT and KIND_PERCENT
       mean the number `values[i]` (a float, an int, a float written f"{x!r}%"), KIND_OTHER the value
-      `objects[i]`. Numbers never become Python objects unless `cells()` asks.
+      `objects[i]`. Numbers never become Python objects unless `cells()` asks. The objects may be given as
+      `others` instead: (a code per cell, the list of objects the codes index), the object array then made on
+      first use (the writers read the codes).
     """
 
-    __slots__ = ("_objects", "kind", "values", "codes", "table")
+    __slots__ = ("_objects", "kind", "values", "codes", "table", "others")
 
     def __init__(
         self, objects: Any = None, kind: np.ndarray | None = None, values: np.ndarray | None = None, *,
         codes: np.ndarray | None = None, table: list[Any] | None = None,
+        others: tuple[np.ndarray, list[Any]] | None = None,
     ) -> None:  # fmt: skip
         self._objects = objects
         self.kind = kind
         self.values = values
         self.codes = codes
         self.table = table
+        self.others = others
 
     @property
     def objects(self) -> Any:
         """The cell values (an object array in the numeric shape); made from the codes when coded."""
         if self._objects is None and self.codes is not None:
             return object_array(self.table or [])[self.codes].tolist()
+        if self._objects is None and self.others is not None:
+            codes, objects = self.others
+            self._objects = object_array(objects)[codes]
         return self._objects
 
     def __len__(self) -> int:
-        return len(self.codes) if self.codes is not None else len(self._objects)
+        if self.codes is not None:
+            return len(self.codes)
+        return len(self.kind) if self._objects is None and self.kind is not None else len(self._objects)
 
     def cells(self) -> list[Any]:
         """The cell values as a list: a `Cells` (numbers as float/int/str objects) when the column has kinds."""
@@ -294,7 +303,7 @@ class Column:
             return objects if isinstance(objects, list) else list(objects)
         kind, values = self.kind, self.values
         assert values is not None
-        out = self._objects.copy()
+        out = self.objects.copy()
         sel = kind == KIND_FLOAT
         out[sel] = values[sel].astype(object)
         sel = kind == KIND_INT
@@ -538,6 +547,15 @@ class _Format:
         """The text of one cell value (the reference the column paths match)."""
         raise NotImplementedError
 
+    def for_block(self) -> Any:
+        """This format for the columns of one block: a memo of its own for their cells, the texts of the coded
+        columns' tables shared with this one (tables that blocks share are formatted once)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__["_others"] = {}
+        new.__dict__["_tables"] = self.__dict__.setdefault("_tables", {})
+        return new
+
     def clean(self, joined: str, values: Sequence[str]) -> list[str] | None:
         """The texts of string cells joined by NUL, when none needs special treatment; else None."""
         raise NotImplementedError
@@ -648,6 +666,10 @@ class _Format:
         the numbers), made once per column and format."""
         memo = self.__dict__.setdefault("_others", {})
         key = id(col)
+        if key not in memo and col.others is not None:  # coded already: the codes of its other cells, as they are
+            assert col.kind is not None
+            codes, objects = col.others
+            memo[key] = (col, np.where(col.kind == KIND_OTHER, codes, -1).astype(np.int32), self.strings(objects))
         if key not in memo:
             assert col.kind is not None
             others = np.flatnonzero(col.kind == KIND_OTHER)
@@ -780,5 +802,5 @@ def numeric_spec(fmt: Any, col: Column, lo: int, hi: int, digits: bool) -> tuple
     codes, texts = fmt.other_codes(col)
     values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
     kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
-    numbers = floattext.orjson_array(np.where(kind == KIND_OTHER, np.nan, values)) if digits else None
+    numbers = floattext.orjson_array(values) if digits else None  # the other cells' tokens are skipped, unread
     return values, kind, codes[lo:hi], texts, numbers

@@ -11,7 +11,8 @@ are joined and written at once: the bytes are the same as a csv.writer / celltex
 
 Large tables are written by two processes (POSIX, two or more cores, no other threads running): a child forked
 for the purpose formats the second half of the rows into a part file while this process writes the first half;
-the part is then appended (in the kernel, copy_file_range) and removed. Given a celltext.ColumnBlocks, each process
+the part is appended (in the kernel, copy_file_range) as the child reports its blocks written, so that the copy
+overlaps the child's work once this process has written its half, and then removed. Given a celltext.ColumnBlocks, each process
 builds the columns of its own blocks only, after the fork. The bytes are the same as one process
 writes. If the child fails for any reason, this process writes the second half itself, so an error surfaces with
 its own message.
@@ -104,7 +105,7 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns | ColumnBlocks
 
     def block(lo: int, hi: int) -> bytes:
         cols, a, b = _in_block(columns, colour, lo, hi)
-        fmt = CsvFormat() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own format
+        fmt = shared.for_block() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own memo
         if fast is not None:
             return fast.csv_block([_csv_spec(fmt, col, a, b, digits) for col in cols], b - a)
         items = row_items([fmt] * len(cols), cols, a, b)
@@ -184,7 +185,7 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns | ColumnBloc
         cols, a, b = _in_block(columns, colour, lo, hi)
         if len(cols) != len(keys):
             raise ValueError(f"{len(header)} column names for {len(cols) - 1} columns")
-        formats = json_formats() if isinstance(columns, ColumnBlocks) else shared
+        formats = [f.for_block() for f in shared] if isinstance(columns, ColumnBlocks) else shared
         ordered = [cols[k] for k in order]
         if fast is not None:
             specs = [_json_spec(f, col, a, b, digits) for f, col in zip(formats, ordered)]
@@ -206,28 +207,94 @@ def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], byt
             return
         part = scratch_path(path)  # removed by the next run into the folder if this one is killed
         release_free_memory()  # free pages would be shared copy-on-write with the child
-        pid = os.fork()
-        if pid == 0:  # child: the second half into the part file; exit without cleanup handlers
-            status = 1
-            try:
-                with open(part, "wb") as g:
-                    _blocks(g, block, mid, n)
-                status = 0
-            finally:
-                os._exit(status)
+        pid = 0
+        done, told = os.pipe()  # the child tells how many bytes of the part are written, after each block
         try:
-            _blocks(f, block, 0, mid)
-            ok = reap(pid) == 0
-            pid = 0
-            if ok:
-                with open(part, "rb") as g:
-                    append_file(f, g)
-            else:  # the child failed: write the rest here, where an error shows with its message
-                _blocks(f, block, mid, n)
+            with open(part, "wb+") as g:
+                pid = os.fork()
+                if pid == 0:  # child: the second half into the part file; exit without cleanup handlers
+                    status = 1
+                    try:
+                        os.close(done)
+                        _child_blocks(g, told, block, mid, n)
+                        status = 0
+                    finally:
+                        os._exit(status)
+                os.close(told)
+                told = -1
+                _blocks(f, block, 0, mid)
+                f.flush()
+                base = f.tell()
+                copied = _append_progress(g, f, done)  # the child's blocks as they come: while it still writes
+                ok = reap(pid) == 0
+                pid = 0
+                if ok:
+                    _copy_range(g, f, copied, os.fstat(g.fileno()).st_size)
+                else:  # the child failed: write the rest here, where an error shows with its message
+                    f.seek(base)
+                    f.truncate()
+                    _blocks(f, block, mid, n)
         finally:
+            os.close(done)
+            if told >= 0:
+                os.close(told)
             if pid:
                 reap(pid, kill=True)
             part.unlink(missing_ok=True)
+
+
+def _child_blocks(g: Any, told: int, block: Callable[[int, int], bytes], lo: int, hi: int) -> None:
+    """A forked writer's rows [lo, hi) into `g`, the bytes written so far sent through the pipe `told` after each
+    block (8 bytes, little-endian: one atomic write)."""
+    size = 0
+    for start in range(lo, hi, BLOCK_ROWS):
+        data = block(start, min(start + BLOCK_ROWS, hi))
+        g.write(data)
+        g.flush()
+        size += len(data)
+        os.write(told, size.to_bytes(8, "little"))
+    os.close(told)
+
+
+def _append_progress(g: Any, f: Any, done: int) -> int:
+    """Append to `f` the bytes of `g` that a forked writer reports written through the pipe `done`, until it closes
+    the pipe; how many were appended."""
+    copied = 0
+    pending = b""
+    while True:
+        chunk = os.read(done, 4096)
+        if not chunk:
+            return copied
+        pending += chunk
+        whole = len(pending) // 8 * 8
+        if whole:
+            upto = int.from_bytes(pending[whole - 8 : whole], "little")
+            pending = pending[whole:]
+            _copy_range(g, f, copied, upto)
+            copied = max(copied, upto)
+
+
+def _copy_range(g: Any, f: Any, start: int, stop: int) -> None:
+    """Append bytes [start, stop) of file `g` to `f` at its file position (in the kernel where it can)."""
+    copy = getattr(os, "copy_file_range", None)
+    at = start
+    if copy is not None:
+        try:
+            while at < stop:
+                step = copy(g.fileno(), f.fileno(), stop - at, at)
+                if step == 0:
+                    break
+                at += step
+        except OSError:
+            pass
+    while at < stop:
+        data = os.pread(g.fileno(), min(stop - at, 1 << 20), at)
+        if not data:
+            raise OSError(f"{g.name}: {stop - at} bytes missing")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(f.fileno(), view) :]  # f is flushed: its position is the file's
+        at += len(data)
 
 
 def split_point(n: int, min_rows: int, block_rows: int) -> int | None:

@@ -22,6 +22,7 @@ from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
 from msprobe_compare.records import dataclass
+from msprobe_compare import native
 
 if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
     from msprobe_compare.measure.tensor_rows import TensorColumns
@@ -94,27 +95,47 @@ class Style:
         return str(value)
 
 
-def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None) -> Column:
+def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None, memo: dict | None = None) -> Column:
     """Stack text on the first row of each entry, N/A elsewhere (spec §3.1 step 5), coded; rows [lo, hi)."""
     npu = outcome.npu
     hi = len(npu) if hi is None else hi
     codes = np.zeros(hi - lo, dtype=np.int32)
     table = [NA]
+    if not npu.stacks:
+        return Column(codes=codes, table=table)
     ei = npu.entry_index[lo:hi]
-    code_of: dict[int, int] = {}  # id of a stack list -> its code (entries of one call site share the list)
-    stacks, entries = npu.stacks, npu.entries
     first = lo == 0 or bool(len(ei)) and ei[0] != npu.entry_index[lo - 1]  # the block's first row starts an entry
     firsts = np.flatnonzero(np.r_[first, ei[1:] != ei[:-1]] if len(ei) else [])
-    if not stacks:
-        return Column(codes=codes, table=table)
-    for i, lines in zip(firsts.tolist(), map(stacks.get, map(entries.__getitem__, ei[firsts].tolist()))):
-        if lines is not None:
-            code = code_of.get(id(lines))
-            if code is None:
-                code = code_of[id(lines)] = len(table)
-                table.append(str(lines)[:MAX_CELL_CHARS])
-            codes[i] = code
+    # entries of one call site share their list of lines: the lists are told apart by identity (in C when built)
+    lines = list(map(npu.stacks.get, map(npu.entries.__getitem__, ei[firsts].tolist())))
+    join = native.load("_join")
+    if join is not None:
+        raw, distinct = join.code_objects(lines)
+        entry_codes = np.frombuffer(raw, dtype=np.int32)
+    else:
+        seen: dict[int, int] = {}
+        entry_codes = np.fromiter((seen.setdefault(id(x), len(seen)) for x in lines), dtype=np.int32, count=len(lines))
+        distinct = list({id(x): x for x in lines}.values())
+    made = _memo(memo, "stack texts", dict)  # id of a list of lines -> (the list, its text)
+    remap = np.zeros(len(distinct), dtype=np.int32)
+    for k, obj in enumerate(distinct):
+        if obj is not None:
+            remap[k] = len(table)
+            known = made.get(id(obj))
+            table.append(known[1] if known is not None else str(obj)[:MAX_CELL_CHARS])
+            if memo is not None and known is None:
+                made[id(obj)] = (obj, table[-1])  # keeps the list alive: its id stays its own
+    codes[firsts] = remap[entry_codes]
     return Column(codes=codes, table=table)
+
+
+def _memo(memo: dict | None, key: str, make: Any) -> Any:
+    """`make()`, kept in `memo` under `key` when there is one (the whole table's codes, made once per process)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _take(values: list[Any], match: np.ndarray) -> list[Any]:
@@ -133,23 +154,60 @@ def _coded(values: list[Any]) -> Column:
     return Column(codes=codes, table=table)
 
 
-def _take_coded(values: list[Any], match: np.ndarray) -> Column:
-    """Bench values (few distinct) aligned to NPU rows, N/A where unmatched, coded."""
-    bench = _coded(values)
-    assert bench.table is not None and bench.codes is not None
-    codes = np.append(bench.codes, np.int32(len(bench.table)))[match]  # -1 (unmatched) picks the appended N/A
-    return Column(codes=codes, table=bench.table + [NA])
+def _coded_rows(values: list[Any], sl: slice, memo: dict | None, key: str) -> Column:
+    """Rows `sl` of a column of few distinct values, coded: from the whole column's codes when there is a `memo`."""
+    if memo is None:
+        return _coded(values[sl])
+    codes, table = _memo(memo, key, lambda: coded(values))
+    return Column(codes=codes[sl], table=table)
 
 
-def _mark_ints(objects: np.ndarray, kind: np.ndarray, values: np.ndarray, ints: np.ndarray) -> None:
+def _take_coded(values: list[Any], match: np.ndarray, memo: dict | None = None, key: str = "") -> Column:
+    """Bench values (few distinct) aligned to NPU rows, N/A where unmatched, coded (the whole column's codes kept
+    in `memo` under `key`, if given)."""
+
+    def make() -> tuple[np.ndarray, list[Any]]:
+        codes, table = coded(values)
+        return np.append(codes, np.int32(len(table))), table + [NA]  # -1 (unmatched) picks the appended N/A
+
+    codes, table = _memo(memo, key, make)
+    return Column(codes=codes[match], table=table)
+
+
+class _Others:
+    """The cells of a numeric column that are not numbers, as a code per cell into a list of objects (code 0: None,
+    the object of the number cells): codes set later replace earlier ones, as assignments to an object array would."""
+
+    __slots__ = ("codes", "objects")
+
+    def __init__(self, n: int) -> None:
+        self.codes = np.zeros(n, dtype=np.int32)
+        self.objects: list[Any] = [None]
+
+    def put(self, where: np.ndarray, value: Any) -> None:
+        """Cells `where` (a mask) hold `value`."""
+        if where.any():
+            self.codes[where] = len(self.objects)
+            self.objects.append(value)
+
+    def put_each(self, rows: np.ndarray, values: list[Any]) -> None:
+        """Cell rows[k] holds values[k]."""
+        self.codes[rows] = np.arange(len(self.objects), len(self.objects) + len(rows), dtype=np.int32)
+        self.objects.extend(values)
+
+    def column(self, kind: np.ndarray, values: np.ndarray) -> Column:
+        return Column(None, kind, values, others=(self.codes, self.objects))
+
+
+def _mark_ints(others: _Others, kind: np.ndarray, values: np.ndarray, ints: np.ndarray) -> None:
     """Integer cells: KIND_INT where a float64 holds them exactly, else the exact int as the cell object."""
     if not ints.any():
         return
     safe_ints = _int_kind(values, ints)
     kind[safe_ints] = KIND_INT
-    big = ints & ~safe_ints
-    if big.any():
-        objects[big] = values[big].astype(np.int64).astype(object)
+    big = np.flatnonzero(ints & ~safe_ints)
+    if len(big):
+        others.put_each(big, values[big].astype(np.int64).astype(object).tolist())
 
 
 def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
@@ -157,10 +215,30 @@ def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
         return ints & (np.abs(values) <= _SAFE_INT)
 
 
-def _non_finite(objects: np.ndarray, values: np.ndarray, where: np.ndarray, style: Style) -> None:
+_NON_FINITE = (math.nan, math.inf, -math.inf)
+
+
+def _non_finite(others: _Others, values: np.ndarray, where: np.ndarray, style: Style) -> None:
     """Cells `where` (non-finite numbers) as the style's texts."""
-    for k in np.flatnonzero(where).tolist():
-        objects[k] = style.number(float(values[k]))
+    if not where.any():
+        return
+    texts = [style.number(x) for x in _NON_FINITE]
+    if not all(type(t) is str for t in texts):  # numbers of their own (value_columns): each cell its own float
+        rows = np.flatnonzero(where)
+        others.put_each(rows, [style.number(x) for x in values[rows].tolist()])
+        return
+    v = values[where]
+    nan = np.isnan(v)
+    for mask, text in ((nan, texts[0]), (~nan & (v > 0), texts[1]), (~nan & (v < 0), texts[2])):
+        if mask.any():
+            sel = where.copy()
+            sel[where] = mask
+            others.put(sel, text)
+
+
+_NUMBER, _INT, _NAN, _NONE, _RAW = (int(k) for k in (StatKind.NUMBER, StatKind.INT, StatKind.NAN, StatKind.NONE,
+                                                      StatKind.RAW))  # fmt: skip
+_VALUE, _CELL_INT, _CELL_NAN, _CELL_NA = (int(k) for k in (Cell.VALUE, Cell.INT, Cell.NAN, Cell.NA))
 
 
 def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray | None = None,
@@ -175,23 +253,23 @@ def _stat_column(table: RowTable, col: int, style: Style, rows_idx: np.ndarray |
     else:
         safe = np.maximum(rows_idx, 0)
         vals, kinds = table.stats[safe, col], table.stat_kind[safe, col]
-    objects = np.empty(n, dtype=object)
+    others = _Others(n)
     finite = np.isfinite(vals)
-    number = kinds == StatKind.NUMBER
+    number = kinds == _NUMBER
     kind = np.where(number & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
-    _non_finite(objects, vals, number & ~finite, style)
-    _mark_ints(objects, kind, vals, kinds == StatKind.INT)
-    objects[kinds == StatKind.NAN] = "Nan"
-    objects[kinds == StatKind.NONE] = "None"
-    raw_rows = np.flatnonzero(kinds == StatKind.RAW)
+    _non_finite(others, vals, number & ~finite, style)
+    _mark_ints(others, kind, vals, kinds == _INT)
+    others.put(kinds == _NAN, "Nan")
+    others.put(kinds == _NONE, "None")
+    raw_rows = np.flatnonzero(kinds == _RAW)
     if len(raw_rows):
         rows = raw_rows + (sl.start or 0) if safe is None else safe[raw_rows]
-        objects[raw_rows] = object_array(_raw_cells(table, col, rows, style))
+        others.put_each(raw_rows, _raw_cells(table, col, rows, style))
     if rows_idx is not None:
         miss = rows_idx < 0
-        objects[miss] = NA
+        others.put(miss, NA)
         kind[miss] = KIND_OTHER
-    return Column(objects, kind, vals)
+    return others.column(kind, vals)
 
 
 _RAW_MEMO = (bool, int, str, type(None))  # style.raw of equal values of one of these types is equal (not float)
@@ -213,19 +291,19 @@ def _raw_cells(table: RowTable, col: int, rows: np.ndarray, style: Style) -> lis
 
 
 def _diff_column(values: np.ndarray, kinds: np.ndarray, style: Style, percent: bool) -> Column:
-    objects = np.empty(len(values), dtype=object)
+    others = _Others(len(values))
     if percent:
-        kind = np.where(kinds == Cell.VALUE, KIND_PERCENT, KIND_OTHER).astype(np.int8)
+        kind = np.where(kinds == _VALUE, KIND_PERCENT, KIND_OTHER).astype(np.int8)
     else:
         finite = np.isfinite(values)
-        valued = kinds == Cell.VALUE
+        valued = kinds == _VALUE
         kind = np.where(valued & finite, KIND_FLOAT, KIND_OTHER).astype(np.int8)
         # every non-finite value gets the style's text first, as the marker texts below overwrite it
-        _non_finite(objects, values, ~finite, style)
-        _mark_ints(objects, kind, values, kinds == Cell.INT)
-    objects[kinds == Cell.NAN] = "Nan"
-    objects[kinds == Cell.NA] = NA
-    return Column(objects, kind, values)
+        _non_finite(others, values, ~finite, style)
+        _mark_ints(others, kind, values, kinds == _CELL_INT)
+    others.put(kinds == _CELL_NAN, "Nan")
+    others.put(kinds == _CELL_NA, NA)
+    return others.column(kind, values)
 
 
 def _lookup(codes: np.ndarray, table: Mapping[Any, Any]) -> Column:
@@ -250,9 +328,11 @@ def colour_codes(outcome: CompareOutcome) -> np.ndarray:
     return np.asarray(marks.colour, dtype=np.int8) if marks is not None else np.zeros(len(outcome), dtype=np.int8)
 
 
-def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | None = None) -> list[Column]:
+def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | None = None,
+                memo: dict | None = None) -> list[Column]:  # fmt: skip
     """Each column of `header(outcome)` in compact form (see `Column`), in NPU row order: rows [lo, hi) (default:
-    all). The cells of a row do not depend on the range it is built in."""
+    all). The cells of a row do not depend on the range it is built in. `memo`: where a writer building a table a
+    block at a time keeps what is made once for the whole table (codes of the dtype, shape and stack columns)."""
     enabled = gc.isenabled()
     gc.disable()  # many new lists and object arrays, no cycles: a collection would walk the whole heap
     try:
@@ -260,7 +340,7 @@ def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | No
         hi = n if hi is None else hi
         if not 0 <= lo <= hi <= n:
             raise ValueError(f"rows [{lo}, {hi}) of a table of {n}")
-        return _column_data(outcome, style, lo, hi)
+        return _column_data(outcome, style, lo, hi, memo)
     finally:
         if enabled:
             gc.enable()
@@ -268,10 +348,11 @@ def column_data(outcome: CompareOutcome, style: Style, lo: int = 0, hi: int | No
 
 def column_blocks(outcome: CompareOutcome, style: Style) -> ColumnBlocks:
     """`column_data` of `outcome` built on demand, a range of rows at a time (by the writer that uses them)."""
-    return ColumnBlocks(len(outcome.npu), lambda lo, hi: column_data(outcome, style, lo, hi))
+    memo: dict = {}  # the whole table's codes, made on first use by each process that writes blocks
+    return ColumnBlocks(len(outcome.npu), lambda lo, hi: column_data(outcome, style, lo, hi, memo))
 
 
-def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> list[Column]:
+def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int, memo: dict | None) -> list[Column]:
     npu, bench = outcome.npu, outcome.bench
     sl = slice(lo, hi)
     match = outcome.match[sl]
@@ -283,8 +364,8 @@ def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> lis
     cols: list[Column] = [
         Column(TextRange(npu.names, lo, hi) if isinstance(npu.names, list) else npu.names[sl]),
         Column(TakenRows(bench.names, match, NA) if isinstance(bench.names, list) else _take(bench.names, match)),
-        _coded(npu.dtype[sl]),
-        _take_coded(bench.dtype, match), _coded(npu.shape[sl]), _take_coded(bench.shape, match),
+        _coded_rows(npu.dtype, sl, memo, "npu dtype"), _take_coded(bench.dtype, match, memo, "bench dtype"),
+        _coded_rows(npu.shape, sl, memo, "npu shape"), _take_coded(bench.shape, match, memo, "bench shape"),
         _lookup(npu.requires_grad[sl], rg), _lookup(bench_rg, rg),
     ]  # fmt: skip
     if outcome.mode is Mode.MD5:
@@ -311,7 +392,7 @@ def _column_data(outcome: CompareOutcome, style: Style, lo: int, hi: int) -> lis
             cols.append(Column([texts.ACCURACY_TEXT[a] for a in outcome.accuracy[sl].tolist()]))
         cols.append(_messages(outcome, lo, hi))
     if outcome.show_stack:
-        cols.append(_stack_cells(outcome, lo, hi))
+        cols.append(_stack_cells(outcome, lo, hi, memo))
     if outcome.mode is Mode.ALL:
         t = outcome.tensors
         assert t is not None

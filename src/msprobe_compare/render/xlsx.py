@@ -28,7 +28,7 @@ from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import gc_paused, reap, release_free_memory
 from msprobe_compare.render.celltext import (
-    TakenRows, TextRange, XmlFormat, cell_xml, numeric_spec, row_items, xml_escape,
+    TakenRows, TextRange, XmlFormat, cell_xml, float_reprs, numeric_spec, row_items, xml_escape,
 )
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.render.flat import append_file, orjson_digits, split_point
@@ -175,10 +175,15 @@ def _longest(col: Column | Sequence[Any], lo: int, hi: int) -> int:
     if isinstance(col, Column) and col.kind is not None:
         assert col.values is not None
         kind, values = col.kind[rows], col.values[rows]
-        shown = [_shown(x) for x in col.objects[rows[kind == KIND_OTHER]].tolist()]
-        shown += [len(repr(x)) + 1 for x in values[kind == KIND_PERCENT].tolist()]  # texts f"{x!r}%"
+        other = rows[kind == KIND_OTHER]
+        if col.others is not None and col._objects is None:  # the sample's objects, not the whole object array
+            codes, objects = col.others
+            shown = [_shown(objects[c]) for c in codes[other].tolist()]
+        else:
+            shown = [_shown(x) for x in col.objects[other].tolist()]
+        shown += [len(t) + 1 for t in float_reprs(values[kind == KIND_PERCENT])]  # texts f"{x!r}%"
         shown += [_shown(int(x)) for x in values[kind == KIND_INT].tolist()]
-        shown += [_shown(x) for x in values[kind == KIND_FLOAT].tolist()]
+        shown += [min(len(t), NUMBER_CHARS) for t in float_reprs(values[kind == KIND_FLOAT])]  # as _shown(x)
         return max(shown, default=0)
     objects = col.objects if isinstance(col, Column) else col
     return max(map(_shown, map(objects.__getitem__, rows.tolist())))
