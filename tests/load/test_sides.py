@@ -118,3 +118,40 @@ def test_meanwhile_runs_once_after_the_npu_side(parallel: bool) -> None:
                                          meanwhile=lambda: calls.append(os.getpid()))  # fmt: skip
     assert calls == [os.getpid()]
     same_tables(a_bench, flatten(bench, open_dump(bench)[1]))
+
+
+@pytest.mark.parametrize("route", ["region", "overflow", "no_region"])
+def test_every_route_back_gives_the_same_tables(route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's rows come back through the shared region, or through the pipe when they do not fit in it or
+    when there is no region: the same tables each way."""
+    npu, bench = DUMPS[0], DUMPS[-1]
+    sent: list[str] = []
+    dump = sides.pickle.dump
+
+    def spy(obj, file, protocol=None):
+        sent.append(f"{type(file).__name__}:{obj[0]}")
+        return dump(obj, file, protocol=protocol)
+
+    monkeypatch.setattr(sides.pickle, "dump", spy)
+    if route == "overflow":
+        monkeypatch.setattr(sides, "SHARED_SLACK", 16 - bench.stat().st_size)  # a 16-byte region
+    if route == "no_region":
+        monkeypatch.setattr(sides, "_shared_region", lambda path: None)
+    r, w = os.pipe()  # the spy's record comes back from the child through this pipe
+    real_exit = sides.os._exit
+
+    def report_and_exit(status: int) -> None:
+        os.write(w, ",".join(sent).encode())
+        real_exit(status)
+
+    monkeypatch.setattr(sides.os, "_exit", report_and_exit)
+    a_npu, a_bench = read_pair(npu, bench, parallel=True)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        routes = f.read().decode()
+    same_tables(a_npu, flatten(npu, open_dump(npu)[1]))
+    same_tables(a_bench, flatten(bench, open_dump(bench)[1]))
+    assert a_bench.md5 == flatten(bench, open_dump(bench)[1]).md5
+    want = {"region": "mmap:ok,BufferedWriter:shared", "overflow": "mmap:ok,BufferedWriter:ok",
+            "no_region": "BufferedWriter:ok"}
+    assert routes == want[route]

@@ -9,6 +9,7 @@ then a bench error.
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 from collections.abc import Callable, Iterable
@@ -20,9 +21,10 @@ import numpy as np
 
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.load.rows import RowTable, coded, flatten
-from msprobe_compare.runtime import can_fork, child_loads, reap, release_free_memory
+from msprobe_compare.runtime import can_fork, child_load, reap, release_free_memory
 
 PARALLEL_MIN_BYTES = 16 << 20  # below this (both files together) a fork costs more than it saves
+SHARED_SLACK = 64 << 20  # the shared region: the bench file's size and this much more
 
 
 def flatten_sides(
@@ -41,37 +43,33 @@ def flatten_sides(
         if meanwhile is not None:
             meanwhile()
         return npu, flatten(bench_path, bench_entries)
+    region = _shared_region(bench_path)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: flatten the bench side, send it (or its error), exit without cleanup handlers
         os.close(read_fd)
-        status = 0
-        try:
-            payload: Any = ("ok", pack(flatten(bench_path, bench_entries)))
-        except CompareError as exc:
-            payload = ("error", type(exc), exc.problem, exc.path)
-        except BaseException as exc:  # reported to the parent, which re-raises
-            payload = ("crash", f"{type(exc).__name__}: {exc}")
-        try:
-            with os.fdopen(write_fd, "wb") as out:
-                pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:
-            status = 1
-        os._exit(status)
+        os._exit(_child(bench_path, bench_entries, region, write_fd))
     os.close(write_fd)
     try:
         npu = flatten(npu_path, npu_entries, stacks)
         if meanwhile is not None:
             meanwhile()
         with os.fdopen(read_fd, "rb") as inp:
-            data = inp.read()  # until the child closes its end
+            try:  # unpickled as it arrives: no copy of the whole stream beside the objects it makes
+                payload = child_load(inp, "the bench side's rows")
+            except EOFError:  # the child ended before it sent everything
+                payload = None
+        if payload is not None and payload[0] == "shared" and region is not None:  # the rows are in the region
+            region.seek(0)
+            payload = child_load(region, "the bench side's rows")
     except BaseException:
         reap(pid, kill=True)
         raise
-    if reap(pid) != 0 or not data:
+    finally:
+        if region is not None:
+            region.close()  # its pages go back now, not when this function's frame goes
+    if reap(pid) != 0 or payload is None:
         raise InputError("could not be read: the reading process ended unexpectedly", bench_path)
-    payload = child_loads(data, "the bench side's rows")
-    del data  # not held beside the table it makes
     if payload[0] == "error":
         _, cls, problem, path = payload
         raise cls(problem, path)
@@ -83,22 +81,63 @@ def flatten_sides(
     return npu, table
 
 
+def _shared_region(bench_path: Path) -> mmap.mmap | None:
+    """A shared anonymous mapping the child writes its rows into before it exits (then neither its heap nor the
+    pipe holds them while this process is still reading its own side); pages cost only once written. Its size
+    bounds what goes this way: a bigger payload takes the pipe. None where it cannot be mapped."""
+    try:
+        size = bench_path.stat().st_size + SHARED_SLACK
+        return mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def _child(bench_path: Path, bench_entries: Iterable[tuple[str, Any]], region: mmap.mmap | None,
+           write_fd: int) -> int:  # fmt: skip
+    """The forked child's work: the bench side's rows (or its error) into the region, else the pipe. Its exit
+    status."""
+    try:
+        table = flatten(bench_path, bench_entries)
+        payload: Any = ("ok", pack(table, consume=True))  # each text column freed once packed
+        del table
+    except CompareError as exc:
+        payload = ("error", type(exc), exc.problem, exc.path)
+    except BaseException as exc:  # reported to the parent, which re-raises
+        payload = ("crash", f"{type(exc).__name__}: {exc}")
+    if region is not None and payload[0] == "ok":
+        try:
+            pickle.dump(payload, region, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = ("shared",)
+        except ValueError:  # it does not fit: the pipe takes it
+            pass
+    try:
+        with os.fdopen(write_fd, "wb") as out:
+            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        return 1
+    return 0
+
+
 _JOINED = ("entries", "names")  # mostly distinct texts: one NUL-joined text each
 _CODED = ("dtype", "shape", "data_name")  # few distinct texts: codes into a table (shared objects stay shared)
 
 
-def pack(table: RowTable) -> Any:
+def pack(table: RowTable, consume: bool = False) -> Any:
     """A RowTable in a form that pickles fast: long lists of texts become one text or codes and a table (pickling
-    a million strings one by one costs a second). Texts holding NUL are left to pickle as they are."""
-    packed: dict[str, Any] = {}
-    for name in _JOINED:
-        packed[name] = _joined(getattr(table, name))
-    for name in _CODED:
-        packed[name] = coded(getattr(table, name))
+    a million strings one by one costs a second). Texts holding NUL are left to pickle as they are. With `consume`
+    the table's text columns are emptied once packed (the caller then drops the table, and no column is held
+    twice for long), unless the table itself is returned."""
+    packed: dict[str, Any] = {name: _joined(getattr(table, name)) for name in _JOINED}
     present = np.fromiter((x is not None for x in table.md5), dtype=bool, count=len(table.md5))
     packed["md5"] = (present, _joined([x for x in table.md5 if x is not None]))
     if any(packed[name] is None for name in _JOINED) or packed["md5"][1] is None:
         return table  # a NUL inside a text: plain pickle
+    if consume:
+        table.entries, table.names, table.md5 = [], [], []
+    for name in _CODED:
+        packed[name] = coded(getattr(table, name))
+        if consume:
+            setattr(table, name, [])
     rest = {f.name: getattr(table, f.name) for f in fields(table) if f.name not in packed}
     return _Packed(packed, rest)
 

@@ -132,7 +132,14 @@ class Entries:
     def __next__(self) -> Entry:
         if self._it is None:
             self._it = self._start()
-        return next(self._it)
+        try:
+            return next(self._it)
+        except StopIteration:
+            # the walker holds the builder's columns: let them go with the table (a forked reader frees them
+            # before it sends the table back)
+            self._walker = None
+            self._it = iter(())
+            raise
 
     def _start(self) -> Iterator[Entry]:
         path, layout = self._path, self._layout
