@@ -110,6 +110,14 @@ typedef struct {
 
 
 /* ---- the walker ------------------------------------------------------------------------------------------ */
+#define TEXT_SLOTS 256
+#define TEXT_SLOT_MAX 48 /* longer texts are not cached */
+typedef struct {
+    char bytes[TEXT_SLOT_MAX];
+    Py_ssize_t n;
+    PyObject *obj; /* the object `strings` maps these bytes to (a strong reference), NULL when empty */
+} TextSlot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *names, *dtype, *shape, *md5, *data_name, *entries; /* lists, appended directly */
@@ -126,6 +134,7 @@ typedef struct {
     int32_t entry;        /* index of the current entry */
     Buf text;             /* scratch text */
     Parser parser;        /* the span tree of the entry being parsed (reused) */
+    TextSlot texts[TEXT_SLOTS]; /* text path: the shared object of recent dtype/shape texts, by their bytes */
 } Walker;
 
 enum { A_ENTRY = 0, A_STATE = 1, A_STATS = 2, A_KINDS = 3, A_RG = 4 };
@@ -149,6 +158,7 @@ static void Walker_dealloc(Walker *w) {
     PyMem_Free(w->name.p);
     PyMem_Free(w->text.p);
     PyMem_Free(w->parser.v);
+    for (int i = 0; i < TEXT_SLOTS; i++) Py_XDECREF(w->texts[i].obj);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
@@ -197,7 +207,44 @@ static PyObject *intern_text(Walker *w, PyObject *text) {
     return text;
 }
 
+/* The shared object of the text s[:n] (printable ASCII), as intern_text(str(s[:n])) returns it, from a small cache
+ * keyed by the bytes: the few distinct dtype and shape texts of millions of rows are neither decoded nor hashed
+ * again. Only objects `strings` holds are cached (past its limit a text is its own object). New reference. */
+static PyObject *span_text(Walker *w, const char *s, Py_ssize_t n) {
+    TextSlot *slot = NULL;
+    if (n <= TEXT_SLOT_MAX) {
+        uint32_t h = 2166136261u ^ (uint32_t)n;
+        for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+        slot = &w->texts[(h ^ (h >> 16)) & (TEXT_SLOTS - 1)];
+        if (slot->obj && slot->n == n && memcmp(slot->bytes, s, (size_t)n) == 0) {
+            Py_INCREF(slot->obj);
+            return slot->obj;
+        }
+    }
+    PyObject *text = PyUnicode_FromStringAndSize(s, n);
+    if (!text) return NULL;
+    PyObject *shared = intern_text(w, text);
+    Py_DECREF(text);
+    if (shared && slot && (shared != text || PyDict_GetItemWithError(w->strings, shared) == shared)) {
+        PyObject *old = slot->obj;
+        Py_INCREF(shared);
+        slot->obj = shared;
+        Py_XDECREF(old);
+        memcpy(slot->bytes, s, (size_t)n);
+        slot->n = n;
+    }
+    if (PyErr_Occurred()) Py_CLEAR(shared);
+    return shared;
+}
+
 static PyObject *name_object(Walker *w) { return PyUnicode_DecodeUTF8(w->name.p, w->name.len, "strict"); }
+
+/* The current row name on the text path, where it is printable ASCII (names, keys and digits from j_string). */
+static PyObject *ascii_name(const char *s, Py_ssize_t n) {
+    PyObject *text = PyUnicode_New(n, 127);
+    if (text) memcpy(PyUnicode_DATA(text), s, (size_t)n);
+    return text;
+}
 
 /* Decimal text of v into out (at least 21 bytes); returns its length. */
 static int format_int(char *out, long long v) {
@@ -1098,7 +1145,7 @@ static int j_int_list_text(Walker *w, const Parser *ps, int32_t k, PyObject **ou
         if (buf_put(b, tmp, format_int(tmp, (long long)ps->v[c].ival)) < 0) return FAIL;
     }
     if (buf_put(b, "]", 1) < 0) return FAIL;
-    *out = PyUnicode_FromStringAndSize(b->p, b->len);
+    *out = span_text(w, b->p, b->len);
     return *out ? OK : FAIL;
 }
 
@@ -1251,11 +1298,11 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
                 break;
             }
         data_name = j_str(ps, dn);
-        name = PyUnicode_FromStringAndSize(x->s, cut);
+        name = ascii_name(x->s, cut);
     } else {
         Py_INCREF(s_minus1);
         data_name = s_minus1;
-        name = name_object(w);
+        name = ascii_name(w->name.p, w->name.len);
     }
     int status = name && data_name ? OK : FAIL;
     int32_t dtype = j_get(ps, leaf, "dtype"), md5 = j_get(ps, leaf, "md5");
@@ -1287,7 +1334,7 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         }
         if (status == OK) status = j_int_list_text(w, ps, shape_node, &shape);
         if (status == OK) {
-            dtype_text = j_str(ps, dtype);
+            dtype_text = span_text(w, ps->v[dtype].s, ps->v[dtype].n);
             md5_text = j_is(ps, md5, J_STR) ? j_str(ps, md5) : (Py_INCREF(Py_None), Py_None);
             if (!dtype_text || !md5_text) status = FAIL;
         }
