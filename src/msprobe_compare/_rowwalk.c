@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <float.h>
 
 enum { K_NUMBER = 0, K_INT = 1, K_NAN = 2, K_NONE = 3, K_RAW = 4 };
 enum { S_INPUT = 0, S_PARAMETERS = 1, S_OUTPUT = 2, S_PARAMETERS_GRAD = 3 };
@@ -870,7 +871,7 @@ static void j_tables(void) {
 
 static void j_ws(Parser *ps) {
     const char *p = ps->p, *end = ps->end;
-    while (p < end && is_ws[(unsigned char)*p]) p++;
+    while (p < end && is_ws[(unsigned char)*p]) p++; /* (runs are short: eight bytes at a time was slower) */
     ps->p = p;
 }
 
@@ -934,6 +935,68 @@ static int fast_decimal(const char *s, const char *end, double *out) {
     return 1;
 }
 
+/* Decimals of 16 to 19 significant digits (what repr writes for most float32 statistics) and a power of ten up to
+ * 27, where long double is the x87 80-bit format: the 64-bit mantissa holds the digits and the power of ten
+ * exactly, so one correctly rounded long double operation gives the value rounded to 64 bits. Rounding that to
+ * double again is correct unless it lies exactly halfway between two doubles (its low 11 mantissa bits are
+ * 0x400): no double's rounding boundary can lie strictly between the value and its nearest 64-bit number. That
+ * case, subnormals and everything else return 0 (strtod decides). */
+static int extended_decimal(const char *s, const char *end, double *out) {
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+    static const long double pow10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                          1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                          1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    int neg = *s == '-';
+    const char *p = s + neg;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0, seen_dot = 0;
+    for (; p < end && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.') {
+            seen_dot = 1;
+            continue;
+        }
+        if (m == 0 && *p == '0') {
+            if (seen_dot) exp10--;
+            continue;
+        }
+        if (++digits > 19) return 0;
+        m = m * 10 + (uint64_t)(*p - '0');
+        if (seen_dot) exp10--;
+    }
+    if (p < end) {
+        p++;
+        int eneg = 0, e = 0;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        for (; p < end; p++) {
+            e = e * 10 + (*p - '0');
+            if (e > 400) return 0;
+        }
+        exp10 += eneg ? -e : e;
+    }
+    if (m == 0 || exp10 < -27 || exp10 > 27) return 0;
+    volatile long double r = exp10 < 0 ? (long double)m / pow10[-exp10] : (long double)m * pow10[exp10];
+    union {
+        long double ld;
+        struct {
+            uint64_t mant;
+            uint16_t sign_exp;
+        } bits;
+    } u;
+    memset(&u, 0, sizeof u);
+    u.ld = r;
+    if ((u.bits.mant & 0x7FF) == 0x400) return 0; /* halfway between two doubles: strtod decides */
+    double x = (double)r;
+    if (!(x >= DBL_MIN && x <= DBL_MAX)) return 0;
+    *out = neg ? -x : x;
+    return 1;
+#else
+    (void)s;
+    (void)end;
+    (void)out;
+    return 0;
+#endif
+}
+
 static int32_t j_number(Parser *ps) {
     const char *p = ps->p, *start = p;
     if (p < ps->end && *p == '-') p++;
@@ -971,7 +1034,7 @@ static int32_t j_number(Parser *ps) {
     int32_t k;
     if (is_float) {
         double x;
-        if (!fast_decimal(start, p, &x)) {
+        if (!fast_decimal(start, p, &x) && !extended_decimal(start, p, &x)) {
             char tmp[64];
             if (n >= (Py_ssize_t)sizeof(tmp)) return -1;
             memcpy(tmp, start, (size_t)n);
@@ -1285,9 +1348,43 @@ static int j_scalar(Walker *w, const Parser *ps, int32_t leaf, PyObject *name, i
     return status;
 }
 
+/* The members of a tensor leaf that j_leaf reads, found in one pass over its members (-1 when absent). */
+enum { L_CLASS_TYPE, L_DATA_NAME, L_DTYPE, L_MD5, L_SHAPE, L_REQUIRES_GRAD, L_MAX, L_MIN, L_MEAN, L_NORM, L_COUNT };
+
+static void j_leaf_members(const Parser *ps, int32_t leaf, int32_t at[L_COUNT]) {
+    for (int i = 0; i < L_COUNT; i++) at[i] = -1;
+    for (int32_t o = ps->v[leaf].child; o >= 0; o = ps->v[o].next) {
+        const char *k = ps->v[o].key;
+        int slot = -1;
+        switch (ps->v[o].key_n) {
+        case 3:
+            slot = memcmp(k, "Max", 3) == 0 ? L_MAX : memcmp(k, "Min", 3) == 0 ? L_MIN : memcmp(k, "md5", 3) == 0 ? L_MD5 : -1;
+            break;
+        case 4:
+            slot = memcmp(k, "Mean", 4) == 0 ? L_MEAN : memcmp(k, "Norm", 4) == 0 ? L_NORM : -1;
+            break;
+        case 5:
+            slot = memcmp(k, "dtype", 5) == 0 ? L_DTYPE : memcmp(k, "shape", 5) == 0 ? L_SHAPE : -1;
+            break;
+        case 9:
+            slot = memcmp(k, "data_name", 9) == 0 ? L_DATA_NAME : -1;
+            break;
+        case 10:
+            slot = memcmp(k, "class_type", 10) == 0 ? L_CLASS_TYPE : -1;
+            break;
+        case 13:
+            slot = memcmp(k, "requires_grad", 13) == 0 ? L_REQUIRES_GRAD : -1;
+            break;
+        }
+        if (slot >= 0 && at[slot] < 0) at[slot] = o; /* names are unique in an object (j_value) */
+    }
+}
+
 static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
-    if (j_get(ps, leaf, "class_type") >= 0) return FALLBACK;
-    int32_t dn = j_get(ps, leaf, "data_name");
+    int32_t at[L_COUNT];
+    j_leaf_members(ps, leaf, at);
+    if (at[L_CLASS_TYPE] >= 0) return FALLBACK;
+    int32_t dn = at[L_DATA_NAME];
     PyObject *name, *data_name;
     if (j_is(ps, dn, J_STR) && ps->v[dn].n > 0 && !j_equals(ps, dn, "-1")) {
         const JNode *x = &ps->v[dn];
@@ -1305,7 +1402,7 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         name = ascii_name(w->name.p, w->name.len);
     }
     int status = name && data_name ? OK : FAIL;
-    int32_t dtype = j_get(ps, leaf, "dtype"), md5 = j_get(ps, leaf, "md5");
+    int32_t dtype = at[L_DTYPE], md5 = at[L_MD5];
     if (status != OK) {
     } else if (md5 >= 0 && ps->v[md5].kind != J_NULL && ps->v[md5].kind != J_STR) {
         status = FALLBACK;
@@ -1315,7 +1412,7 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         status = FALLBACK;
     } else {
         PyObject *shape = NULL, *dtype_text = NULL, *md5_text = NULL;
-        int32_t shape_node = j_get(ps, leaf, "shape"), rg_node = j_get(ps, leaf, "requires_grad");
+        int32_t shape_node = at[L_SHAPE], rg_node = at[L_REQUIRES_GRAD];
         int rg = RG_MISSING;
         if (j_is(ps, rg_node, J_TRUE))
             rg = RG_TRUE;
@@ -1326,10 +1423,9 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         double nums[4];
         int8_t kinds[4];
         PyObject *raw[4];
-        static const char *keys[4] = {"Max", "Min", "Mean", "Norm"};
         int any_raw = 0;
         for (int c = 0; c < 4 && status == OK; c++) {
-            status = j_cell(ps, j_get(ps, leaf, keys[c]), &nums[c], &kinds[c], &raw[c]);
+            status = j_cell(ps, at[L_MAX + c], &nums[c], &kinds[c], &raw[c]);
             any_raw |= raw[c] != NULL;
         }
         if (status == OK) status = j_int_list_text(w, ps, shape_node, &shape);

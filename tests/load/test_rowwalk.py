@@ -272,6 +272,13 @@ def test_text_path_reads_numbers_as_the_json_parsers_do(tmp_path: Path, monkeypa
     texts = _FLOAT_TEXTS + [repr(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30)) for _ in range(2000)]
     texts += [f"{rng.randint(0, 10**15)}.{rng.randint(0, 10**6):06d}e{rng.randint(-25, 25)}" for _ in range(500)]
     texts += [str(rng.randint(-(10**18), 10**18)) for _ in range(200)] + ["-0", "0", str(2**63 - 1), str(-(2**63))]
+    # 16 to 19 significant digits (the long double path): float32 values as repr writes them, doubles to 16, 17 and
+    # 19 digits, and decimals exactly halfway between two doubles (2**53 + 1 and its multiples: strtod decides)
+    texts += [repr(float(np.float32(rng.uniform(-1, 1) * 10.0 ** rng.randint(-20, 20)))) for _ in range(1500)]
+    texts += [f"%.{d}g" % (rng.uniform(-1, 1) * 10.0 ** rng.randint(-28, 28)) for d in (16, 17, 19) for _ in range(500)]
+    texts += [f"{sign}{(2**53 + 1) * 2**k}{tail}" for k in range(11) for sign in ("", "-") for tail in (".0", "")]
+    texts += [f"{(2**53 + 1) * 2**k}e-{j}" for k in range(4) for j in (1, 5, 18, 27)]
+    texts += ["9007199254740993.0000", "0.9007199254740993", "1.8446744073709551615e19", "9.999999999999999999e27"]
     lines = []
     for k in range(0, len(texts), 4):
         cells = (texts[k : k + 4] + ["null"] * 4)[:4]
