@@ -371,3 +371,20 @@ def test_text_path_scalar_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     md5 = dict(zip(table.names, table.md5))
     assert md5["Distributed.send.0.forward.input.src"] == "3" and md5["Distributed.send.0.forward.input.dst"] == "given"
     assert md5["Distributed.send.0.forward.input.group"] == "[0, 1]" and md5["Distributed.send.0.forward.input.text"] == ""
+
+
+@needs_native
+@pytest.mark.parametrize("order", [["a", "é", "c", "a"], ["é", "a", "c", "é"], ["é", "a", "b", "a"], ["a", "é", "b", "é"],
+                                   ["a", "b", "c", "b", "a"], ["é", "a", "b", "c", "a", "é"]])  # fmt: skip
+def test_repeated_name_across_walked_and_parsed_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        order: list[str]) -> None:  # fmt: skip
+    """A non-ASCII name takes the object path, the others the native walk; a repeat is named, as the first one in
+    file order, whichever path read either occurrence."""
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.0, "requires_grad": False}  # fmt: skip
+    path = tmp_path / "dump.json"
+    _write_dump(path, [(f"Functional.{n}.0.forward", {"output": [leaf]}) for n in order], ascii_only=False)
+    native_result = _file_table(path, True, monkeypatch)
+    assert native_result == _file_table(path, False, monkeypatch)
+    first = next(n for i, n in enumerate(order) if n in order[:i])
+    assert native_result == (InputError, f"{path}: entry 'Functional.{first}.0.forward' appears more than once in 'data'")

@@ -742,19 +742,23 @@ def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable
     """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
     before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
+    met: list[list[str]] = []  # every batch's names in file order, to name a walked batch's repeat
     for batch in batches:
         if isinstance(batch, _Walked):
             names = batch.names
-            if seen.isdisjoint(names) and len(set(names)) == len(names):
-                seen.update(names)
+            before = len(seen)
+            seen.update(names)  # one pass over the names; a repeat shows in the count
+            met.append(names)
+            if len(seen) - before == len(names):
                 continue
-            for name in names:  # their rows are added already: only the error matters now
-                if name in seen:
+            again: set[str] = set()  # their rows are added already: only the error matters now
+            for name in chain.from_iterable(met):  # the first repeat in file order is in this batch
+                if name in again:
                     raise InputError(f"entry '{name}' appears more than once in 'data'", path)
-                seen.add(name)
-            continue
+                again.add(name)
         if isinstance(batch, dict) and seen.isdisjoint(batch):
             seen.update(batch)
+            met.append(list(batch))
             yield batch.items()
             continue
         out: list[Entry] = []
@@ -764,6 +768,7 @@ def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable
                 raise InputError(f"entry '{name}' appears more than once in 'data'", path)
             seen.add(name)
             out.append((name, body))
+        met.append([name for name, _ in out])
         yield out
 
 
