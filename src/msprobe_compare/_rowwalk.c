@@ -889,92 +889,37 @@ static int j_string(Parser *ps, const char **s, Py_ssize_t *n) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* Clinger's fast path: a decimal with at most 15 significant digits and a power of ten up to 22 is one exact
- * integer times or divided by an exact power of ten, so one correctly rounded operation gives the correctly
- * rounded value (what float() gives). Returns 0 when the text is not that simple. */
-static int fast_decimal(const char *s, const char *end, double *out) {
+/* The value of a decimal m * 10^exp10 (m: its significant digits, `sig` of them, at most 19 kept; -0.0 for a
+ * negative zero) where it can be computed exactly here; 0 when strtod must decide.
+ *
+ * Clinger's fast path: at most 15 significant digits and a power of ten up to 22 make one exact integer times or
+ * divided by an exact power of ten, so one correctly rounded operation gives the correctly rounded value (what
+ * float() gives).
+ *
+ * 16 to 19 digits (what repr writes for most float32 statistics) and a power of ten up to 27, where long double is
+ * the x87 80-bit format: the 64-bit mantissa holds the digits and the power of ten exactly, so one correctly rounded
+ * long double operation gives the value rounded to 64 bits. Rounding that to double again is correct unless it lies
+ * exactly halfway between two doubles (its low 11 mantissa bits are 0x400): no double's rounding boundary can lie
+ * strictly between the value and its nearest 64-bit number. That case and subnormals go to strtod. */
+static int decimal_value(uint64_t m, int sig, int exp10, int neg, double *out) {
     static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    int neg = *s == '-';
-    const char *p = s + neg;
-    uint64_t m = 0;
-    int digits = 0, exp10 = 0, seen_dot = 0;
-    for (; p < end && *p != 'e' && *p != 'E'; p++) {
-        if (*p == '.') {
-            seen_dot = 1;
-            continue;
-        }
-        if (m == 0 && *p == '0') { /* a leading zero is not a significant digit */
-            if (seen_dot) exp10--;
-            continue;
-        }
-        if (++digits > 15) return 0;
-        m = m * 10 + (uint64_t)(*p - '0');
-        if (seen_dot) exp10--;
+    if (m == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return 1;
     }
-    if (p < end) { /* exponent */
-        p++;
-        int eneg = 0, e = 0;
-        if (*p == '+' || *p == '-') eneg = *p++ == '-';
-        for (; p < end; p++) {
-            e = e * 10 + (*p - '0');
-            if (e > 400) return 0;
-        }
-        exp10 += eneg ? -e : e;
+    if (sig <= 15 && exp10 >= -22 && exp10 <= 22) {
+        double x = (double)m;
+        x = exp10 < 0 ? x / pow10[-exp10] : x * pow10[exp10];
+        *out = neg ? -x : x;
+        return 1;
     }
-    double x = (double)m;
-    if (m == 0)
-        x = 0.0;
-    else if (exp10 < -22 || exp10 > 22)
-        return 0;
-    else if (exp10 < 0)
-        x /= pow10[-exp10];
-    else
-        x *= pow10[exp10];
-    *out = neg ? -x : x;
-    return 1;
-}
-
-/* Decimals of 16 to 19 significant digits (what repr writes for most float32 statistics) and a power of ten up to
- * 27, where long double is the x87 80-bit format: the 64-bit mantissa holds the digits and the power of ten
- * exactly, so one correctly rounded long double operation gives the value rounded to 64 bits. Rounding that to
- * double again is correct unless it lies exactly halfway between two doubles (its low 11 mantissa bits are
- * 0x400): no double's rounding boundary can lie strictly between the value and its nearest 64-bit number. That
- * case, subnormals and everything else return 0 (strtod decides). */
-static int extended_decimal(const char *s, const char *end, double *out) {
 #if defined(__x86_64__) && LDBL_MANT_DIG == 64
-    static const long double pow10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
-                                          1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
-                                          1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
-    int neg = *s == '-';
-    const char *p = s + neg;
-    uint64_t m = 0;
-    int digits = 0, exp10 = 0, seen_dot = 0;
-    for (; p < end && *p != 'e' && *p != 'E'; p++) {
-        if (*p == '.') {
-            seen_dot = 1;
-            continue;
-        }
-        if (m == 0 && *p == '0') {
-            if (seen_dot) exp10--;
-            continue;
-        }
-        if (++digits > 19) return 0;
-        m = m * 10 + (uint64_t)(*p - '0');
-        if (seen_dot) exp10--;
-    }
-    if (p < end) {
-        p++;
-        int eneg = 0, e = 0;
-        if (*p == '+' || *p == '-') eneg = *p++ == '-';
-        for (; p < end; p++) {
-            e = e * 10 + (*p - '0');
-            if (e > 400) return 0;
-        }
-        exp10 += eneg ? -e : e;
-    }
-    if (m == 0 || exp10 < -27 || exp10 > 27) return 0;
-    volatile long double r = exp10 < 0 ? (long double)m / pow10[-exp10] : (long double)m * pow10[exp10];
+    static const long double lpow10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                           1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                           1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    if (sig > 19 || exp10 < -27 || exp10 > 27) return 0;
+    volatile long double r = exp10 < 0 ? (long double)m / lpow10[-exp10] : (long double)m * lpow10[exp10];
     union {
         long double ld;
         struct {
@@ -990,9 +935,6 @@ static int extended_decimal(const char *s, const char *end, double *out) {
     *out = neg ? -x : x;
     return 1;
 #else
-    (void)s;
-    (void)end;
-    (void)out;
     return 0;
 #endif
 }
@@ -1010,23 +952,44 @@ static int32_t j_number(Parser *ps) {
         return k;
     }
     if (p >= ps->end || !is_digit(*p)) return -1;
+    /* one scan: the extent of the literal and its first 19 significant digits (m), their count and the power of
+     * ten of the last one kept */
+    uint64_t m = 0;
+    int sig = 0, exp10 = 0, big_exp = 0;
     if (*p == '0') {
         p++;
     } else {
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (++sig <= 19)
+                m = m * 10 + (uint64_t)(*p - '0');
+            else
+                exp10++;
+        }
     }
     int is_float = 0;
     if (p < ps->end && *p == '.') {
         p++;
         if (p >= ps->end || !is_digit(*p)) return -1;
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (sig == 0 && *p == '0') { /* a leading zero is not a significant digit */
+                exp10--;
+            } else if (++sig <= 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                exp10--;
+            }
+        }
         is_float = 1;
     }
     if (p < ps->end && (*p == 'e' || *p == 'E')) {
         p++;
-        if (p < ps->end && (*p == '+' || *p == '-')) p++;
+        int eneg = 0, e = 0;
+        if (p < ps->end && (*p == '+' || *p == '-')) eneg = *p++ == '-';
         if (p >= ps->end || !is_digit(*p)) return -1;
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            else big_exp = 1;
+        }
+        exp10 += eneg ? -e : e;
         is_float = 1;
     }
     if (p < ps->end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' || *p == '+')) return -1;
@@ -1034,7 +997,7 @@ static int32_t j_number(Parser *ps) {
     int32_t k;
     if (is_float) {
         double x;
-        if (!fast_decimal(start, p, &x) && !extended_decimal(start, p, &x)) {
+        if (big_exp || !decimal_value(m, sig, exp10, *start == '-', &x)) {
             char tmp[64];
             if (n >= (Py_ssize_t)sizeof(tmp)) return -1;
             memcpy(tmp, start, (size_t)n);
