@@ -12,7 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -54,14 +54,8 @@ def flatten_sides(
         npu = flatten(npu_path, npu_entries, stacks)
         if meanwhile is not None:
             meanwhile()
-        with os.fdopen(read_fd, "rb") as inp:
-            try:  # unpickled as it arrives: no copy of the whole stream beside the objects it makes
-                payload = child_load(inp, "the bench side's rows")
-            except EOFError:  # the child ended before it sent everything
-                payload = None
-        if payload is not None and payload[0] == "shared" and region is not None:  # the rows are in the region
-            region.seek(0)
-            payload = child_load(region, "the bench side's rows")
+        with os.fdopen(read_fd, "rb") as inp:  # unpickled as it arrives: no copy of a whole stream is held
+            payload = _receive(inp, region)
     except BaseException:
         reap(pid, kill=True)
         raise
@@ -94,52 +88,107 @@ def _shared_region(bench_path: Path) -> mmap.mmap | None:
 
 def _child(bench_path: Path, bench_entries: Iterable[tuple[str, Any]], region: mmap.mmap | None,
            write_fd: int) -> int:  # fmt: skip
-    """The forked child's work: the bench side's rows (or its error) into the region, else the pipe. Its exit
-    status."""
-    try:
-        table = flatten(bench_path, bench_entries)
-        payload: Any = ("ok", pack(table, consume=True))  # each text column freed once packed
-        del table
-    except CompareError as exc:
-        payload = ("error", type(exc), exc.problem, exc.path)
-    except BaseException as exc:  # reported to the parent, which re-raises
-        payload = ("crash", f"{type(exc).__name__}: {exc}")
-    if region is not None and payload[0] == "ok":
-        try:
-            pickle.dump(payload, region, protocol=pickle.HIGHEST_PROTOCOL)
-            payload = ("shared",)
-        except ValueError:  # it does not fit: the pipe takes it
-            pass
+    """The forked child's work: the bench side's rows as parts (`pack_parts`), each written into the region and
+    dropped before the next is made, and from the first that does not fit on, through the pipe; or its error. The
+    pipe first carries ("ok", parts in the region), then the other parts and None. Its exit status."""
     try:
         with os.fdopen(write_fd, "wb") as out:
-            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                parts = pack_parts(flatten(bench_path, bench_entries))
+                in_region, part = 0, next(parts, None)
+                while region is not None and part is not None:
+                    at = region.tell()
+                    try:
+                        pickle.dump(part, region, protocol=pickle.HIGHEST_PROTOCOL)
+                    except ValueError:  # it does not fit: the pipe takes it and the rest
+                        region.seek(at)
+                        break
+                    in_region += 1
+                    part = None  # dropped before the next part is made
+                    part = next(parts, None)
+                    release_free_memory()  # what the written part held goes back to the kernel
+            except CompareError as exc:
+                pickle.dump(("error", type(exc), exc.problem, exc.path), out, protocol=pickle.HIGHEST_PROTOCOL)
+                return 0
+            except BaseException as exc:  # reported to the parent, which re-raises
+                pickle.dump(("crash", f"{type(exc).__name__}: {exc}"), out, protocol=pickle.HIGHEST_PROTOCOL)
+                return 0
+            pickle.dump(("ok", in_region), out, protocol=pickle.HIGHEST_PROTOCOL)
+            while part is not None:
+                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
+                part = None
+                part = next(parts, None)
+            pickle.dump(None, out, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:
         return 1
     return 0
+
+
+def _receive(inp: Any, region: mmap.mmap | None) -> Any:
+    """What `_child` sent: ("ok", the packed table) or its error; None when the stream ended early."""
+    what = "the bench side's rows"
+    try:
+        head = child_load(inp, what)
+        if head[0] != "ok":
+            return head
+        parts = []
+        if head[1]:
+            if region is None:
+                return None
+            region.seek(0)
+            parts = [child_load(region, what) for _ in range(head[1])]
+        while (part := child_load(inp, what)) is not None:
+            parts.append(part)
+    except EOFError:  # the child ended before it sent everything
+        return None
+    return ("ok", assemble(parts))
 
 
 _JOINED = ("entries", "names")  # mostly distinct texts: one NUL-joined text each
 _CODED = ("dtype", "shape", "data_name")  # few distinct texts: codes into a table (shared objects stay shared)
 
 
-def pack(table: RowTable, consume: bool = False) -> Any:
+def pack(table: RowTable) -> Any:
     """A RowTable in a form that pickles fast: long lists of texts become one text or codes and a table (pickling
-    a million strings one by one costs a second). Texts holding NUL are left to pickle as they are. With `consume`
-    the table's text columns are emptied once packed (the caller then drops the table, and no column is held
-    twice for long), unless the table itself is returned."""
-    packed: dict[str, Any] = {name: _joined(getattr(table, name)) for name in _JOINED}
+    a million strings one by one costs a second). Texts holding NUL are left to pickle as they are."""
+    return assemble(list(pack_parts(table, consume=False)))
+
+
+def pack_parts(table: RowTable, consume: bool = True) -> Iterator[tuple[str, Any]]:
+    """`pack` as (column, packed column) parts, made one at a time; with `consume` the table's text columns are
+    emptied once packed (nothing else may hold the table: the columns are freed as they go). A table with a NUL
+    inside a text is one part, ("table", table)."""
+    joined = {name: _joined(getattr(table, name)) for name in _JOINED}
     present = np.fromiter((x is not None for x in table.md5), dtype=bool, count=len(table.md5))
-    packed["md5"] = (present, _joined([x for x in table.md5 if x is not None]))
-    if any(packed[name] is None for name in _JOINED) or packed["md5"][1] is None:
-        return table  # a NUL inside a text: plain pickle
+    md5 = (present, _joined([x for x in table.md5 if x is not None]))
+    if any(joined[name] is None for name in _JOINED) or md5[1] is None:
+        yield "table", table  # a NUL inside a text: plain pickle
+        return
     if consume:
         table.entries, table.names, table.md5 = [], [], []
+    for name in _JOINED:
+        yield name, joined.pop(name)
+    yield "md5", md5
+    del md5
     for name in _CODED:
-        packed[name] = coded(getattr(table, name))
+        part = coded(getattr(table, name))
         if consume:
             setattr(table, name, [])
-    rest = {f.name: getattr(table, f.name) for f in fields(table) if f.name not in packed}
+        yield name, part
+    del part
+    yield "rest", {f.name: getattr(table, f.name) for f in fields(table) if f.name not in _PACKED}
+
+
+def assemble(parts: list[tuple[str, Any]]) -> Any:
+    """The packed table from its parts (`pack_parts`)."""
+    if len(parts) == 1 and parts[0][0] == "table":
+        return parts[0][1]
+    packed = dict(parts)
+    rest = packed.pop("rest")
     return _Packed(packed, rest)
+
+
+_PACKED = frozenset((*_JOINED, *_CODED, "md5"))
 
 
 def unpack(data: Any) -> RowTable:
