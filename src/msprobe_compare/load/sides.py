@@ -1,10 +1,10 @@
 """Flatten the NPU and bench dump.json files, the bench side in a forked child when it pays off.
 
-Reading is CPU-bound Python (parse, walk, build columns), one core per file. On a POSIX system with
-two or more cores and large files the bench side is flattened in a child process forked for the
-purpose, which sends its finished RowTable back through a pipe; the parent flattens the NPU side
-meanwhile (never when other threads run: forking those is unsafe). Results and errors are the same as reading one side after the other: an NPU error wins,
-then a bench error.
+Reading is CPU-bound (parse, walk, build columns), one core per file. On a POSIX system with two or more cores
+and large files the bench side is flattened in a child process forked for the purpose, which sends its finished
+RowTable back packed, a column at a time, through a shared anonymous mapping (the pipe for what does not fit) and
+exits; the parent flattens the NPU side meanwhile (never when other threads run: forking those is unsafe).
+Results and errors are the same as reading one side after the other: an NPU error wins, then a bench error.
 """
 
 from __future__ import annotations
