@@ -1044,14 +1044,21 @@ static int32_t j_value(Parser *ps, int depth) {
             return k;
         }
         int32_t last = -1;
+        uint64_t names_seen = 0; /* a bit per (length, first and last byte) of the member names so far */
         for (;;) {
             const char *key = NULL;
             Py_ssize_t key_n = 0;
             if (c == '{') {
                 j_ws(ps);
                 if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &key, &key_n) < 0) return -1;
-                for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next) /* a repeated name */
-                    if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                uint64_t bit = key_n ? 1ull << (((uint64_t)key_n * 7u + (unsigned char)key[0] * 3u +
+                                                 (unsigned char)key[key_n - 1]) & 63u)
+                                     : 1ull;
+                if (names_seen & bit) { /* perhaps a repeated name: compare with the members so far */
+                    for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next)
+                        if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                }
+                names_seen |= bit;
                 j_ws(ps);
                 if (ps->p >= ps->end || *ps->p != ':') return -1;
                 ps->p++;

@@ -388,3 +388,23 @@ def test_repeated_name_across_walked_and_parsed_entries(tmp_path: Path, monkeypa
     assert native_result == _file_table(path, False, monkeypatch)
     first = next(n for i, n in enumerate(order) if n in order[:i])
     assert native_result == (InputError, f"{path}: entry 'Functional.{first}.0.forward' appears more than once in 'data'")
+
+
+@needs_native
+@pytest.mark.parametrize("members", [
+    '"Max": 1.0, "Min": 0.5, "Max": 2.0',  # a repeated statistic: the object path keeps the last, as json does
+    '"dtype": "torch.float32", "dtype": "torch.int8"',
+    '"Mx": 1.0, "MaxX": 3.0, "Max": 2.0',  # same first and last bytes, other lengths: no repeat
+    '"": 1, "": 2',
+    '"Max": 1.0, "Norm": 2.0, "Mean": 3.0, "Min": 4.0, "Max": 5.0',
+])  # fmt: skip
+def test_text_path_refuses_repeated_member_names_as_the_object_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    members: str) -> None:  # fmt: skip
+    """A member name repeated inside a leaf sends the entry to the object path: the same table either way."""
+    leaf = '{"type": "torch.Tensor", "shape": [2], "dtype": "torch.float32", "requires_grad": false, ' + members + "}"
+    path = tmp_path / "dump.json"
+    path.write_text('{"task": "statistics", "data": {"Functional.f.0.forward": {"output": [' + leaf + "]}, "
+                    '"Functional.g.0.forward": {"output": [' + leaf.replace('"requires_grad": false, ', "") + "]}}}")
+    native_table = _file_table(path, True, monkeypatch)
+    _assert_same(native_table, _file_table(path, False, monkeypatch))
+    assert not isinstance(native_table, tuple) and len(native_table) == 2
