@@ -919,6 +919,8 @@ static int decimal_value(uint64_t m, int sig, int exp10, int neg, double *out) {
                                            1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
                                            1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
     if (sig > 19 || exp10 < -27 || exp10 > 27) return 0;
+    static volatile long double one = 1.0L, tiny = 0x1p-63L;
+    if (one + tiny == one) return 0; /* the x87 rounds to fewer than 64 bits here (its precision control) */
     volatile long double r = exp10 < 0 ? (long double)m / lpow10[-exp10] : (long double)m * lpow10[exp10];
     union {
         long double ld;
