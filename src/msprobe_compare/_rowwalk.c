@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <float.h>
 
 enum { K_NUMBER = 0, K_INT = 1, K_NAN = 2, K_NONE = 3, K_RAW = 4 };
 enum { S_INPUT = 0, S_PARAMETERS = 1, S_OUTPUT = 2, S_PARAMETERS_GRAD = 3 };
@@ -110,6 +111,14 @@ typedef struct {
 
 
 /* ---- the walker ------------------------------------------------------------------------------------------ */
+#define TEXT_SLOTS 256
+#define TEXT_SLOT_MAX 48 /* longer texts are not cached */
+typedef struct {
+    char bytes[TEXT_SLOT_MAX];
+    Py_ssize_t n;
+    PyObject *obj; /* the object `strings` maps these bytes to (a strong reference), NULL when empty */
+} TextSlot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *names, *dtype, *shape, *md5, *data_name, *entries; /* lists, appended directly */
@@ -126,6 +135,7 @@ typedef struct {
     int32_t entry;        /* index of the current entry */
     Buf text;             /* scratch text */
     Parser parser;        /* the span tree of the entry being parsed (reused) */
+    TextSlot texts[TEXT_SLOTS]; /* text path: the shared object of recent dtype/shape texts, by their bytes */
 } Walker;
 
 enum { A_ENTRY = 0, A_STATE = 1, A_STATS = 2, A_KINDS = 3, A_RG = 4 };
@@ -149,6 +159,7 @@ static void Walker_dealloc(Walker *w) {
     PyMem_Free(w->name.p);
     PyMem_Free(w->text.p);
     PyMem_Free(w->parser.v);
+    for (int i = 0; i < TEXT_SLOTS; i++) Py_XDECREF(w->texts[i].obj);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
@@ -197,7 +208,44 @@ static PyObject *intern_text(Walker *w, PyObject *text) {
     return text;
 }
 
+/* The shared object of the text s[:n] (printable ASCII), as intern_text(str(s[:n])) returns it, from a small cache
+ * keyed by the bytes: the few distinct dtype and shape texts of millions of rows are neither decoded nor hashed
+ * again. Only objects `strings` holds are cached (past its limit a text is its own object). New reference. */
+static PyObject *span_text(Walker *w, const char *s, Py_ssize_t n) {
+    TextSlot *slot = NULL;
+    if (n <= TEXT_SLOT_MAX) {
+        uint32_t h = 2166136261u ^ (uint32_t)n;
+        for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+        slot = &w->texts[(h ^ (h >> 16)) & (TEXT_SLOTS - 1)];
+        if (slot->obj && slot->n == n && memcmp(slot->bytes, s, (size_t)n) == 0) {
+            Py_INCREF(slot->obj);
+            return slot->obj;
+        }
+    }
+    PyObject *text = PyUnicode_FromStringAndSize(s, n);
+    if (!text) return NULL;
+    PyObject *shared = intern_text(w, text);
+    Py_DECREF(text);
+    if (shared && slot && (shared != text || PyDict_GetItemWithError(w->strings, shared) == shared)) {
+        PyObject *old = slot->obj;
+        Py_INCREF(shared);
+        slot->obj = shared;
+        Py_XDECREF(old);
+        memcpy(slot->bytes, s, (size_t)n);
+        slot->n = n;
+    }
+    if (PyErr_Occurred()) Py_CLEAR(shared);
+    return shared;
+}
+
 static PyObject *name_object(Walker *w) { return PyUnicode_DecodeUTF8(w->name.p, w->name.len, "strict"); }
+
+/* The current row name on the text path, where it is printable ASCII (names, keys and digits from j_string). */
+static PyObject *ascii_name(const char *s, Py_ssize_t n) {
+    PyObject *text = PyUnicode_New(n, 127);
+    if (text) memcpy(PyUnicode_DATA(text), s, (size_t)n);
+    return text;
+}
 
 /* Decimal text of v into out (at least 21 bytes); returns its length. */
 static int format_int(char *out, long long v) {
@@ -823,7 +871,7 @@ static void j_tables(void) {
 
 static void j_ws(Parser *ps) {
     const char *p = ps->p, *end = ps->end;
-    while (p < end && is_ws[(unsigned char)*p]) p++;
+    while (p < end && is_ws[(unsigned char)*p]) p++; /* (runs are short: eight bytes at a time was slower) */
     ps->p = p;
 }
 
@@ -841,50 +889,56 @@ static int j_string(Parser *ps, const char **s, Py_ssize_t *n) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* Clinger's fast path: a decimal with at most 15 significant digits and a power of ten up to 22 is one exact
- * integer times or divided by an exact power of ten, so one correctly rounded operation gives the correctly
- * rounded value (what float() gives). Returns 0 when the text is not that simple. */
-static int fast_decimal(const char *s, const char *end, double *out) {
+/* The value of a decimal m * 10^exp10 (m: its significant digits, `sig` of them, at most 19 kept; -0.0 for a
+ * negative zero) where it can be computed exactly here; 0 when strtod must decide.
+ *
+ * Clinger's fast path: at most 15 significant digits and a power of ten up to 22 make one exact integer times or
+ * divided by an exact power of ten, so one correctly rounded operation gives the correctly rounded value (what
+ * float() gives).
+ *
+ * 16 to 19 digits (what repr writes for most float32 statistics) and a power of ten up to 27, where long double is
+ * the x87 80-bit format: the 64-bit mantissa holds the digits and the power of ten exactly, so one correctly rounded
+ * long double operation gives the value rounded to 64 bits. Rounding that to double again is correct unless it lies
+ * exactly halfway between two doubles (its low 11 mantissa bits are 0x400): no double's rounding boundary can lie
+ * strictly between the value and its nearest 64-bit number. That case and subnormals go to strtod. */
+static int decimal_value(uint64_t m, int sig, int exp10, int neg, double *out) {
     static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    int neg = *s == '-';
-    const char *p = s + neg;
-    uint64_t m = 0;
-    int digits = 0, exp10 = 0, seen_dot = 0;
-    for (; p < end && *p != 'e' && *p != 'E'; p++) {
-        if (*p == '.') {
-            seen_dot = 1;
-            continue;
-        }
-        if (m == 0 && *p == '0') { /* a leading zero is not a significant digit */
-            if (seen_dot) exp10--;
-            continue;
-        }
-        if (++digits > 15) return 0;
-        m = m * 10 + (uint64_t)(*p - '0');
-        if (seen_dot) exp10--;
+    if (m == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return 1;
     }
-    if (p < end) { /* exponent */
-        p++;
-        int eneg = 0, e = 0;
-        if (*p == '+' || *p == '-') eneg = *p++ == '-';
-        for (; p < end; p++) {
-            e = e * 10 + (*p - '0');
-            if (e > 400) return 0;
-        }
-        exp10 += eneg ? -e : e;
+    if (sig <= 15 && exp10 >= -22 && exp10 <= 22) {
+        double x = (double)m;
+        x = exp10 < 0 ? x / pow10[-exp10] : x * pow10[exp10];
+        *out = neg ? -x : x;
+        return 1;
     }
-    double x = (double)m;
-    if (m == 0)
-        x = 0.0;
-    else if (exp10 < -22 || exp10 > 22)
-        return 0;
-    else if (exp10 < 0)
-        x /= pow10[-exp10];
-    else
-        x *= pow10[exp10];
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+    static const long double lpow10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                           1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                           1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    if (sig > 19 || exp10 < -27 || exp10 > 27) return 0;
+    static volatile long double one = 1.0L, tiny = 0x1p-63L;
+    if (one + tiny == one) return 0; /* the x87 rounds to fewer than 64 bits here (its precision control) */
+    volatile long double r = exp10 < 0 ? (long double)m / lpow10[-exp10] : (long double)m * lpow10[exp10];
+    union {
+        long double ld;
+        struct {
+            uint64_t mant;
+            uint16_t sign_exp;
+        } bits;
+    } u;
+    memset(&u, 0, sizeof u);
+    u.ld = r;
+    if ((u.bits.mant & 0x7FF) == 0x400) return 0; /* halfway between two doubles: strtod decides */
+    double x = (double)r;
+    if (!(x >= DBL_MIN && x <= DBL_MAX)) return 0;
     *out = neg ? -x : x;
     return 1;
+#else
+    return 0;
+#endif
 }
 
 static int32_t j_number(Parser *ps) {
@@ -900,23 +954,44 @@ static int32_t j_number(Parser *ps) {
         return k;
     }
     if (p >= ps->end || !is_digit(*p)) return -1;
+    /* one scan: the extent of the literal and its first 19 significant digits (m), their count and the power of
+     * ten of the last one kept */
+    uint64_t m = 0;
+    int sig = 0, exp10 = 0, big_exp = 0;
     if (*p == '0') {
         p++;
     } else {
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (++sig <= 19)
+                m = m * 10 + (uint64_t)(*p - '0');
+            else
+                exp10++;
+        }
     }
     int is_float = 0;
     if (p < ps->end && *p == '.') {
         p++;
         if (p >= ps->end || !is_digit(*p)) return -1;
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (sig == 0 && *p == '0') { /* a leading zero is not a significant digit */
+                exp10--;
+            } else if (++sig <= 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                exp10--;
+            }
+        }
         is_float = 1;
     }
     if (p < ps->end && (*p == 'e' || *p == 'E')) {
         p++;
-        if (p < ps->end && (*p == '+' || *p == '-')) p++;
+        int eneg = 0, e = 0;
+        if (p < ps->end && (*p == '+' || *p == '-')) eneg = *p++ == '-';
         if (p >= ps->end || !is_digit(*p)) return -1;
-        while (p < ps->end && is_digit(*p)) p++;
+        for (; p < ps->end && is_digit(*p); p++) {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            else big_exp = 1;
+        }
+        exp10 += eneg ? -e : e;
         is_float = 1;
     }
     if (p < ps->end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' || *p == '+')) return -1;
@@ -924,7 +999,7 @@ static int32_t j_number(Parser *ps) {
     int32_t k;
     if (is_float) {
         double x;
-        if (!fast_decimal(start, p, &x)) {
+        if (big_exp || !decimal_value(m, sig, exp10, *start == '-', &x)) {
             char tmp[64];
             if (n >= (Py_ssize_t)sizeof(tmp)) return -1;
             memcpy(tmp, start, (size_t)n);
@@ -971,14 +1046,21 @@ static int32_t j_value(Parser *ps, int depth) {
             return k;
         }
         int32_t last = -1;
+        uint64_t names_seen = 0; /* a bit per (length, first and last byte) of the member names so far */
         for (;;) {
             const char *key = NULL;
             Py_ssize_t key_n = 0;
             if (c == '{') {
                 j_ws(ps);
                 if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &key, &key_n) < 0) return -1;
-                for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next) /* a repeated name */
-                    if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                uint64_t bit = key_n ? 1ull << (((uint64_t)key_n * 7u + (unsigned char)key[0] * 3u +
+                                                 (unsigned char)key[key_n - 1]) & 63u)
+                                     : 1ull;
+                if (names_seen & bit) { /* perhaps a repeated name: compare with the members so far */
+                    for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next)
+                        if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                }
+                names_seen |= bit;
                 j_ws(ps);
                 if (ps->p >= ps->end || *ps->p != ':') return -1;
                 ps->p++;
@@ -1098,7 +1180,7 @@ static int j_int_list_text(Walker *w, const Parser *ps, int32_t k, PyObject **ou
         if (buf_put(b, tmp, format_int(tmp, (long long)ps->v[c].ival)) < 0) return FAIL;
     }
     if (buf_put(b, "]", 1) < 0) return FAIL;
-    *out = PyUnicode_FromStringAndSize(b->p, b->len);
+    *out = span_text(w, b->p, b->len);
     return *out ? OK : FAIL;
 }
 
@@ -1238,9 +1320,43 @@ static int j_scalar(Walker *w, const Parser *ps, int32_t leaf, PyObject *name, i
     return status;
 }
 
+/* The members of a tensor leaf that j_leaf reads, found in one pass over its members (-1 when absent). */
+enum { L_CLASS_TYPE, L_DATA_NAME, L_DTYPE, L_MD5, L_SHAPE, L_REQUIRES_GRAD, L_MAX, L_MIN, L_MEAN, L_NORM, L_COUNT };
+
+static void j_leaf_members(const Parser *ps, int32_t leaf, int32_t at[L_COUNT]) {
+    for (int i = 0; i < L_COUNT; i++) at[i] = -1;
+    for (int32_t o = ps->v[leaf].child; o >= 0; o = ps->v[o].next) {
+        const char *k = ps->v[o].key;
+        int slot = -1;
+        switch (ps->v[o].key_n) {
+        case 3:
+            slot = memcmp(k, "Max", 3) == 0 ? L_MAX : memcmp(k, "Min", 3) == 0 ? L_MIN : memcmp(k, "md5", 3) == 0 ? L_MD5 : -1;
+            break;
+        case 4:
+            slot = memcmp(k, "Mean", 4) == 0 ? L_MEAN : memcmp(k, "Norm", 4) == 0 ? L_NORM : -1;
+            break;
+        case 5:
+            slot = memcmp(k, "dtype", 5) == 0 ? L_DTYPE : memcmp(k, "shape", 5) == 0 ? L_SHAPE : -1;
+            break;
+        case 9:
+            slot = memcmp(k, "data_name", 9) == 0 ? L_DATA_NAME : -1;
+            break;
+        case 10:
+            slot = memcmp(k, "class_type", 10) == 0 ? L_CLASS_TYPE : -1;
+            break;
+        case 13:
+            slot = memcmp(k, "requires_grad", 13) == 0 ? L_REQUIRES_GRAD : -1;
+            break;
+        }
+        if (slot >= 0 && at[slot] < 0) at[slot] = o; /* names are unique in an object (j_value) */
+    }
+}
+
 static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
-    if (j_get(ps, leaf, "class_type") >= 0) return FALLBACK;
-    int32_t dn = j_get(ps, leaf, "data_name");
+    int32_t at[L_COUNT];
+    j_leaf_members(ps, leaf, at);
+    if (at[L_CLASS_TYPE] >= 0) return FALLBACK;
+    int32_t dn = at[L_DATA_NAME];
     PyObject *name, *data_name;
     if (j_is(ps, dn, J_STR) && ps->v[dn].n > 0 && !j_equals(ps, dn, "-1")) {
         const JNode *x = &ps->v[dn];
@@ -1251,14 +1367,14 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
                 break;
             }
         data_name = j_str(ps, dn);
-        name = PyUnicode_FromStringAndSize(x->s, cut);
+        name = ascii_name(x->s, cut);
     } else {
         Py_INCREF(s_minus1);
         data_name = s_minus1;
-        name = name_object(w);
+        name = ascii_name(w->name.p, w->name.len);
     }
     int status = name && data_name ? OK : FAIL;
-    int32_t dtype = j_get(ps, leaf, "dtype"), md5 = j_get(ps, leaf, "md5");
+    int32_t dtype = at[L_DTYPE], md5 = at[L_MD5];
     if (status != OK) {
     } else if (md5 >= 0 && ps->v[md5].kind != J_NULL && ps->v[md5].kind != J_STR) {
         status = FALLBACK;
@@ -1268,7 +1384,7 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         status = FALLBACK;
     } else {
         PyObject *shape = NULL, *dtype_text = NULL, *md5_text = NULL;
-        int32_t shape_node = j_get(ps, leaf, "shape"), rg_node = j_get(ps, leaf, "requires_grad");
+        int32_t shape_node = at[L_SHAPE], rg_node = at[L_REQUIRES_GRAD];
         int rg = RG_MISSING;
         if (j_is(ps, rg_node, J_TRUE))
             rg = RG_TRUE;
@@ -1279,15 +1395,14 @@ static int j_leaf(Walker *w, const Parser *ps, int32_t leaf, int state) {
         double nums[4];
         int8_t kinds[4];
         PyObject *raw[4];
-        static const char *keys[4] = {"Max", "Min", "Mean", "Norm"};
         int any_raw = 0;
         for (int c = 0; c < 4 && status == OK; c++) {
-            status = j_cell(ps, j_get(ps, leaf, keys[c]), &nums[c], &kinds[c], &raw[c]);
+            status = j_cell(ps, at[L_MAX + c], &nums[c], &kinds[c], &raw[c]);
             any_raw |= raw[c] != NULL;
         }
         if (status == OK) status = j_int_list_text(w, ps, shape_node, &shape);
         if (status == OK) {
-            dtype_text = j_str(ps, dtype);
+            dtype_text = span_text(w, ps->v[dtype].s, ps->v[dtype].n);
             md5_text = j_is(ps, md5, J_STR) ? j_str(ps, md5) : (Py_INCREF(Py_None), Py_None);
             if (!dtype_text || !md5_text) status = FAIL;
         }

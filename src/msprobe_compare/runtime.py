@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any, overload
+from typing import IO, Any, overload
 
 # How tensor rows run in parallel (measure/tensor_rows.py); Options.pool (config.py) chooses one. Here, not in
 # tensor_rows, so that checking the option does not import the tensor reader (start-up speed).
@@ -128,7 +128,13 @@ def reap(pid: int, kill: bool = False) -> int:
 def child_loads(data: bytes, what: str) -> Any:
     """Unpickle what a child process of this package sent (`what` names it in the error): only this package's
     classes, numpy's arrays, dtypes and scalars and a few builtin types are built, never arbitrary objects."""
-    loader = _Restricted(io.BytesIO(data))
+    return child_load(io.BytesIO(data), what)
+
+
+def child_load(file: IO[bytes], what: str) -> Any:
+    """`child_loads` straight from a file (a pipe): no copy of the whole stream is held beside what it makes.
+    EOFError when the stream ends before the object does."""
+    loader = _Restricted(file)
     loader.what = what
     return loader.load()
 

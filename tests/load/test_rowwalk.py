@@ -272,6 +272,13 @@ def test_text_path_reads_numbers_as_the_json_parsers_do(tmp_path: Path, monkeypa
     texts = _FLOAT_TEXTS + [repr(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30)) for _ in range(2000)]
     texts += [f"{rng.randint(0, 10**15)}.{rng.randint(0, 10**6):06d}e{rng.randint(-25, 25)}" for _ in range(500)]
     texts += [str(rng.randint(-(10**18), 10**18)) for _ in range(200)] + ["-0", "0", str(2**63 - 1), str(-(2**63))]
+    # 16 to 19 significant digits (the long double path): float32 values as repr writes them, doubles to 16, 17 and
+    # 19 digits, and decimals exactly halfway between two doubles (2**53 + 1 and its multiples: strtod decides)
+    texts += [repr(float(np.float32(rng.uniform(-1, 1) * 10.0 ** rng.randint(-20, 20)))) for _ in range(1500)]
+    texts += [f"%.{d}g" % (rng.uniform(-1, 1) * 10.0 ** rng.randint(-28, 28)) for d in (16, 17, 19) for _ in range(500)]
+    texts += [f"{sign}{(2**53 + 1) * 2**k}{tail}" for k in range(11) for sign in ("", "-") for tail in (".0", "")]
+    texts += [f"{(2**53 + 1) * 2**k}e-{j}" for k in range(4) for j in (1, 5, 18, 27)]
+    texts += ["9007199254740993.0000", "0.9007199254740993", "1.8446744073709551615e19", "9.999999999999999999e27"]
     lines = []
     for k in range(0, len(texts), 4):
         cells = (texts[k : k + 4] + ["null"] * 4)[:4]
@@ -364,3 +371,40 @@ def test_text_path_scalar_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     md5 = dict(zip(table.names, table.md5))
     assert md5["Distributed.send.0.forward.input.src"] == "3" and md5["Distributed.send.0.forward.input.dst"] == "given"
     assert md5["Distributed.send.0.forward.input.group"] == "[0, 1]" and md5["Distributed.send.0.forward.input.text"] == ""
+
+
+@needs_native
+@pytest.mark.parametrize("order", [["a", "é", "c", "a"], ["é", "a", "c", "é"], ["é", "a", "b", "a"], ["a", "é", "b", "é"],
+                                   ["a", "b", "c", "b", "a"], ["é", "a", "b", "c", "a", "é"]])  # fmt: skip
+def test_repeated_name_across_walked_and_parsed_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        order: list[str]) -> None:  # fmt: skip
+    """A non-ASCII name takes the object path, the others the native walk; a repeat is named, as the first one in
+    file order, whichever path read either occurrence."""
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.0, "requires_grad": False}  # fmt: skip
+    path = tmp_path / "dump.json"
+    _write_dump(path, [(f"Functional.{n}.0.forward", {"output": [leaf]}) for n in order], ascii_only=False)
+    native_result = _file_table(path, True, monkeypatch)
+    assert native_result == _file_table(path, False, monkeypatch)
+    first = next(n for i, n in enumerate(order) if n in order[:i])
+    assert native_result == (InputError, f"{path}: entry 'Functional.{first}.0.forward' appears more than once in 'data'")
+
+
+@needs_native
+@pytest.mark.parametrize("members", [
+    '"Max": 1.0, "Min": 0.5, "Max": 2.0',  # a repeated statistic: the object path keeps the last, as json does
+    '"dtype": "torch.float32", "dtype": "torch.int8"',
+    '"Mx": 1.0, "MaxX": 3.0, "Max": 2.0',  # same first and last bytes, other lengths: no repeat
+    '"": 1, "": 2',
+    '"Max": 1.0, "Norm": 2.0, "Mean": 3.0, "Min": 4.0, "Max": 5.0',
+])  # fmt: skip
+def test_text_path_refuses_repeated_member_names_as_the_object_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    members: str) -> None:  # fmt: skip
+    """A member name repeated inside a leaf sends the entry to the object path: the same table either way."""
+    leaf = '{"type": "torch.Tensor", "shape": [2], "dtype": "torch.float32", "requires_grad": false, ' + members + "}"
+    path = tmp_path / "dump.json"
+    path.write_text('{"task": "statistics", "data": {"Functional.f.0.forward": {"output": [' + leaf + "]}, "
+                    '"Functional.g.0.forward": {"output": [' + leaf.replace('"requires_grad": false, ', "") + "]}}}")
+    native_table = _file_table(path, True, monkeypatch)
+    _assert_same(native_table, _file_table(path, False, monkeypatch))
+    assert not isinstance(native_table, tuple) and len(native_table) == 2

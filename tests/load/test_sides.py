@@ -118,3 +118,56 @@ def test_meanwhile_runs_once_after_the_npu_side(parallel: bool) -> None:
                                          meanwhile=lambda: calls.append(os.getpid()))  # fmt: skip
     assert calls == [os.getpid()]
     same_tables(a_bench, flatten(bench, open_dump(bench)[1]))
+
+
+@pytest.mark.parametrize("route", ["region", "overflow", "no_region"])
+def test_every_route_back_gives_the_same_tables(route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's rows come back as parts through the shared region, or through the pipe from the first part that
+    does not fit in it (here: none fits) or when there is no region: the same tables each way."""
+    npu, bench = DUMPS[0], DUMPS[-1]
+    if route == "overflow":
+        monkeypatch.setattr(sides, "SHARED_SLACK", 16 - bench.stat().st_size)  # a 16-byte region
+    if route == "no_region":
+        monkeypatch.setattr(sides, "_shared_region", lambda path: None)
+    read: list[str] = []
+    load = sides.child_load
+
+    def spy(file, what):
+        got = load(file, what)
+        read.append(f"{type(file).__name__}:{got[0] if isinstance(got, tuple) else got}")
+        return got
+
+    monkeypatch.setattr(sides, "child_load", spy)
+    a_npu, a_bench = read_pair(npu, bench, parallel=True)
+    same_tables(a_npu, flatten(npu, open_dump(npu)[1]))
+    sequential = flatten(bench, open_dump(bench)[1])
+    same_tables(a_bench, sequential)
+    assert a_bench.md5 == sequential.md5 and a_bench.data_name == sequential.data_name
+    parts = ["entries", "names", "md5", "dtype", "shape", "data_name", "rest"]
+    via = "mmap" if route == "region" else "BufferedReader"
+    assert read == ["BufferedReader:ok", *(f"{via}:{p}" for p in parts), "BufferedReader:None"]
+
+
+def test_a_child_that_dies_midway_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts stop before the end (the child was killed): a one-line error naming the bench file."""
+    npu, bench = DUMPS[0], DUMPS[-1]
+    real = sides.pack_parts
+
+    def dying(table, consume=True):
+        parts = real(table, consume)
+        yield next(parts)
+        os._exit(0)
+
+    monkeypatch.setattr(sides, "pack_parts", dying)
+    monkeypatch.setattr(sides, "_shared_region", lambda path: None)
+    with pytest.raises(InputError, match="the reading process ended unexpectedly") as err:
+        read_pair(npu, bench, parallel=True)
+    assert str(bench) in err.value.message
+
+
+def test_a_table_with_nul_texts_comes_back_whole_from_the_child(tmp_path: Path) -> None:
+    """A text holding NUL cannot be NUL-joined: the table crosses as one plain part, equal to a sequential read."""
+    path = _broken(tmp_path, "nul", GOOD.replace("Functional.relu.0.forward", "Functional.re\\u0000lu.0.forward"))
+    a_npu, a_bench = read_pair(path, path, parallel=True)
+    assert a_bench.names == ["Functional.re\x00lu.0.forward.input.0"]
+    same_tables(a_bench, flatten(path, open_dump(path)[1]))

@@ -132,7 +132,14 @@ class Entries:
     def __next__(self) -> Entry:
         if self._it is None:
             self._it = self._start()
-        return next(self._it)
+        try:
+            return next(self._it)
+        except StopIteration:
+            # the walker holds the builder's columns: let them go with the table (a forked reader frees them
+            # before it sends the table back)
+            self._walker = None
+            self._it = iter(())
+            raise
 
     def _start(self) -> Iterator[Entry]:
         path, layout = self._path, self._layout
@@ -735,19 +742,23 @@ def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable
     """Refuse a repeated entry name (a whole-document parse would silently keep only its last body); the entries
     before it are still yielded first, so errors come in file order."""
     seen: set[str] = set()
+    met: list[list[str]] = []  # every batch's names in file order, to name a walked batch's repeat
     for batch in batches:
         if isinstance(batch, _Walked):
             names = batch.names
-            if seen.isdisjoint(names) and len(set(names)) == len(names):
-                seen.update(names)
+            before = len(seen)
+            seen.update(names)  # one pass over the names; a repeat shows in the count
+            met.append(names)
+            if len(seen) - before == len(names):
                 continue
-            for name in names:  # their rows are added already: only the error matters now
-                if name in seen:
+            again: set[str] = set()  # their rows are added already: only the error matters now
+            for name in chain.from_iterable(met):  # the first repeat in file order is in this batch
+                if name in again:
                     raise InputError(f"entry '{name}' appears more than once in 'data'", path)
-                seen.add(name)
-            continue
+                again.add(name)
         if isinstance(batch, dict) and seen.isdisjoint(batch):
             seen.update(batch)
+            met.append(list(batch))
             yield batch.items()
             continue
         out: list[Entry] = []
@@ -757,6 +768,7 @@ def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable
                 raise InputError(f"entry '{name}' appears more than once in 'data'", path)
             seen.add(name)
             out.append((name, body))
+        met.append([name for name, _ in out])
         yield out
 
 
