@@ -673,12 +673,12 @@ class _Format:
         if key not in memo:
             assert col.kind is not None
             others = np.flatnonzero(col.kind == KIND_OTHER)
-            objects = np.asarray(col.objects, dtype=object)[others]
-            ids = np.fromiter(map(id, objects.tolist()), dtype=np.int64, count=len(others))
+            picked = np.asarray(col.objects, dtype=object)[others]
+            ids = np.fromiter(map(id, picked.tolist()), dtype=np.int64, count=len(others))
             _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
             codes = np.full(len(col.kind), -1, dtype=np.int32)
             codes[others] = inverse.reshape(-1)
-            memo[key] = (col, codes, self.strings(objects[first].tolist()))  # keeps the column alive
+            memo[key] = (col, codes, self.strings(picked[first].tolist()))  # keeps the column alive
         return memo[key][1], memo[key][2]
 
 

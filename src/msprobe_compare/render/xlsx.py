@@ -177,8 +177,8 @@ def _longest(col: Column | Sequence[Any], lo: int, hi: int) -> int:
         kind, values = col.kind[rows], col.values[rows]
         other = rows[kind == KIND_OTHER]
         if col.others is not None and col._objects is None:  # the sample's objects, not the whole object array
-            codes, objects = col.others
-            shown = [_shown(objects[c]) for c in codes[other].tolist()]
+            codes, distinct = col.others
+            shown = [_shown(distinct[c]) for c in codes[other].tolist()]
         else:
             shown = [_shown(x) for x in col.objects[other].tolist()]
         shown += [len(t) + 1 for t in float_reprs(values[kind == KIND_PERCENT])]  # texts f"{x!r}%"
