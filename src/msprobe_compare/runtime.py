@@ -13,7 +13,10 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
-from typing import IO, Any, overload
+from typing import IO, TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:  # annotations only
+    import mmap
 
 # How tensor rows run in parallel (measure/tensor_rows.py); Options.pool (config.py) chooses one. Here, not in
 # tensor_rows, so that checking the option does not import the tensor reader (start-up speed).
@@ -131,7 +134,7 @@ def child_loads(data: bytes, what: str) -> Any:
     return child_load(io.BytesIO(data), what)
 
 
-def child_load(file: IO[bytes], what: str) -> Any:
+def child_load(file: IO[bytes] | mmap.mmap, what: str) -> Any:
     """`child_loads` straight from a file (a pipe): no copy of the whole stream is held beside what it makes.
     EOFError when the stream ends before the object does."""
     loader = _Restricted(file)

@@ -756,6 +756,7 @@ def _unique(path: Path, batches: Iterator[Batch | _Walked]) -> Iterator[Iterable
                 if name in again:
                     raise InputError(f"entry '{name}' appears more than once in 'data'", path)
                 again.add(name)
+            continue  # not reached: the count showed a repeat, which the loop above raises on
         if isinstance(batch, dict) and seen.isdisjoint(batch):
             seen.update(batch)
             met.append(list(batch))
