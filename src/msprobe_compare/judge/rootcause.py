@@ -305,6 +305,7 @@ class _PerEntry:
 
 
 _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
+_WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
 def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
@@ -368,7 +369,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
     has_out = red.any(tout & measured)
 
-    phases, phase_code = npu.phases, npu.phase_codes
+    phase_code = npu.phase_codes  # PHASES index per call
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
     grads = phase_code == PHASES.index("parameters_grad")
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
@@ -422,49 +423,47 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         beyond = _beyond_floor(m, red, tin & ~artifact, tout, order, npu.shape, upstream)
 
     first_origin_floor = math.inf
-    states: list[CallState] = [CallState.UNKNOWN] * n_entries
     candidates: list[Origin] = []
     suspects: list[Suspect] = []
-    seen_diff = False  # a difference (noise included) in an earlier call
     seen_nf = False  # a NaN/Inf in an earlier call
-    inherited = False
-    last_ok: str | None = None
     l_known, l_cfg, l_nfin, l_nfout, l_nfany = (a.tolist() for a in (known, cfg, nf_in, nf_out, nf_in_any))
     l_hasout = has_out.tolist()  # r_in, r_out are read for the few calls off the short path: no list of floats
     worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1)
-    above: list[bool] = []  # per call, worst_in > suspect_margin * first_origin_floor (made at the first origin)
-    ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
+    above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
+    ctx = _Context(o, match, diff, m, red, entries, phase_code, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
-    # margin): their state follows from the flags of the walk alone, on a short path
-    quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
-    l_quiet = quiet.tolist() if not md5 else [False] * n_entries
-    l_differs = (in_diff | out_diff).tolist()
-    forward = (phase_code == PHASES.index("forward")).tolist()
-    NOISE, OK, PROPAGATED = CallState.NOISE, CallState.OK, CallState.PROPAGATED
-
-    for e in order.tolist():
-        if seen_diff and not forward[e]:
-            inherited = True
-        if l_quiet[e]:
-            if not l_differs[e]:
-                state = OK
-            elif candidates and (inherited or above[e]):
-                state = PROPAGATED
-            else:
-                state = NOISE
-            states[e] = state
-            if l_hasout[e]:
-                last_ok = entries[e]
-            if state is not OK:
-                seen_diff = True
-            continue
-        phase = phases[e]
-        if not l_known[e] and not l_cfg[e]:
-            continue
+    # margin) and calls with nothing compared: their state follows from three switches of the walk alone (a
+    # difference seen, a backward call after it, the first origin), so they are decided together after the walk
+    # over the others. Positions below are places in execution order (`order`).
+    quiet_e = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
+    if md5:
+        quiet_e[:] = False
+    quiet, skip = quiet_e[order], (~known & ~cfg)[order]
+    differs_o = (in_diff | out_diff)[order]
+    at = np.arange(n_entries)
+    # the first quiet call that differs, and per position the next call that is not a forward one (n: none)
+    first_quiet_diff = int(np.argmax(quiet & differs_o)) if (quiet & differs_o).any() else n_entries
+    not_forward = np.r_[np.where(phase_code[order] != PHASES.index("forward"), at, n_entries), n_entries]
+    next_backward = np.minimum.accumulate(not_forward[::-1])[::-1].tolist()
+    # per position, the last quiet call with compared outputs at or before it (-1: none)
+    quiet_ok = np.maximum.accumulate(np.where(quiet & has_out[order], at, -1)) if n_entries else at
+    walked = np.flatnonzero(~(quiet | skip)).tolist()
+    t_diff = first_quiet_diff  # the first call whose state is not OK
+    t_found = n_entries  # the first origin
+    last_walked_ok = -1  # the last walked call that is OK or noise and has compared outputs
+    walked_states: list[CallState] = []
+    order_l = order.tolist()
+    for p in walked:
+        e = order_l[p]
+        seen_diff = t_diff < p
+        inherited = seen_diff and next_backward[t_diff + 1] <= p
+        ok_at = max(int(quiet_ok[p - 1]) if p else -1, last_walked_ok)
+        last_ok = entries[order_l[ok_at]] if ok_at >= 0 else None
+        phase = PHASES[phase_code[e]]
         name = entries[e]
-        differs_e = l_differs[e]
+        differs_e = bool(differs_o[p])
         rin, rout = float(r_in[e]), float(r_out[e])
         origin: Origin | None = None
         suspect: Suspect | None = None
@@ -508,19 +507,32 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         else:
             state = CallState.OK
         if state in (CallState.OK, CallState.NOISE) and l_hasout[e]:
-            last_ok = name
-        if state is not CallState.OK:
-            seen_diff = True
+            last_walked_ok = p
+        if state is not CallState.OK and t_diff > p:
+            t_diff = p
         if l_nfin[e] or l_nfout[e] or l_nfany[e]:
             seen_nf = True
-        states[e] = state
+        walked_states.append(state)
         if origin is not None:
             if not candidates:
                 first_origin_floor = float(floor_out[e].max()) if not md5 else 0.5
-                above = (worst_in > suspect_margin * first_origin_floor).tolist()
+                above = worst_in > suspect_margin * first_origin_floor
+                t_found = p
             candidates.append(origin)
         if suspect is not None:
             suspects.append(suspect)
+    # the quiet calls: OK where nothing differs; after the first origin, propagated where the backward pass
+    # inherits or the inputs stand above the first origin's floor; else noise. Calls with nothing compared: unknown
+    inherit_at = next_backward[t_diff + 1] if t_diff < n_entries else n_entries
+    code = np.full(n_entries, len(_WALK_STATES) - 1, dtype=np.int8)  # UNKNOWN
+    prop = (at > t_found) & ((at >= inherit_at) | above[order])
+    code[quiet] = np.where(differs_o, np.where(prop, 2, 1), 0)[quiet]
+    states_o = _WALK_STATES[code]
+    if walked:
+        states_o[walked] = walked_states
+    by_entry = np.empty(n_entries, dtype=object)
+    by_entry[order] = states_o
+    states: list[CallState] = by_entry.tolist()
 
     origins = _innermost(candidates, parents or {})
 
@@ -597,7 +609,8 @@ class _Context:
 
     def __init__(self, o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
                  c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight, beyond=None) -> None:  # fmt: skip
-        self.o, self.match, self.diff, self.m, self.entries, self.phases = o, match, diff, m, entries, phases
+        self.o, self.match, self.diff, self.m, self.entries = o, match, diff, m, entries
+        self.phases = phases  # PHASES index per call
         self.in_d, self.out_d, self.floor_in, self.floor_out = in_d, out_d, floor_in, floor_out
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
         self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
@@ -679,7 +692,7 @@ class _Context:
         if nonfinite:
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, self._nonfinite_row(e) or ev.first_row,
                           ev.floor, ev.floor_source, None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
-        return Origin(self.entries[e], kind, self.phases[e], after, ev, args if kind is OriginKind.CONFIGURATION
+        return Origin(self.entries[e], kind, PHASES[self.phases[e]], after, ev, args if kind is OriginKind.CONFIGURATION
                       else (), nonfinite)  # fmt: skip
 
     def _nonfinite_row(self, e: int) -> str | None:
@@ -692,7 +705,7 @@ class _Context:
         ev = self.evidence(e, outputs=not boundary)
         where = "inputs" if boundary else "outputs"
         margin = ev.threshold / ev.floor if ev.floor else self.margin
-        return Suspect(self.entries[e], self.phases[e], SuspectReason.BELOW_MARGIN, ev, self.o.mode, where,
+        return Suspect(self.entries[e], PHASES[self.phases[e]], SuspectReason.BELOW_MARGIN, ev, self.o.mode, where,
                        float(margin))  # fmt: skip
 
     def md5_state(self, e: int, seen_diff: bool, last_ok: str | None, dtype_step) -> tuple:
@@ -716,7 +729,7 @@ class _Context:
 
     def _md5_suspect(self, e: int, reason: SuspectReason) -> Suspect:
         ev = self.evidence(e, outputs=True)
-        return Suspect(self.entries[e], self.phases[e], reason, ev, Mode.MD5)
+        return Suspect(self.entries[e], PHASES[self.phases[e]], reason, ev, Mode.MD5)
 
 
 def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],
