@@ -412,8 +412,26 @@ class _Groups:
         self.order = order
 
 
+@dataclass(frozen=True)
+class TreeDiff:
+    """How the two construct.json trees differ: whether they are equal, and the names both hold whose enclosing
+    modules differ (in the NPU tree's order). Made once per compare, where the trees are read (`tree_diff`)."""
+
+    equal: bool
+    moved: tuple[str, ...]
+
+
+def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str | None]) -> TreeDiff:
+    """The two trees compared item by item (in C: one pass of hash lookups over the NPU tree's names)."""
+    if npu_parents is bench_parents:
+        return TreeDiff(True, ())
+    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
+    return TreeDiff(npu_parents == bench_parents, tuple(k for k in moved if k in bench_parents))
+
+
 def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
-                   bench_parents: dict[str, str | None] | None) -> tuple[np.ndarray, int]:  # fmt: skip
+                   bench_parents: dict[str, str | None] | None,
+                   trees: TreeDiff | None = None) -> tuple[np.ndarray, int]:  # fmt: skip
     """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
 
     Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
@@ -421,22 +439,24 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
     and arguments, and the rest stay unpaired; where the counts agree but the counters pair calls of differing
     signatures (an extra and a missing call inside one module), by signature (`_align_by_signature`). Returns the
-    bench row per NPU row (-1: none) and the number of calls paired differently from the table.
+    bench row per NPU row (-1: none) and the number of calls paired differently from the table. `trees`: the two
+    trees' `tree_diff`, when the caller made it already (while the bench side was being read).
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
     nset, bset = set(npu.entries), set(bench.entries)
-    if nset == bset and npu_parents == bench_parents:
+    if nset == bset and (trees.equal if trees is not None else npu_parents == bench_parents):
         out, moved = match, None
     else:
-        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset)
+        trees = trees if trees is not None else tree_diff(npu_parents, bench_parents)
+        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset, trees.moved)
     out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, nset, bset)
     return out, int(np.count_nonzero(moved)) if moved is not None else 0
 
 
 def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None],
-                       bench_parents: dict[str, str | None], nset: set[str],
-                       bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+                       bench_parents: dict[str, str | None], nset: set[str], bset: set[str],
+                       moved: Iterable[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """analysis_match for the APIs renumbered between the sides or moved under another module: their calls
     re-paired by (module, API, k-th call). Returns the rows' bench rows and, per NPU call, whether it is paired
     otherwise than in the table (None: no call is)."""
@@ -450,9 +470,8 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
             under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
             stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
     # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
-    # construct.json then puts a name under another module on each side (compared in C, item by item)
-    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
-    stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
+    # construct.json then puts a name under another module on each side (`moved`: tree_diff's)
+    stems |= {call_key(k) for k in moved if k in nset and k in bset}
     if not stems:
         return match, None
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)

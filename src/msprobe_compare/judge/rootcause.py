@@ -322,13 +322,14 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
 
 def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
-            tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
-    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
+            tolerance: Tolerance | None = None, trees: noise.TreeDiff | None = None) -> RootCause:  # fmt: skip
+    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json,
+    `trees` their `noise.tree_diff` when the caller made it already."""
     tol = tolerance or Tolerance()
     npu, bench = o.npu, o.bench
     entries = npu.entries
     n_entries = len(entries)
-    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents)
+    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents, trees)
     scalar = npu.dtype_mask(_is_scalar)
     tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
     md5 = o.mode is Mode.MD5

@@ -478,13 +478,10 @@ def is_param_grad(op: str) -> bool:
 
 
 def text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """(the distinct texts in order of first appearance, each text's index into them), in one pass over `texts`:
-    each text is numbered by the position where it first appears, then the positions are renumbered."""
-    first: dict[str, int] = {}
-    pos = np.fromiter(map(first.setdefault, texts, itertools.count()), dtype=np.int64, count=len(texts))
-    renumber = np.zeros(len(texts), dtype=np.int32)
-    renumber[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first), dtype=np.int32)
-    return list(first), renumber[pos]
+    """(the distinct texts in order of first appearance, each text's int32 index into them): `coded`, which codes
+    the rows' shared text objects by identity in C first."""
+    codes, distinct = coded(texts)
+    return distinct, codes
 
 
 PHASES = ("forward", "backward", "parameters_grad")
