@@ -489,22 +489,42 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
         uneven.setdefault(int(in_b[k]), []).append(int(nsub_a[k]))
     if uneven:
         _align_uneven(npu, bench, bg, bsub_a, uneven, paired)
-    # the table's own pairing per call (its first matched row), to see which calls change
+    # the table's own pairing of the re-paired calls (their first matched row), to see which calls change
     ei = npu.entry_index
-    b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
-    table_pair = np.full(n_entries, -1, dtype=np.int64)
-    rows = np.flatnonzero(match >= 0)
-    table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
+    table_pair = _first_pairs(npu, bench, match, nsub_a)
     keep = np.ones(n_entries, dtype=bool)
-    names_b = np.array(bench.entries + [None], dtype=object)
+    names_b = np.array([bench.entries[b] if b >= 0 else None for b in paired[nsub_a].tolist()], dtype=object)
     # a call whose (module, API) group has no counterpart at all (its module is renamed on one side) keeps the
     # table's pairing by name
-    keep[nsub_a] = ~has | ((names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) &
+    keep[nsub_a] = ~has | ((names_b == np.array(ng.entries, dtype=object)) &
                            (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
     out = np.where(keep[ei], match, -1)
     changed = np.flatnonzero(~keep & (paired >= 0)).tolist()
     _pair_rows(npu, bench, out, zip(changed, paired[changed].tolist()))
     return out, ~keep & ((paired >= 0) | (table_pair >= 0))
+
+
+def _first_pairs(npu: RowTable, bench: RowTable, match: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Per NPU call, the bench call of its first matched row in `match` (-1: none), filled for `calls` only."""
+    out = np.full(len(npu.entries), -1, dtype=np.int64)
+    ei = npu.entry_index
+    if not len(calls):
+        return out
+    if not _ordered(ei):  # every row looked at
+        rows = np.flatnonzero(match >= 0)[::-1]
+        out[ei[rows]] = bench.entry_index[match[rows]]  # the first matched row wins
+        keep = np.zeros(len(out), dtype=bool)
+        keep[calls] = True
+        out[~keep] = -1
+        return out
+    bounds = npu.entry_bounds
+    lens = bounds[calls + 1] - bounds[calls]
+    seg = np.repeat(np.arange(len(calls)), lens)  # the rows of `calls`, call by call
+    rows = np.repeat(bounds[calls] - np.r_[0, np.cumsum(lens)[:-1]], lens) + np.arange(int(lens.sum()))
+    hit = match[rows] >= 0
+    found, first = np.unique(seg[hit], return_index=True)
+    out[calls[found]] = bench.entry_index[match[rows[hit][first]]]
+    return out
 
 
 def _pair_rows(npu: RowTable, bench: RowTable, out: np.ndarray, pairs: Iterable[tuple[int, int]]) -> None:

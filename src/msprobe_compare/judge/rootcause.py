@@ -287,6 +287,10 @@ class _PerEntry:
         """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none."""
         shape = (self.n,) + values.shape[1:]
         out = np.full(shape, fill)
+        if values.ndim == 2 and self.in_order:  # column by column: reduceat along a contiguous axis is faster
+            for c in range(values.shape[1]):
+                out[:, c] = self.max(mask, values[:, c], fill)
+            return out
         m = mask if values.ndim == 1 else mask[:, None]
         vals = np.where(m & ~np.isnan(values), values, fill)
         if self.in_order and len(self.seg):
