@@ -269,6 +269,15 @@ def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarr
     return out
 
 
+def _max_cols(a: np.ndarray) -> np.ndarray:
+    """a.max(axis=1) for a few columns, column by column (a reduction along a short axis is slow); NaN propagates
+    as there."""
+    out = a[:, 0].copy()
+    for k in range(1, a.shape[1]):
+        np.maximum(out, a[:, k], out=out)
+    return out
+
+
 def _in_entry_order(ei: np.ndarray) -> bool:
     return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
 
@@ -419,7 +428,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     r_in_c[~np.isfinite(in_d)] = 0.0
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
-    r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+    r_in, r_out = _max_cols(r_in_c), _max_cols(r_out_c)
     del r_in_c, r_out_c, fin_out
     beyond = None
     if m.beyond is not None and n_entries:
@@ -431,9 +440,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     candidates: list[Origin] = []
     suspects: list[Suspect] = []
     seen_nf = False  # a NaN/Inf in an earlier call
-    l_known, l_cfg, l_nfin, l_nfout, l_nfany = (a.tolist() for a in (known, cfg, nf_in, nf_out, nf_in_any))
-    l_hasout = has_out.tolist()  # r_in, r_out are read for the few calls off the short path: no list of floats
-    worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1)
+    worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
     above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
     ctx = _Context(o, match, diff, m, red, entries, phase_code, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
@@ -462,6 +469,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     order_l = order.tolist()
     for p in walked:
         e = order_l[p]
+        nfin, nfout, nfany, cfg_e = bool(nf_in[e]), bool(nf_out[e]), bool(nf_in_any[e]), bool(cfg[e])
         seen_diff = t_diff < p
         inherited = seen_diff and next_backward[t_diff + 1] <= p
         ok_at = max(int(quiet_ok[p - 1]) if p else -1, last_walked_ok)
@@ -473,17 +481,17 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         origin: Origin | None = None
         suspect: Suspect | None = None
         found = bool(candidates)
-        if (l_nfin[e] or l_nfout[e]) and not seen_nf and phase != "parameters_grad":
-            if l_nfin[e]:
+        if (nfin or nfout) and not seen_nf and phase != "parameters_grad":
+            if nfin:
                 origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok, nonfinite=True)
-            elif not l_nfany[e]:
+            elif not nfany:
                 origin = ctx.origin(e, OriginKind.COMPUTATION, None, nonfinite=True)
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
-        elif l_nfin[e] or l_nfany[e]:
+        elif nfin or nfany:
             state = CallState.PROPAGATED
         elif inherited:
-            state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or l_cfg[e] else CallState.OK
-        elif l_cfg[e] and (not found or not above[e]):
+            state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or cfg_e else CallState.OK
+        elif cfg_e and (not found or not above[e]):
             origin = ctx.origin(e, OriginKind.CONFIGURATION, None)
             state = CallState.ORIGIN
         elif found and above[e]:
@@ -511,11 +519,11 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.NOISE
         else:
             state = CallState.OK
-        if state in (CallState.OK, CallState.NOISE) and l_hasout[e]:
+        if state in (CallState.OK, CallState.NOISE) and has_out[e]:
             last_walked_ok = p
         if state is not CallState.OK and t_diff > p:
             t_diff = p
-        if l_nfin[e] or l_nfout[e] or l_nfany[e]:
+        if nfin or nfout or nfany:
             seen_nf = True
         walked_states.append(state)
         if origin is not None:
@@ -542,16 +550,16 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     origins = _innermost(candidates, parents or {})
 
     def worst(a: np.ndarray) -> np.ndarray:
-        return np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))
+        return np.where(noise._all_cols(np.isneginf(a)), np.nan, _max_cols(a))
 
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
     hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
-    floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
+    floors = np.where(hidden, np.nan, _max_cols(floor_out) if n_entries else np.zeros(0))
     lowest = max(unit.tolist(), default=0.0)
     names = list(dict.fromkeys(m.names))
     metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
-    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), dict(parents or {}),
+    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
