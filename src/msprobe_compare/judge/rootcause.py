@@ -308,6 +308,19 @@ class _PerEntry:
             np.maximum.at(out, self.ei, vals)
         return out
 
+    def any_of(self, *masks: np.ndarray) -> list[np.ndarray]:
+        """`any` of up to 8 masks at once: packed into the bits of one byte per row, one reduction."""
+        assert len(masks) <= 8
+        packed = np.zeros(len(self.ei), dtype=np.uint8)
+        for bit, mask in enumerate(masks):
+            packed |= mask.view(np.uint8) << np.uint8(bit)
+        out = np.zeros(self.n, dtype=np.uint8)
+        if self.in_order and len(self.seg):
+            out[self.seg_entry] = np.bitwise_or.reduceat(packed, self.seg)
+        elif not self.in_order and len(self.ei):
+            np.bitwise_or.at(out, self.ei, packed)
+        return [(out & np.uint8(1 << bit)) != 0 for bit in range(len(masks))]
+
     def any(self, mask: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
         if self.in_order and len(self.seg):
@@ -375,13 +388,10 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     q_in = red.max(tin, quant, 0.0)
     q_all = red.max(tensor_row, quant, 0.0)
     unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
-    nf_in, nf_out = red.any(tin & m.nonfinite & ~artifact), red.any(tout & m.nonfinite)
-    nf_in_any = red.any(tin & m.nonfinite_any & ~artifact)
     measured = ~noise._all_cols(np.isnan(diff))
-    known = red.any(measured)
-    cfg = red.any(is_in & config)
-    in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
-    has_out = red.any(tout & measured)
+    nf_in, nf_out, nf_in_any, known, cfg, in_diff, out_diff, has_out = red.any_of(
+        tin & m.nonfinite & ~artifact, tout & m.nonfinite, tin & m.nonfinite_any & ~artifact, measured,
+        is_in & config, tin & differs, tout & differs, tout & measured)  # fmt: skip
 
     phase_code = npu.phase_codes  # PHASES index per call
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
