@@ -14,7 +14,7 @@ from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
-from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.judge.noise import Tolerance, tree_diff
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
     LayerFiles,
@@ -128,7 +128,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         same = len(layer_files) == 2 and layer_files[0].stack is not None and _same_file(
             stack_path, cfg.npu_path.parent / "stack.json")  # fmt: skip
         stacks = stacks_of(layer_files[0].stack, stack_path) if same else read_stack_json(stack_path)
-    tree: list[dict[str, str | None] | None] = []  # construct.json, read while the bench side is still read
+    tree: list[Any] = []  # construct.json of each side (and their tree_diff), read while the bench side is still read
 
     def read_trees() -> None:
         npu_tree, bench_tree = cfg.npu_path.parent / "construct.json", cfg.bench_path.parent / "construct.json"
@@ -144,6 +144,8 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
             tree.append(tree[0])
         else:  # the root cause's module-local pairing (judge.noise.analysis_match)
             tree.append(module_tree(bench_tree, console))
+        if tree[1] is not None:  # compared here too, while the bench side may still be read in its child
+            tree.append(tree_diff(tree[0], tree[1]))
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
@@ -195,6 +197,7 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                      parents=tree[0], bench_parents=tree[1] if plain else None,
+                     trees=tree[2] if plain and len(tree) > 2 else None,
                      tolerance=Tolerance.parse(opts.tolerance), rootcause_on=rootcause_on())  # fmt: skip
     return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
 

@@ -319,6 +319,12 @@ def test_repairing_when_both_sides_keep_the_same_names(cases, monkeypatch, tmp_p
     assert rc.repaired >= 20  # linear.4 .. linear.23 of the npu, each with its module call's neighbours
     npu, bench = o.npu, o.bench
     match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
+    # the trees compared where they are read (api, while the bench side is read) give the same pairing
+    trees = noise.tree_diff(rc.parents, _bench_tree(case))
+    assert not trees.equal and "Functional.linear.4.forward" in trees.moved
+    assert all(rc.parents[k] != _bench_tree(case)[k] for k in trees.moved)
+    again, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case), trees)
+    assert np.array_equal(again, match)
     pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
     assert pairs["Functional.linear.3.forward.input.0"] == "Functional.linear.3.forward.input.0"
     assert pairs["Functional.linear.5.forward.input.0"] == "Functional.linear.4.forward.input.0"  # block 0 mlp.0

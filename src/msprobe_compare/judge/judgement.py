@@ -16,7 +16,7 @@ from msprobe_compare.judge.accuracy import Accuracy, accuracy_column
 from msprobe_compare.judge.advisor import AdvisorResult, advise
 from msprobe_compare.judge.gate import LevelCounts, RowLevels, level_counts, row_levels
 from msprobe_compare.judge.highlight import HighlightInputs, Marks, highlight, stat_max
-from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.judge.noise import Tolerance, TreeDiff
 from msprobe_compare.judge.rootcause import RootCause, analyse
 from msprobe_compare.judge.verdict import BaseVerdict, Msg, Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.mode import Mode
@@ -49,10 +49,12 @@ def judge(
     layout_only: np.ndarray | None = None,
     qualify: Callable[[RootCause], RootCause] | None = None,
     rootcause_on: bool = True,
+    trees: TreeDiff | None = None,
 ) -> Judgement:
     """Judge one compare. `layout_only`: rows of calls a parallel layout adds (listed, not flagged; md5 rows left
     without counterpart become N/A); `qualify`: a last step on the root cause (origins qualified by rank);
-    `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis."""
+    `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis;
+    `trees`: the two module trees' `noise.tree_diff`, made while reading (else made here when needed)."""
     npu, bench, match = m.npu, m.bench, m.match
     accuracy = unmatched = marks = advice = None
     if m.mode is Mode.MD5:
@@ -96,7 +98,7 @@ def judge(
             )
     if auto_analyze:
         advice = advise(npu.names, failing, unmatched)
-    rootcause = analyse(m, parents, bench_parents, tolerance) if rootcause_on else RootCause([], [])
+    rootcause = analyse(m, parents, bench_parents, tolerance, trees) if rootcause_on else RootCause([], [])
     if layout_only is not None:
         verdict, marks = _unflag(verdict, marks, layout_only)
         if m.mode is Mode.MD5:

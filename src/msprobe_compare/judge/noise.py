@@ -412,8 +412,26 @@ class _Groups:
         self.order = order
 
 
+@dataclass(frozen=True)
+class TreeDiff:
+    """How the two construct.json trees differ: whether they are equal, and the names both hold whose enclosing
+    modules differ (in the NPU tree's order). Made once per compare, where the trees are read (`tree_diff`)."""
+
+    equal: bool
+    moved: tuple[str, ...]
+
+
+def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str | None]) -> TreeDiff:
+    """The two trees compared item by item (in C: one pass of hash lookups over the NPU tree's names)."""
+    if npu_parents is bench_parents:
+        return TreeDiff(True, ())
+    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
+    return TreeDiff(npu_parents == bench_parents, tuple(k for k in moved if k in bench_parents))
+
+
 def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
-                   bench_parents: dict[str, str | None] | None) -> tuple[np.ndarray, int]:  # fmt: skip
+                   bench_parents: dict[str, str | None] | None,
+                   trees: TreeDiff | None = None) -> tuple[np.ndarray, int]:  # fmt: skip
     """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
 
     Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
@@ -421,22 +439,24 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
     and arguments, and the rest stay unpaired; where the counts agree but the counters pair calls of differing
     signatures (an extra and a missing call inside one module), by signature (`_align_by_signature`). Returns the
-    bench row per NPU row (-1: none) and the number of calls paired differently from the table.
+    bench row per NPU row (-1: none) and the number of calls paired differently from the table. `trees`: the two
+    trees' `tree_diff`, when the caller made it already (while the bench side was being read).
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
     nset, bset = set(npu.entries), set(bench.entries)
-    if nset == bset and npu_parents == bench_parents:
+    if nset == bset and (trees.equal if trees is not None else npu_parents == bench_parents):
         out, moved = match, None
     else:
-        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset)
+        trees = trees if trees is not None else tree_diff(npu_parents, bench_parents)
+        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset, trees.moved)
     out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, nset, bset)
     return out, int(np.count_nonzero(moved)) if moved is not None else 0
 
 
 def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None],
-                       bench_parents: dict[str, str | None], nset: set[str],
-                       bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+                       bench_parents: dict[str, str | None], nset: set[str], bset: set[str],
+                       moved: Iterable[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """analysis_match for the APIs renumbered between the sides or moved under another module: their calls
     re-paired by (module, API, k-th call). Returns the rows' bench rows and, per NPU call, whether it is paired
     otherwise than in the table (None: no call is)."""
@@ -450,9 +470,8 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
             under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
             stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
     # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
-    # construct.json then puts a name under another module on each side (compared in C, item by item)
-    moved = itertools.compress(npu_parents, map(operator.ne, npu_parents.values(), map(bench_parents.get, npu_parents)))
-    stems |= {call_key(k) for k in moved if k in bench_parents and k in nset and k in bset}
+    # construct.json then puts a name under another module on each side (`moved`: tree_diff's)
+    stems |= {call_key(k) for k in moved if k in nset and k in bset}
     if not stems:
         return match, None
     nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
@@ -470,22 +489,42 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
         uneven.setdefault(int(in_b[k]), []).append(int(nsub_a[k]))
     if uneven:
         _align_uneven(npu, bench, bg, bsub_a, uneven, paired)
-    # the table's own pairing per call (its first matched row), to see which calls change
+    # the table's own pairing of the re-paired calls (their first matched row), to see which calls change
     ei = npu.entry_index
-    b_entry_of_row = np.where(match >= 0, bench.entry_index[np.where(match >= 0, match, 0)], -1)
-    table_pair = np.full(n_entries, -1, dtype=np.int64)
-    rows = np.flatnonzero(match >= 0)
-    table_pair[ei[rows[::-1]]] = b_entry_of_row[rows[::-1]]  # the first matched row wins
+    table_pair = _first_pairs(npu, bench, match, nsub_a)
     keep = np.ones(n_entries, dtype=bool)
-    names_b = np.array(bench.entries + [None], dtype=object)
+    names_b = np.array([bench.entries[b] if b >= 0 else None for b in paired[nsub_a].tolist()], dtype=object)
     # a call whose (module, API) group has no counterpart at all (its module is renamed on one side) keeps the
     # table's pairing by name
-    keep[nsub_a] = ~has | ((names_b[paired[nsub_a]] == np.array(ng.entries, dtype=object)) &
+    keep[nsub_a] = ~has | ((names_b == np.array(ng.entries, dtype=object)) &
                            (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
     out = np.where(keep[ei], match, -1)
     changed = np.flatnonzero(~keep & (paired >= 0)).tolist()
     _pair_rows(npu, bench, out, zip(changed, paired[changed].tolist()))
     return out, ~keep & ((paired >= 0) | (table_pair >= 0))
+
+
+def _first_pairs(npu: RowTable, bench: RowTable, match: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Per NPU call, the bench call of its first matched row in `match` (-1: none), filled for `calls` only."""
+    out = np.full(len(npu.entries), -1, dtype=np.int64)
+    ei = npu.entry_index
+    if not len(calls):
+        return out
+    if not _ordered(ei):  # every row looked at
+        rows = np.flatnonzero(match >= 0)[::-1]
+        out[ei[rows]] = bench.entry_index[match[rows]]  # the first matched row wins
+        keep = np.zeros(len(out), dtype=bool)
+        keep[calls] = True
+        out[~keep] = -1
+        return out
+    bounds = npu.entry_bounds
+    lens = bounds[calls + 1] - bounds[calls]
+    seg = np.repeat(np.arange(len(calls)), lens)  # the rows of `calls`, call by call
+    rows = np.repeat(bounds[calls] - np.r_[0, np.cumsum(lens)[:-1]], lens) + np.arange(int(lens.sum()))
+    hit = match[rows] >= 0
+    found, first = np.unique(seg[hit], return_index=True)
+    out[calls[found]] = bench.entry_index[match[rows[hit][first]]]
+    return out
 
 
 def _pair_rows(npu: RowTable, bench: RowTable, out: np.ndarray, pairs: Iterable[tuple[int, int]]) -> None:

@@ -269,6 +269,15 @@ def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarr
     return out
 
 
+def _max_cols(a: np.ndarray) -> np.ndarray:
+    """a.max(axis=1) for a few columns, column by column (a reduction along a short axis is slow); NaN propagates
+    as there."""
+    out = a[:, 0].copy()
+    for k in range(1, a.shape[1]):
+        np.maximum(out, a[:, k], out=out)
+    return out
+
+
 def _in_entry_order(ei: np.ndarray) -> bool:
     return not len(ei) or bool(np.all(ei[1:] >= ei[:-1]))
 
@@ -287,6 +296,10 @@ class _PerEntry:
         """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none."""
         shape = (self.n,) + values.shape[1:]
         out = np.full(shape, fill)
+        if values.ndim == 2 and self.in_order:  # column by column: reduceat along a contiguous axis is faster
+            for c in range(values.shape[1]):
+                out[:, c] = self.max(mask, values[:, c], fill)
+            return out
         m = mask if values.ndim == 1 else mask[:, None]
         vals = np.where(m & ~np.isnan(values), values, fill)
         if self.in_order and len(self.seg):
@@ -294,6 +307,19 @@ class _PerEntry:
         elif not self.in_order and len(self.ei):
             np.maximum.at(out, self.ei, vals)
         return out
+
+    def any_of(self, *masks: np.ndarray) -> list[np.ndarray]:
+        """`any` of up to 8 masks at once: packed into the bits of one byte per row, one reduction."""
+        assert len(masks) <= 8
+        packed = np.zeros(len(self.ei), dtype=np.uint8)
+        for bit, mask in enumerate(masks):
+            packed |= mask.view(np.uint8) << np.uint8(bit)
+        out = np.zeros(self.n, dtype=np.uint8)
+        if self.in_order and len(self.seg):
+            out[self.seg_entry] = np.bitwise_or.reduceat(packed, self.seg)
+        elif not self.in_order and len(self.ei):
+            np.bitwise_or.at(out, self.ei, packed)
+        return [(out & np.uint8(1 << bit)) != 0 for bit in range(len(masks))]
 
     def any(self, mask: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
@@ -305,6 +331,7 @@ class _PerEntry:
 
 
 _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
+_WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
 def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
@@ -321,13 +348,14 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
 
 def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
-            tolerance: Tolerance | None = None) -> RootCause:  # fmt: skip
-    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json."""
+            tolerance: Tolerance | None = None, trees: noise.TreeDiff | None = None) -> RootCause:  # fmt: skip
+    """Classify every call of one compare (module docstring); `parents`/`bench_parents` from construct.json,
+    `trees` their `noise.tree_diff` when the caller made it already."""
     tol = tolerance or Tolerance()
     npu, bench = o.npu, o.bench
     entries = npu.entries
     n_entries = len(entries)
-    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents)
+    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents, trees)
     scalar = npu.dtype_mask(_is_scalar)
     tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
     md5 = o.mode is Mode.MD5
@@ -360,15 +388,12 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     q_in = red.max(tin, quant, 0.0)
     q_all = red.max(tensor_row, quant, 0.0)
     unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
-    nf_in, nf_out = red.any(tin & m.nonfinite & ~artifact), red.any(tout & m.nonfinite)
-    nf_in_any = red.any(tin & m.nonfinite_any & ~artifact)
     measured = ~noise._all_cols(np.isnan(diff))
-    known = red.any(measured)
-    cfg = red.any(is_in & config)
-    in_diff, out_diff = red.any(tin & differs), red.any(tout & differs)
-    has_out = red.any(tout & measured)
+    nf_in, nf_out, nf_in_any, known, cfg, in_diff, out_diff, has_out = red.any_of(
+        tin & m.nonfinite & ~artifact, tout & m.nonfinite, tin & m.nonfinite_any & ~artifact, measured,
+        is_in & config, tin & differs, tout & differs, tout & measured)  # fmt: skip
 
-    phases, phase_code = npu.phases, npu.phase_codes
+    phase_code = npu.phase_codes  # PHASES index per call
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
     grads = phase_code == PHASES.index("parameters_grad")
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
@@ -413,7 +438,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     r_in_c[~np.isfinite(in_d)] = 0.0
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
-    r_in, r_out = r_in_c.max(axis=1), r_out_c.max(axis=1)
+    r_in, r_out = _max_cols(r_in_c), _max_cols(r_out_c)
     del r_in_c, r_out_c, fin_out
     beyond = None
     if m.beyond is not None and n_entries:
@@ -422,64 +447,61 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         beyond = _beyond_floor(m, red, tin & ~artifact, tout, order, npu.shape, upstream)
 
     first_origin_floor = math.inf
-    states: list[CallState] = [CallState.UNKNOWN] * n_entries
     candidates: list[Origin] = []
     suspects: list[Suspect] = []
-    seen_diff = False  # a difference (noise included) in an earlier call
     seen_nf = False  # a NaN/Inf in an earlier call
-    inherited = False
-    last_ok: str | None = None
-    l_known, l_cfg, l_nfin, l_nfout, l_nfany = (a.tolist() for a in (known, cfg, nf_in, nf_out, nf_in_any))
-    l_hasout = has_out.tolist()  # r_in, r_out are read for the few calls off the short path: no list of floats
-    worst_in = np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)).max(axis=1)
-    above: list[bool] = []  # per call, worst_in > suspect_margin * first_origin_floor (made at the first origin)
-    ctx = _Context(o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
+    worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
+    above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
+    ctx = _Context(o, match, diff, m, red, entries, phase_code, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
-    # margin): their state follows from the flags of the walk alone, on a short path
-    quiet = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
-    l_quiet = quiet.tolist() if not md5 else [False] * n_entries
-    l_differs = (in_diff | out_diff).tolist()
-    forward = (phase_code == PHASES.index("forward")).tolist()
-    NOISE, OK, PROPAGATED = CallState.NOISE, CallState.OK, CallState.PROPAGATED
-
-    for e in order.tolist():
-        if seen_diff and not forward[e]:
-            inherited = True
-        if l_quiet[e]:
-            if not l_differs[e]:
-                state = OK
-            elif candidates and (inherited or above[e]):
-                state = PROPAGATED
-            else:
-                state = NOISE
-            states[e] = state
-            if l_hasout[e]:
-                last_ok = entries[e]
-            if state is not OK:
-                seen_diff = True
-            continue
-        phase = phases[e]
-        if not l_known[e] and not l_cfg[e]:
-            continue
+    # margin) and calls with nothing compared: their state follows from three switches of the walk alone (a
+    # difference seen, a backward call after it, the first origin), so they are decided together after the walk
+    # over the others. Positions below are places in execution order (`order`).
+    quiet_e = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
+    if md5:
+        quiet_e[:] = False
+    quiet, skip = quiet_e[order], (~known & ~cfg)[order]
+    differs_o = (in_diff | out_diff)[order]
+    at = np.arange(n_entries)
+    # the first quiet call that differs, and per position the next call that is not a forward one (n: none)
+    first_quiet_diff = int(np.argmax(quiet & differs_o)) if (quiet & differs_o).any() else n_entries
+    not_forward = np.r_[np.where(phase_code[order] != PHASES.index("forward"), at, n_entries), n_entries]
+    next_backward = np.minimum.accumulate(not_forward[::-1])[::-1].tolist()
+    # per position, the last quiet call with compared outputs at or before it (-1: none)
+    quiet_ok = np.maximum.accumulate(np.where(quiet & has_out[order], at, -1)) if n_entries else at
+    walked = np.flatnonzero(~(quiet | skip)).tolist()
+    t_diff = first_quiet_diff  # the first call whose state is not OK
+    t_found = n_entries  # the first origin
+    last_walked_ok = -1  # the last walked call that is OK or noise and has compared outputs
+    walked_states: list[CallState] = []
+    order_l = order.tolist()
+    for p in walked:
+        e = order_l[p]
+        nfin, nfout, nfany, cfg_e = bool(nf_in[e]), bool(nf_out[e]), bool(nf_in_any[e]), bool(cfg[e])
+        seen_diff = t_diff < p
+        inherited = seen_diff and next_backward[t_diff + 1] <= p
+        ok_at = max(int(quiet_ok[p - 1]) if p else -1, last_walked_ok)
+        last_ok = entries[order_l[ok_at]] if ok_at >= 0 else None
+        phase = PHASES[phase_code[e]]
         name = entries[e]
-        differs_e = l_differs[e]
+        differs_e = bool(differs_o[p])
         rin, rout = float(r_in[e]), float(r_out[e])
         origin: Origin | None = None
         suspect: Suspect | None = None
         found = bool(candidates)
-        if (l_nfin[e] or l_nfout[e]) and not seen_nf and phase != "parameters_grad":
-            if l_nfin[e]:
+        if (nfin or nfout) and not seen_nf and phase != "parameters_grad":
+            if nfin:
                 origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok, nonfinite=True)
-            elif not l_nfany[e]:
+            elif not nfany:
                 origin = ctx.origin(e, OriginKind.COMPUTATION, None, nonfinite=True)
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
-        elif l_nfin[e] or l_nfany[e]:
+        elif nfin or nfany:
             state = CallState.PROPAGATED
         elif inherited:
-            state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or l_cfg[e] else CallState.OK
-        elif l_cfg[e] and (not found or not above[e]):
+            state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or cfg_e else CallState.OK
+        elif cfg_e and (not found or not above[e]):
             origin = ctx.origin(e, OriginKind.CONFIGURATION, None)
             state = CallState.ORIGIN
         elif found and above[e]:
@@ -507,34 +529,47 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.NOISE
         else:
             state = CallState.OK
-        if state in (CallState.OK, CallState.NOISE) and l_hasout[e]:
-            last_ok = name
-        if state is not CallState.OK:
-            seen_diff = True
-        if l_nfin[e] or l_nfout[e] or l_nfany[e]:
+        if state in (CallState.OK, CallState.NOISE) and has_out[e]:
+            last_walked_ok = p
+        if state is not CallState.OK and t_diff > p:
+            t_diff = p
+        if nfin or nfout or nfany:
             seen_nf = True
-        states[e] = state
+        walked_states.append(state)
         if origin is not None:
             if not candidates:
                 first_origin_floor = float(floor_out[e].max()) if not md5 else 0.5
-                above = (worst_in > suspect_margin * first_origin_floor).tolist()
+                above = worst_in > suspect_margin * first_origin_floor
+                t_found = p
             candidates.append(origin)
         if suspect is not None:
             suspects.append(suspect)
+    # the quiet calls: OK where nothing differs; after the first origin, propagated where the backward pass
+    # inherits or the inputs stand above the first origin's floor; else noise. Calls with nothing compared: unknown
+    inherit_at = next_backward[t_diff + 1] if t_diff < n_entries else n_entries
+    code = np.full(n_entries, len(_WALK_STATES) - 1, dtype=np.int8)  # UNKNOWN
+    prop = (at > t_found) & ((at >= inherit_at) | above[order])
+    code[quiet] = np.where(differs_o, np.where(prop, 2, 1), 0)[quiet]
+    states_o = _WALK_STATES[code]
+    if walked:
+        states_o[walked] = walked_states
+    by_entry = np.empty(n_entries, dtype=object)
+    by_entry[order] = states_o
+    states: list[CallState] = by_entry.tolist()
 
     origins = _innermost(candidates, parents or {})
 
     def worst(a: np.ndarray) -> np.ndarray:
-        return np.where(np.isneginf(a).all(axis=1), np.nan, a.max(axis=1))
+        return np.where(noise._all_cols(np.isneginf(a)), np.nan, _max_cols(a))
 
     # the floor each call's outputs were compared with; none for parameter gradients (judged after the backward
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
     hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
-    floors = np.where(hidden, np.nan, floor_out.max(axis=1) if n_entries else np.zeros(0))
+    floors = np.where(hidden, np.nan, _max_cols(floor_out) if n_entries else np.zeros(0))
     lowest = max(unit.tolist(), default=0.0)
     names = list(dict.fromkeys(m.names))
     metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
-    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), dict(parents or {}),
+    return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
@@ -597,7 +632,8 @@ class _Context:
 
     def __init__(self, o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
                  c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight, beyond=None) -> None:  # fmt: skip
-        self.o, self.match, self.diff, self.m, self.entries, self.phases = o, match, diff, m, entries, phases
+        self.o, self.match, self.diff, self.m, self.entries = o, match, diff, m, entries
+        self.phases = phases  # PHASES index per call
         self.in_d, self.out_d, self.floor_in, self.floor_out = in_d, out_d, floor_in, floor_out
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
         self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
@@ -679,7 +715,7 @@ class _Context:
         if nonfinite:
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, self._nonfinite_row(e) or ev.first_row,
                           ev.floor, ev.floor_source, None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
-        return Origin(self.entries[e], kind, self.phases[e], after, ev, args if kind is OriginKind.CONFIGURATION
+        return Origin(self.entries[e], kind, PHASES[self.phases[e]], after, ev, args if kind is OriginKind.CONFIGURATION
                       else (), nonfinite)  # fmt: skip
 
     def _nonfinite_row(self, e: int) -> str | None:
@@ -692,7 +728,7 @@ class _Context:
         ev = self.evidence(e, outputs=not boundary)
         where = "inputs" if boundary else "outputs"
         margin = ev.threshold / ev.floor if ev.floor else self.margin
-        return Suspect(self.entries[e], self.phases[e], SuspectReason.BELOW_MARGIN, ev, self.o.mode, where,
+        return Suspect(self.entries[e], PHASES[self.phases[e]], SuspectReason.BELOW_MARGIN, ev, self.o.mode, where,
                        float(margin))  # fmt: skip
 
     def md5_state(self, e: int, seen_diff: bool, last_ok: str | None, dtype_step) -> tuple:
@@ -716,7 +752,7 @@ class _Context:
 
     def _md5_suspect(self, e: int, reason: SuspectReason) -> Suspect:
         ev = self.evidence(e, outputs=True)
-        return Suspect(self.entries[e], self.phases[e], reason, ev, Mode.MD5)
+        return Suspect(self.entries[e], PHASES[self.phases[e]], reason, ev, Mode.MD5)
 
 
 def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],
