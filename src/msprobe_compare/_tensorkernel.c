@@ -36,6 +36,13 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <errno.h>
+#include <unistd.h>
+#define HAVE_PREAD 1 /* accumulate_file: the pair read from two files into reused buffers */
+#else
+#define HAVE_PREAD 0
+#endif
 
 #if defined(__SSE2__) || defined(_M_X64)
 #include <immintrin.h>
@@ -818,6 +825,117 @@ static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssi
     return NULL;
 }
 
+
+#if HAVE_PREAD
+/* Reads exactly `size` bytes at `offset` of `fd` into `buf`: 0, else an errno value (EIO at an early end). */
+static int read_exactly(int fd, char *buf, Py_ssize_t size, long long offset) {
+    while (size > 0) {
+        const ssize_t got = pread(fd, buf, (size_t)size, (off_t)offset);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (got == 0)
+            return EIO; /* the file ends before the tensor does */
+        buf += got;
+        size -= got;
+        offset += got;
+    }
+    return 0;
+}
+
+/* accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, bench_is_bf16, count, tolerance, chunk,
+ * sums, npu_buffer, bench_buffer): accumulate() over `count` contiguous elements of each side read from the files
+ * at those byte offsets, a piece at a time into the two writable buffers (reused: no page faults, no mapping; the
+ * kernel then reads them from the CPU caches). Every piece starts at a multiple of 2 * BLOCK elements of its chunk,
+ * so each block is computed and folded as accumulate() computes and folds it: the results are the same bit for
+ * bit. Raises OSError when a file cannot be read or ends early. */
+static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, "
+                                         "bench_is_bf16, count, tolerance, chunk, sums, npu_buffer, bench_buffer) "
+                                         "takes 12 arguments");
+        return NULL;
+    }
+    const int n_fd = PyLong_AsLong(args[0]), b_fd = PyLong_AsLong(args[3]);
+    const long long n_off = PyLong_AsLongLong(args[1]), b_off = PyLong_AsLongLong(args[4]);
+    const Py_ssize_t count = PyLong_AsSsize_t(args[6]), chunk = PyLong_AsSsize_t(args[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (n_fd < 0 || b_fd < 0 || n_off < 0 || b_off < 0 || count < 0 || chunk < 1) {
+        PyErr_SetString(PyExc_ValueError, "file descriptors, offsets and count must be >= 0, chunk positive");
+        return NULL;
+    }
+    const int n_bf16 = PyObject_IsTrue(args[2]), b_bf16 = PyObject_IsTrue(args[5]);
+    if (n_bf16 < 0 || b_bf16 < 0)
+        return NULL;
+    float tx = INFINITY;
+    if (args[7] != Py_None) {
+        const double tolerance = PyFloat_AsDouble(args[7]);
+        if (tolerance == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(tolerance >= 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
+            return NULL;
+        }
+        tx = (float)tolerance;
+    }
+    double carry[4] = {0.0, 0.0, 0.0, 0.0};
+    if (args[9] != Py_None && !PyArg_ParseTuple(args[9], "dddd;sums must be a tuple of 4 floats", &carry[0],
+                                                &carry[1], &carry[2], &carry[3]))
+        return NULL;
+    Py_buffer nv, bv;
+    if (PyObject_GetBuffer(args[10], &nv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[11], &bv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&nv);
+        return NULL;
+    }
+    const Py_ssize_t n_size = SIZE_OF(n_bf16 ? SIDE_BF16 : SIDE_F32), b_size = SIZE_OF(b_bf16 ? SIDE_BF16 : SIDE_F32);
+    Py_ssize_t span = nv.len / n_size < bv.len / b_size ? nv.len / n_size : bv.len / b_size;
+    span -= span % (2 * BLOCK);
+    if (span < 2 * BLOCK) {
+        PyBuffer_Release(&nv);
+        PyBuffer_Release(&bv);
+        PyErr_Format(PyExc_ValueError, "the buffers must hold at least %d elements of each side", 2 * BLOCK);
+        return NULL;
+    }
+    const RunFn fn = pick(best_loop, n_bf16, b_bf16, 0);
+    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
+    int status = 0, error = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t start = 0; start < count && status == 0 && error == 0; start += chunk) {
+        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        const Py_ssize_t size = count - start < chunk ? count - start : chunk;
+        for (Py_ssize_t piece = 0; piece < size; piece += span) {
+            const Py_ssize_t len = size - piece < span ? size - piece : span, at = start + piece;
+            error = read_exactly(n_fd, (char *)nv.buf, len * n_size, n_off + (long long)at * n_size);
+            if (error == 0)
+                error = read_exactly(b_fd, (char *)bv.buf, len * b_size, b_off + (long long)at * b_size);
+            if (error != 0)
+                break;
+            status = fn((const char *)nv.buf, n_size, (const char *)bv.buf, b_size, len, tx, &c);
+            if (status < 0)
+                break;
+        }
+        fold_chunk(&t, &c);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&bv);
+    if (error != 0) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ddddddLLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
+                         (long long)t.count1, (long long)t.count5, (long long)t.beyond);
+}
+#endif
+
 #define ACCUMULATE_DOC                                                                                         \
     "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) -> (dot, nn, bb, ss, max_abs, "   \
     "max_rel, count1, count5, beyond), or None when the NaN/inf positions differ"
@@ -826,6 +944,11 @@ static PyMethodDef methods[] = {
     {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},
     {"accumulate_loop", (PyCFunction)(void (*)(void))accumulate_loop, METH_FASTCALL,
      "accumulate_loop(loop, ...): accumulate with the named loop (one of LOOPS)"},
+#if HAVE_PREAD
+    {"accumulate_file", (PyCFunction)(void (*)(void))accumulate_file, METH_FASTCALL,
+     "accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, bench_is_bf16, count, tolerance, "
+     "chunk, sums, npu_buffer, bench_buffer): accumulate() over the pair read from the files into the buffers"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
