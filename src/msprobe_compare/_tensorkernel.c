@@ -11,8 +11,11 @@
  * (the root cause's elements beyond rounding; none without a tolerance) -- or None when the NaN/inf positions of the
  * two sides differ. NaN/inf at the same positions count as 0 on both sides. The GIL is released while computing.
  *
- * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no FMA: setup.py builds
- * with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The sums use LANES independent
+ * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no contraction: setup.py
+ * builds with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The one fused multiply-add,
+ * written out in the AVX-512 pair loop for N*B, N*N and B*B, rounds once like the multiply-then-add it replaces:
+ * the product of two float32 values is exact in float64 (48 significant bits, exponents far inside its range), so
+ * only the addition rounds either way (not (N-B)^2: N-B may carry up to 53 bits). The sums use LANES independent
  * accumulators: within blocks of BLOCK elements, element i is added to lane i % LANES in index order; the lanes of
  * a block are added as ((l0 + l1) + (l2 + l3)), and the blocks in order. That order is the same for every stride,
  * thread and machine, and for all four loops (portable C, SSE2, AVX2, AVX-512 picked at run time), so results are
@@ -463,12 +466,12 @@ AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 
     const __m512d n_lo = _mm512_shuffle_f64x2(n_a, n_b, 0x44), n_hi = _mm512_shuffle_f64x2(n_a, n_b, 0xEE);
     const __m512d b_lo = _mm512_shuffle_f64x2(b_a, b_b, 0x44), b_hi = _mm512_shuffle_f64x2(b_a, b_b, 0xEE);
     const __m512d d_lo = _mm512_sub_pd(n_lo, b_lo), d_hi = _mm512_sub_pd(n_hi, b_hi);
-    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_lo, b_lo));
-    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_hi, b_hi));
-    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_lo, n_lo));
-    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_hi, n_hi));
-    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_lo, b_lo));
-    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_hi, b_hi));
+    p->dot = _mm512_fmadd_pd(n_lo, b_lo, p->dot); /* exact products: the same sums as multiply, then add */
+    p->dot = _mm512_fmadd_pd(n_hi, b_hi, p->dot);
+    p->nn = _mm512_fmadd_pd(n_lo, n_lo, p->nn);
+    p->nn = _mm512_fmadd_pd(n_hi, n_hi, p->nn);
+    p->bb = _mm512_fmadd_pd(b_lo, b_lo, p->bb);
+    p->bb = _mm512_fmadd_pd(b_hi, b_hi, p->bb);
     p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_lo, d_lo));
     p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_hi, d_hi));
     p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_lo), p->max_abs);
