@@ -30,6 +30,10 @@
  * Each block is first computed without NaN/inf handling; when its sums of squares come out non-finite (for float32
  * data that happens exactly when the block holds a NaN or an inf) it is computed again with the checks.
  *
+ * accumulate_file(...) does the same over two files' bytes, read with pread a piece at a time into two reused buffers
+ * (no memory mapping: no page faults, and the loop reads its input from the CPU caches); each piece starts at a
+ * multiple of two blocks of its chunk, so the blocks, chunks and results are those of accumulate().
+ *
  * LOOPS names the loops this machine can run, SIMD the one accumulate() uses; accumulate_loop(name, ...) runs a
  * given one (for tests: all of them must agree bit for bit).
  */
