@@ -45,6 +45,7 @@
 #include <string.h>
 #if !defined(_WIN32)
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 #define HAVE_PREAD 1 /* accumulate_file: the pair read from two files into reused buffers */
 #else
@@ -852,27 +853,45 @@ static int read_exactly(int fd, char *buf, Py_ssize_t size, long long offset) {
     return 0;
 }
 
+/* Keeps the bytes [*advised, want) of `fd` requested from the disk, WINDOW bytes at a time (up to `end`). */
+#define READ_WINDOW ((long long)8 << 20)
+static void advise_ahead(int fd, long long *advised, long long want, long long end) {
+#if defined(POSIX_FADV_WILLNEED)
+    want = want < end ? want : end;
+    while (*advised < want) {
+        (void)posix_fadvise(fd, (off_t)*advised, (off_t)READ_WINDOW, POSIX_FADV_WILLNEED); /* a hint only */
+        *advised += READ_WINDOW;
+    }
+#else
+    (void)fd, (void)advised, (void)want, (void)end;
+#endif
+}
+
 /* accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, bench_is_bf16, count, tolerance, chunk,
- * sums, npu_buffer, bench_buffer): accumulate() over `count` contiguous elements of each side read from the files
+ * sums, npu_buffer, bench_buffer[, read_ahead]): accumulate() over `count` contiguous elements of each side read from the files
  * at those byte offsets, a piece at a time into the two writable buffers (reused: no page faults, no mapping; the
  * kernel then reads them from the CPU caches). Every piece starts at a multiple of 2 * BLOCK elements of its chunk,
  * so each block is computed and folded as accumulate() computes and folds it: the results are the same bit for
- * bit. Raises OSError when a file cannot be read or ends early. */
+ * bit. With `read_ahead` bytes (for files not in the page cache), the next that many bytes of each side are kept
+ * requested (posix_fadvise WILLNEED), so that the disk reads overlap the computation. Raises OSError when a file
+ * cannot be read or ends early. */
 static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 12) {
+    if (nargs != 12 && nargs != 13) {
         PyErr_SetString(PyExc_TypeError, "accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, "
-                                         "bench_is_bf16, count, tolerance, chunk, sums, npu_buffer, bench_buffer) "
-                                         "takes 12 arguments");
+                                         "bench_is_bf16, count, tolerance, chunk, sums, npu_buffer, bench_buffer"
+                                         "[, read_ahead]) takes 12 or 13 arguments");
         return NULL;
     }
+    const long long read_ahead = nargs == 13 ? PyLong_AsLongLong(args[12]) : 0;
     const int n_fd = PyLong_AsLong(args[0]), b_fd = PyLong_AsLong(args[3]);
     const long long n_off = PyLong_AsLongLong(args[1]), b_off = PyLong_AsLongLong(args[4]);
     const Py_ssize_t count = PyLong_AsSsize_t(args[6]), chunk = PyLong_AsSsize_t(args[8]);
     if (PyErr_Occurred())
         return NULL;
-    if (n_fd < 0 || b_fd < 0 || n_off < 0 || b_off < 0 || count < 0 || chunk < 1) {
-        PyErr_SetString(PyExc_ValueError, "file descriptors, offsets and count must be >= 0, chunk positive");
+    if (n_fd < 0 || b_fd < 0 || n_off < 0 || b_off < 0 || count < 0 || chunk < 1 || read_ahead < 0) {
+        PyErr_SetString(PyExc_ValueError, "file descriptors, offsets, count and read_ahead must be >= 0, chunk "
+                                          "positive");
         return NULL;
     }
     const int n_bf16 = PyObject_IsTrue(args[2]), b_bf16 = PyObject_IsTrue(args[5]);
@@ -912,12 +931,18 @@ static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssi
     const RunFn fn = pick(best_loop, n_bf16, b_bf16, 0);
     Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
     int status = 0, error = 0;
+    long long n_advised = n_off, b_advised = b_off;
+    const long long n_end = n_off + (long long)count * n_size, b_end = b_off + (long long)count * b_size;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t start = 0; start < count && status == 0 && error == 0; start += chunk) {
         Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
         const Py_ssize_t size = count - start < chunk ? count - start : chunk;
         for (Py_ssize_t piece = 0; piece < size; piece += span) {
             const Py_ssize_t len = size - piece < span ? size - piece : span, at = start + piece;
+            if (read_ahead > 0) {
+                advise_ahead(n_fd, &n_advised, n_off + (long long)at * n_size + read_ahead, n_end);
+                advise_ahead(b_fd, &b_advised, b_off + (long long)at * b_size + read_ahead, b_end);
+            }
             error = read_exactly(n_fd, (char *)nv.buf, len * n_size, n_off + (long long)at * n_size);
             if (error == 0)
                 error = read_exactly(b_fd, (char *)bv.buf, len * b_size, b_off + (long long)at * b_size);

@@ -501,6 +501,9 @@ def test_file_reads_equal_the_buffers_bit_for_bit(kernel: types.ModuleType, tmp_
                     got = kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], count, 0.004, chunk,
                                                  (1.0, 2.0, 3.0, 4.0), *bufs)  # fmt: skip
                     assert got == want, (chunk, count, buffer_bytes)
+                ahead = kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], count, 0.004, chunk,
+                                               (1.0, 2.0, 3.0, 4.0), *bufs, 5000)  # fmt: skip
+                assert ahead == want, (chunk, count, "read ahead")
         bufs = bytearray(1 << 16), bytearray(1 << 16)
         assert kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], 0, None, 7, None, *bufs) == (
             0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
@@ -530,6 +533,8 @@ def test_file_reads_mismatch_and_errors(kernel: types.ModuleType, tmp_path: Path
             kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, bytes(1 << 16), bufs[1])
         with pytest.raises(ValueError):
             kernel.accumulate_file(n_fd, -1, False, b_fd, 0, False, 100, None, 100, None, *bufs)
+        with pytest.raises(ValueError):
+            kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, *bufs, -1)
         with pytest.raises(TypeError):
             kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, bufs[0])
     finally:
@@ -589,3 +594,36 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
     assert repr(tensor_metrics.compare_tensors(first, nan_side)) == repr(
         tensor_metrics.compare_tensors(TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
     assert tensor_metrics.compare_tensors(first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
+
+
+def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A mapped tensor whose pages are not all in the page cache is read with read-ahead requests: the same
+    metrics. (Where the file system cannot drop the pages, tmpfs for one, both runs are the cached case.)"""
+    from msprobe_compare.load import tensors
+
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise to drop the pages")
+    rng = np.random.default_rng(8)
+    n = rng.standard_normal(3_000_000).astype(np.float32)  # 12 MB: more than one read-ahead window
+    b = (n * np.float32(1.001)).astype(np.float32)
+    paths = [tmp_path / "n.npy", tmp_path / "b.npy"]
+    for path, values in zip(paths, (n, b), strict=True):
+        np.save(path, values)
+    sides = [tensors.read_npy(p, p.name) for p in paths]
+    assert not tensor_metrics._uncached(np.zeros(4 << 20, np.float32))  # not a mapping: unknown, False
+    advised: list[int] = []
+    real = kernel.accumulate_file
+    monkeypatch.setattr(kernel, "accumulate_file", lambda *args: advised.append(args[-1]) or real(*args))
+    for path in paths:
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    cold = tensor_metrics._uncached(np.asarray(sides[0].array)) or tensor_metrics._uncached(np.asarray(sides[1].array))
+    got = tensor_metrics.compare_tensors(*sides)  # before anything maps the pages (mapped pages stay cached)
+    assert advised == [tensor_metrics._ReadAhead.READ_AHEAD if cold else 0]
+    want = tensor_metrics.compare_tensors(*[TensorData(t.array, t.dtype_name) for t in sides])
+    assert repr(got) == repr(want)
+    advised.clear()
+    assert repr(tensor_metrics.compare_tensors(*sides)) == repr(want)
+    assert advised == [0]  # all read now

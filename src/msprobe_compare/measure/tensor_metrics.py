@@ -245,8 +245,9 @@ def _accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: np
     n_bf16, b_bf16 = _native_side(npu, n_arr), _native_side(bench, b_arr)
     if kernel is not None and n_bf16 is not None and b_bf16 is not None:
         if npu.source is not None and bench.source is not None and hasattr(kernel, "accumulate_file"):
+            read_ahead = _ReadAhead.READ_AHEAD if _uncached(n_arr) or _uncached(b_arr) else 0
             totals = _accumulate_files(kernel, npu.source, n_bf16, bench.source, b_bf16, n_arr.size, chunk_elems,
-                                       tolerance)  # fmt: skip
+                                       tolerance, read_ahead)  # fmt: skip
             if totals is not _UNREAD:
                 return totals
         return _accumulate_native(kernel, _Side(npu, n_arr, chunk, "", widen=False), n_bf16,
@@ -305,10 +306,11 @@ _UNREAD: Any = object()  # _accumulate_files could not read the files: the calle
 
 
 def _accumulate_files(kernel: ModuleType, n_span: FileSpan, n_bf16: bool, b_span: FileSpan, b_bf16: bool, size: int,
-                      chunk_elems: int, tolerance: float | None) -> _Totals | None:  # fmt: skip
+                      chunk_elems: int, tolerance: float | None, read_ahead: int = 0) -> _Totals | None:  # fmt: skip
     """_accumulate_native on the two files' bytes read with pread into reused buffers (the same sums, maxima and
-    counts bit for bit: kernel.accumulate_file computes the blocks and chunks as accumulate does); _UNREAD when a
-    file cannot be opened as the same file the tensor was read from, or read."""
+    counts bit for bit: kernel.accumulate_file computes the blocks and chunks as accumulate does), keeping
+    `read_ahead` bytes ahead requested from the disk; _UNREAD when a file cannot be opened as the same file the
+    tensor was read from, or read."""
     fds: list[int] = []
     try:
         for span in (n_span, b_span):
@@ -319,13 +321,27 @@ def _accumulate_files(kernel: ModuleType, n_span: FileSpan, n_bf16: bool, b_span
         n_buf = _WORKSPACE.get("file npu", FILE_BUFFER_BYTES, _U8)
         b_buf = _WORKSPACE.get("file bench", FILE_BUFFER_BYTES, _U8)
         part = kernel.accumulate_file(fds[0], n_span.offset, n_bf16, fds[1], b_span.offset, b_bf16, size, tolerance,
-                                      chunk_elems, None, n_buf, b_buf)  # fmt: skip
+                                      chunk_elems, None, n_buf, b_buf, read_ahead)  # fmt: skip
     except OSError:
         return _UNREAD
     finally:
         for fd in fds:
             os.close(fd)
     return None if part is None else _totals_of(part, size, tolerance)
+
+
+def _uncached(arr: np.ndarray) -> bool:
+    """Whether some of 16 pages spread over a memory-mapped array (of more than one read-ahead window) are not in
+    the page cache (mincore on its untouched mapping: no page is read); False when that cannot be known."""
+    probe = _ReadAhead(arr.reshape(-1) if arr.flags.c_contiguous else None)
+    if probe.mm is None:
+        return False
+    last = probe.end - 1 - probe.begin
+    for k in range(16):
+        at = probe.begin + last * k // 15
+        if not _page_cached(probe.address + at - at % mmap.PAGESIZE, probe.vector):
+            return True
+    return False
 
 
 def _open_span(span: FileSpan) -> int | None:
