@@ -11,8 +11,11 @@
  * (the root cause's elements beyond rounding; none without a tolerance) -- or None when the NaN/inf positions of the
  * two sides differ. NaN/inf at the same positions count as 0 on both sides. The GIL is released while computing.
  *
- * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no FMA: setup.py builds
- * with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The sums use LANES independent
+ * Every element is computed as the numpy path computes it (IEEE float32/float64 operations, no contraction: setup.py
+ * builds with -ffp-contract=off, never -ffast-math), so maxima and counts are identical. The one fused multiply-add,
+ * written out in the AVX-512 pair loop for N*B, N*N and B*B, rounds once like the multiply-then-add it replaces:
+ * the product of two float32 values is exact in float64 (48 significant bits, exponents far inside its range), so
+ * only the addition rounds either way (not (N-B)^2: N-B may carry up to 53 bits). The sums use LANES independent
  * accumulators: within blocks of BLOCK elements, element i is added to lane i % LANES in index order; the lanes of
  * a block are added as ((l0 + l1) + (l2 + l3)), and the blocks in order. That order is the same for every stride,
  * thread and machine, and for all four loops (portable C, SSE2, AVX2, AVX-512 picked at run time), so results are
@@ -27,6 +30,10 @@
  * Each block is first computed without NaN/inf handling; when its sums of squares come out non-finite (for float32
  * data that happens exactly when the block holds a NaN or an inf) it is computed again with the checks.
  *
+ * accumulate_file(...) does the same over two files' bytes, read with pread a piece at a time into two reused buffers
+ * (no memory mapping: no page faults, and the loop reads its input from the CPU caches); each piece starts at a
+ * multiple of two blocks of its chunk, so the blocks, chunks and results are those of accumulate().
+ *
  * LOOPS names the loops this machine can run, SIMD the one accumulate() uses; accumulate_loop(name, ...) runs a
  * given one (for tests: all of them must agree bit for bit).
  */
@@ -36,6 +43,14 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#define HAVE_PREAD 1 /* accumulate_file: the pair read from two files into reused buffers */
+#else
+#define HAVE_PREAD 0
+#endif
 
 #if defined(__SSE2__) || defined(_M_X64)
 #include <immintrin.h>
@@ -456,12 +471,12 @@ AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 
     const __m512d n_lo = _mm512_shuffle_f64x2(n_a, n_b, 0x44), n_hi = _mm512_shuffle_f64x2(n_a, n_b, 0xEE);
     const __m512d b_lo = _mm512_shuffle_f64x2(b_a, b_b, 0x44), b_hi = _mm512_shuffle_f64x2(b_a, b_b, 0xEE);
     const __m512d d_lo = _mm512_sub_pd(n_lo, b_lo), d_hi = _mm512_sub_pd(n_hi, b_hi);
-    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_lo, b_lo));
-    p->dot = _mm512_add_pd(p->dot, _mm512_mul_pd(n_hi, b_hi));
-    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_lo, n_lo));
-    p->nn = _mm512_add_pd(p->nn, _mm512_mul_pd(n_hi, n_hi));
-    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_lo, b_lo));
-    p->bb = _mm512_add_pd(p->bb, _mm512_mul_pd(b_hi, b_hi));
+    p->dot = _mm512_fmadd_pd(n_lo, b_lo, p->dot); /* exact products: the same sums as multiply, then add */
+    p->dot = _mm512_fmadd_pd(n_hi, b_hi, p->dot);
+    p->nn = _mm512_fmadd_pd(n_lo, n_lo, p->nn);
+    p->nn = _mm512_fmadd_pd(n_hi, n_hi, p->nn);
+    p->bb = _mm512_fmadd_pd(b_lo, b_lo, p->bb);
+    p->bb = _mm512_fmadd_pd(b_hi, b_hi, p->bb);
     p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_lo, d_lo));
     p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_hi, d_hi));
     p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_lo), p->max_abs);
@@ -818,6 +833,141 @@ static PyObject *accumulate_loop(PyObject *module, PyObject *const *args, Py_ssi
     return NULL;
 }
 
+
+#if HAVE_PREAD
+/* Reads exactly `size` bytes at `offset` of `fd` into `buf`: 0, else an errno value (EIO at an early end). */
+static int read_exactly(int fd, char *buf, Py_ssize_t size, long long offset) {
+    while (size > 0) {
+        const ssize_t got = pread(fd, buf, (size_t)size, (off_t)offset);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (got == 0)
+            return EIO; /* the file ends before the tensor does */
+        buf += got;
+        size -= got;
+        offset += got;
+    }
+    return 0;
+}
+
+/* Keeps the bytes [*advised, want) of `fd` requested from the disk, WINDOW bytes at a time (up to `end`). */
+#define READ_WINDOW ((long long)8 << 20)
+static void advise_ahead(int fd, long long *advised, long long want, long long end) {
+#if defined(POSIX_FADV_WILLNEED)
+    want = want < end ? want : end;
+    while (*advised < want) {
+        (void)posix_fadvise(fd, (off_t)*advised, (off_t)READ_WINDOW, POSIX_FADV_WILLNEED); /* a hint only */
+        *advised += READ_WINDOW;
+    }
+#else
+    (void)fd, (void)advised, (void)want, (void)end;
+#endif
+}
+
+/* accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, bench_is_bf16, count, tolerance, chunk,
+ * sums, npu_buffer, bench_buffer[, read_ahead]): accumulate() over `count` contiguous elements of each side read from the files
+ * at those byte offsets, a piece at a time into the two writable buffers (reused: no page faults, no mapping; the
+ * kernel then reads them from the CPU caches). Every piece starts at a multiple of 2 * BLOCK elements of its chunk,
+ * so each block is computed and folded as accumulate() computes and folds it: the results are the same bit for
+ * bit. With `read_ahead` bytes (for files not in the page cache), the next that many bytes of each side are kept
+ * requested (posix_fadvise WILLNEED), so that the disk reads overlap the computation. Raises OSError when a file
+ * cannot be read or ends early. */
+static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 12 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, "
+                                         "bench_is_bf16, count, tolerance, chunk, sums, npu_buffer, bench_buffer"
+                                         "[, read_ahead]) takes 12 or 13 arguments");
+        return NULL;
+    }
+    const long long read_ahead = nargs == 13 ? PyLong_AsLongLong(args[12]) : 0;
+    const int n_fd = PyLong_AsLong(args[0]), b_fd = PyLong_AsLong(args[3]);
+    const long long n_off = PyLong_AsLongLong(args[1]), b_off = PyLong_AsLongLong(args[4]);
+    const Py_ssize_t count = PyLong_AsSsize_t(args[6]), chunk = PyLong_AsSsize_t(args[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (n_fd < 0 || b_fd < 0 || n_off < 0 || b_off < 0 || count < 0 || chunk < 1 || read_ahead < 0) {
+        PyErr_SetString(PyExc_ValueError, "file descriptors, offsets, count and read_ahead must be >= 0, chunk "
+                                          "positive");
+        return NULL;
+    }
+    const int n_bf16 = PyObject_IsTrue(args[2]), b_bf16 = PyObject_IsTrue(args[5]);
+    if (n_bf16 < 0 || b_bf16 < 0)
+        return NULL;
+    float tx = INFINITY;
+    if (args[7] != Py_None) {
+        const double tolerance = PyFloat_AsDouble(args[7]);
+        if (tolerance == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(tolerance >= 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
+            return NULL;
+        }
+        tx = (float)tolerance;
+    }
+    double carry[4] = {0.0, 0.0, 0.0, 0.0};
+    if (args[9] != Py_None && !PyArg_ParseTuple(args[9], "dddd;sums must be a tuple of 4 floats", &carry[0],
+                                                &carry[1], &carry[2], &carry[3]))
+        return NULL;
+    Py_buffer nv, bv;
+    if (PyObject_GetBuffer(args[10], &nv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[11], &bv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&nv);
+        return NULL;
+    }
+    const Py_ssize_t n_size = SIZE_OF(n_bf16 ? SIDE_BF16 : SIDE_F32), b_size = SIZE_OF(b_bf16 ? SIDE_BF16 : SIDE_F32);
+    Py_ssize_t span = nv.len / n_size < bv.len / b_size ? nv.len / n_size : bv.len / b_size;
+    span -= span % (2 * BLOCK);
+    if (span < 2 * BLOCK) {
+        PyBuffer_Release(&nv);
+        PyBuffer_Release(&bv);
+        PyErr_Format(PyExc_ValueError, "the buffers must hold at least %d elements of each side", 2 * BLOCK);
+        return NULL;
+    }
+    const RunFn fn = pick(best_loop, n_bf16, b_bf16, 0);
+    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
+    int status = 0, error = 0;
+    long long n_advised = n_off, b_advised = b_off;
+    const long long n_end = n_off + (long long)count * n_size, b_end = b_off + (long long)count * b_size;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t start = 0; start < count && status == 0 && error == 0; start += chunk) {
+        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        const Py_ssize_t size = count - start < chunk ? count - start : chunk;
+        for (Py_ssize_t piece = 0; piece < size; piece += span) {
+            const Py_ssize_t len = size - piece < span ? size - piece : span, at = start + piece;
+            if (read_ahead > 0) {
+                advise_ahead(n_fd, &n_advised, n_off + (long long)at * n_size + read_ahead, n_end);
+                advise_ahead(b_fd, &b_advised, b_off + (long long)at * b_size + read_ahead, b_end);
+            }
+            error = read_exactly(n_fd, (char *)nv.buf, len * n_size, n_off + (long long)at * n_size);
+            if (error == 0)
+                error = read_exactly(b_fd, (char *)bv.buf, len * b_size, b_off + (long long)at * b_size);
+            if (error != 0)
+                break;
+            status = fn((const char *)nv.buf, n_size, (const char *)bv.buf, b_size, len, tx, &c);
+            if (status < 0)
+                break;
+        }
+        fold_chunk(&t, &c);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&bv);
+    if (error != 0) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ddddddLLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
+                         (long long)t.count1, (long long)t.count5, (long long)t.beyond);
+}
+#endif
+
 #define ACCUMULATE_DOC                                                                                         \
     "(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) -> (dot, nn, bb, ss, max_abs, "   \
     "max_rel, count1, count5, beyond), or None when the NaN/inf positions differ"
@@ -826,6 +976,11 @@ static PyMethodDef methods[] = {
     {"accumulate", (PyCFunction)(void (*)(void))accumulate, METH_FASTCALL, "accumulate" ACCUMULATE_DOC},
     {"accumulate_loop", (PyCFunction)(void (*)(void))accumulate_loop, METH_FASTCALL,
      "accumulate_loop(loop, ...): accumulate with the named loop (one of LOOPS)"},
+#if HAVE_PREAD
+    {"accumulate_file", (PyCFunction)(void (*)(void))accumulate_file, METH_FASTCALL,
+     "accumulate_file(npu_fd, npu_offset, npu_is_bf16, bench_fd, bench_offset, bench_is_bf16, count, tolerance, "
+     "chunk, sums, npu_buffer, bench_buffer): accumulate() over the pair read from the files into the buffers"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

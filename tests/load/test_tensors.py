@@ -848,3 +848,43 @@ def test_torch_big_tensor_loads_memory_mapped(tmp_path: Path) -> None:
     assert tensor.array[-1, -1] == last
     print(f"\nload of a 100 MiB float32 .pt: {elapsed * 1000:.2f} ms", file=sys.stderr)
     assert elapsed < 0.5
+
+
+# ------------------------------------------------------------------------------------ file spans (pread)
+
+
+def _span_bytes(tensor: TensorData) -> bytes:
+    span = tensor.source
+    assert span is not None
+    with open(span.path, "rb") as f:
+        f.seek(span.offset)
+        return f.read(tensor.array.nbytes)
+
+
+def test_file_span_names_the_mapped_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory-mapped C-contiguous tensor says where its bytes are (its storage offset counted); a view that
+    is not contiguous, a file read whole, an empty tensor and a byte-swapped .npy do not."""
+    monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+    base = np.arange(100, dtype=np.float32) * 1.5
+    path = write_pt(tmp_path / "c.pt", tensor_pickle("FloatStorage", 100, 7, (3, 5), (5, 1)), {"0": base.tobytes()})
+    tensor = read_pt(path, "c.pt")
+    assert tensor.source is not None and tensor.source.path == str(path)
+    assert (tensor.source.device, tensor.source.inode) == (os.stat(path).st_dev, os.stat(path).st_ino)
+    assert _span_bytes(tensor) == base[7:22].tobytes() == tensor.array.tobytes()
+    strided = write_pt(tmp_path / "s.pt", tensor_pickle("FloatStorage", 60, 5, (4, 3), (10, 2)),
+                       {"0": base[:60].tobytes()})  # fmt: skip
+    assert read_pt(strided, "s.pt").source is None
+    empty = write_pt(tmp_path / "e.pt", tensor_pickle("FloatStorage", 0, 0, (0, 4), (4, 1)), {"0": b""})
+    assert read_pt(empty, "e.pt").source is None
+    npy = tmp_path / "x.npy"
+    np.save(npy, base.reshape(4, 25))
+    mapped = read_npy(npy, "x.npy")
+    assert _span_bytes(mapped) == base.tobytes()
+    np.save(npy, base.astype(">f4"))
+    assert read_npy(npy, "x.npy").source is None
+    np.save(npy, np.asfortranarray(base.reshape(4, 25)))
+    assert read_npy(npy, "x.npy").source is None
+    monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 1 << 30)
+    assert read_pt(path, "c.pt").source is None
+    np.save(npy, base)
+    assert read_npy(npy, "x.npy").source is None

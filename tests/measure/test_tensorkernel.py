@@ -17,6 +17,7 @@ import functools
 import importlib
 import math
 import os
+import shutil
 import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -461,3 +462,168 @@ def test_interface_errors(kernel: types.ModuleType) -> None:
     with pytest.raises(TypeError):
         kernel.accumulate(f32, False, f32, False, None, 4, None, 1)
     assert kernel.accumulate(memoryview(f32), 0, memoryview(bits), 1)[6:] == (8, 8, 0)  # any buffer
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# accumulate_file: the pair read from files with pread into reused buffers
+
+
+def _write_sides(tmp_path: Path, sides: list[np.ndarray], pads: tuple[int, int]) -> list[tuple[int, int]]:
+    """Each side written to its own file after `pad` bytes of junk: (descriptor, offset) of each."""
+    opened = []
+    for k, (side, pad) in enumerate(zip(sides, pads, strict=True)):
+        path = tmp_path / f"side{k}.bin"
+        path.write_bytes(b"\xa5" * pad + side.tobytes() + b"\x5a" * 13)
+        opened.append((os.open(path, os.O_RDONLY), pad))
+    return opened
+
+
+@pytest.mark.parametrize("kinds", [(False, False), (True, True), (True, False), (False, True)])
+def test_file_reads_equal_the_buffers_bit_for_bit(kernel: types.ModuleType, tmp_path: Path,
+                                                   kinds: tuple[bool, bool]) -> None:  # fmt: skip
+    """Every piece size (buffer length), chunk size, odd offset and tail: the same tuple as accumulate()."""
+    rng = np.random.default_rng(33)
+    n = (rng.standard_normal(70_003) * 1e3).astype(np.float32)
+    b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
+    b[::41] = 0.0
+    n[[5, 8191, 8192, 40_000, 70_002]] = b[[5, 8191, 8192, 40_000, 70_002]] = np.nan  # same positions: masked
+    n[9000] = b[9000] = np.inf
+    sides = [_bf16(x) if bf else x for x, bf in zip((n, b), kinds, strict=True)]
+    opened = _write_sides(tmp_path, sides, (3, 64))
+    try:
+        (n_fd, n_off), (b_fd, b_off) = opened
+        for chunk in (1000, 4096, 8192 + 5, 1 << 17):
+            for count in (n.size, 8192 * 3, 4097, 1):
+                want = kernel.accumulate(sides[0][:count], kinds[0], sides[1][:count], kinds[1], 0.004, chunk,
+                                         (1.0, 2.0, 3.0, 4.0))  # fmt: skip
+                for buffer_bytes in (2 * 8192 * 4, 3 * 8192 * 4 + 100, 1 << 20):
+                    bufs = bytearray(buffer_bytes), bytearray(buffer_bytes)
+                    got = kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], count, 0.004, chunk,
+                                                 (1.0, 2.0, 3.0, 4.0), *bufs)  # fmt: skip
+                    assert got == want, (chunk, count, buffer_bytes)
+                ahead = kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], count, 0.004, chunk,
+                                               (1.0, 2.0, 3.0, 4.0), *bufs, 5000)  # fmt: skip
+                assert ahead == want, (chunk, count, "read ahead")
+        bufs = bytearray(1 << 16), bytearray(1 << 16)
+        assert kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], 0, None, 7, None, *bufs) == (
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+
+
+def test_file_reads_mismatch_and_errors(kernel: types.ModuleType, tmp_path: Path) -> None:
+    n = np.linspace(-3, 3, 30_000, dtype=np.float32)
+    b = n.copy()
+    b[25_000] = np.nan  # one side only, in a later chunk and piece: no result
+    opened = _write_sides(tmp_path, [n, b], (0, 0))
+    (n_fd, _), (b_fd, _) = opened
+    bufs = bytearray(1 << 16), bytearray(1 << 16)
+    try:
+        assert kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, n.size, None, 10_000, None, *bufs) is None
+        assert kernel.accumulate(n, False, b, False, None, 10_000) is None
+        assert kernel.accumulate_file(n_fd, 0, False, n_fd, 0, False, n.size, None, 10_000, None, *bufs)[6] == n.size
+        with pytest.raises(OSError):  # the file ends before the tensor does
+            kernel.accumulate_file(n_fd, 0, False, n_fd, 0, False, n.size + 10, None, 10_000, None, *bufs)
+        with pytest.raises(OSError):  # not an open descriptor
+            kernel.accumulate_file(n_fd, 0, False, 10_000, 0, False, 100, None, 10_000, None, *bufs)
+        with pytest.raises(ValueError):  # buffers below two blocks
+            kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, bytearray(100), bufs[1])
+        with pytest.raises(BufferError):  # read-only buffer
+            kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, bytes(1 << 16), bufs[1])
+        with pytest.raises(ValueError):
+            kernel.accumulate_file(n_fd, -1, False, b_fd, 0, False, 100, None, 100, None, *bufs)
+        with pytest.raises(ValueError):
+            kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, *bufs, -1)
+        with pytest.raises(TypeError):
+            kernel.accumulate_file(n_fd, 0, False, b_fd, 0, False, 100, None, 100, None, bufs[0])
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+
+
+def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Memory-mapped tensors with a FileSpan go through accumulate_file: the metrics (and the root cause's
+    count beyond a tolerance) equal those through the mapping, bit for bit; a file replaced since it was read,
+    or one that cannot be read, goes through the mapping."""
+    from msprobe_compare.load import tensors
+
+    monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+    rng = np.random.default_rng(5)
+    n = (rng.standard_normal((300, 701)) * 10).astype(np.float32)
+    b = (n * (1 + np.float32(2e-3) * rng.standard_normal(n.shape))).astype(np.float32)
+    b[0, :50] = 0.0
+    n[3, 3] = b[3, 3] = np.nan
+    calls: list[int] = []
+    real = kernel.accumulate_file
+
+    def counting(*args: object) -> object:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernel, "accumulate_file", counting)
+    for kinds in ((BF16, BF16), ("float32", "float32"), (BF16, "float32")):
+        paths = []
+        for k, (values, kind) in enumerate(zip((n, b), kinds, strict=True)):
+            data = _bf16(values) if kind == BF16 else values
+            paths.append(tmp_path / f"{kind}{k}.npy")
+            np.save(paths[-1], data)
+        sides = [tensors.read_npy(p, p.name) for p in paths]
+        sides = [TensorData(t.array, kind, t.source) for t, kind in zip(sides, kinds, strict=True)]
+        assert all(t.source is not None for t in sides)
+        mapped = [TensorData(t.array, t.dtype_name) for t in sides]
+        for chunk in (1 << 17, 5000):
+            calls.clear()
+            got = tensor_metrics.compare_tensors(*sides, chunk_elems=chunk, excess_units=2.0)
+            assert calls == [1]
+            want = tensor_metrics.compare_tensors(*mapped, chunk_elems=chunk, excess_units=2.0)
+            assert calls == [1]
+            assert repr(got) == repr(want) and (got.beyond, got.beyond_tol) == (want.beyond, want.beyond_tol)
+        # the bench file replaced after reading (another inode): read through the mapping, same metrics
+        replaced = paths[1].with_suffix(".new")
+        shutil.copyfile(paths[1], replaced)
+        os.replace(replaced, paths[1])
+        calls.clear()
+        again = tensor_metrics.compare_tensors(*sides, excess_units=2.0)
+        assert calls == [] and repr(again) == repr(tensor_metrics.compare_tensors(*mapped, excess_units=2.0))
+    b[7, 7] = np.nan  # one side only: N/A either way
+    np.save(tmp_path / "m.npy", b)
+    nan_side = tensors.read_npy(tmp_path / "m.npy", "m.npy")
+    first = tensors.read_npy(tmp_path / "float320.npy", "x")
+    assert repr(tensor_metrics.compare_tensors(first, nan_side)) == repr(
+        tensor_metrics.compare_tensors(TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
+    assert tensor_metrics.compare_tensors(first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
+
+
+def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A mapped tensor whose pages are not all in the page cache is read with read-ahead requests: the same
+    metrics. (Where the file system cannot drop the pages, tmpfs for one, both runs are the cached case.)"""
+    from msprobe_compare.load import tensors
+
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise to drop the pages")
+    rng = np.random.default_rng(8)
+    n = rng.standard_normal(3_000_000).astype(np.float32)  # 12 MB: more than one read-ahead window
+    b = (n * np.float32(1.001)).astype(np.float32)
+    paths = [tmp_path / "n.npy", tmp_path / "b.npy"]
+    for path, values in zip(paths, (n, b), strict=True):
+        np.save(path, values)
+    sides = [tensors.read_npy(p, p.name) for p in paths]
+    assert not tensor_metrics._uncached(np.zeros(4 << 20, np.float32))  # not a mapping: unknown, False
+    advised: list[int] = []
+    real = kernel.accumulate_file
+    monkeypatch.setattr(kernel, "accumulate_file", lambda *args: advised.append(args[-1]) or real(*args))
+    for path in paths:
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    cold = tensor_metrics._uncached(np.asarray(sides[0].array)) or tensor_metrics._uncached(np.asarray(sides[1].array))
+    got = tensor_metrics.compare_tensors(*sides)  # before anything maps the pages (mapped pages stay cached)
+    assert advised == [tensor_metrics._ReadAhead.READ_AHEAD if cold else 0]
+    want = tensor_metrics.compare_tensors(*[TensorData(t.array, t.dtype_name) for t in sides])
+    assert repr(got) == repr(want)
+    advised.clear()
+    assert repr(tensor_metrics.compare_tensors(*sides)) == repr(want)
+    assert advised == [0]  # all read now

@@ -2,7 +2,9 @@
 
 bfloat16 has no numpy dtype: its array holds the raw 16-bit patterns (uint16) and `dtype_name` is
 "bfloat16"; `to_float(chunk)` widens such chunks exactly to float32 (bf16 is the top half of fp32).
-Arrays may be memory-mapped; consumers must never write into them.
+Arrays may be memory-mapped; consumers must never write into them. A memory-mapped C-contiguous array also
+carries its `FileSpan` (`source`): where its bytes are in the file, so that they can be read with pread into
+reused buffers instead of through the mapping (measure/tensor_metrics.py: no page faults).
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ BF16 = "bfloat16"
 
 
 @dataclass(frozen=True)
+class FileSpan:
+    """Where a C-contiguous array's bytes are: `offset` in the regular file `path`, whose st_dev and st_ino were
+    `device` and `inode` when it was read (a reader reopening the path checks them: the same file or none)."""
+
+    path: str
+    offset: int
+    device: int
+    inode: int
+
+
+@dataclass(frozen=True)
 class TensorData:
     array: np.ndarray  # shape as dumped; dtype uint16 when dtype_name == "bfloat16"
     dtype_name: str  # numpy dtype name ("float32", "int64", "bool", ...) or "bfloat16"
+    source: FileSpan | None = None  # the file bytes of a memory-mapped C-contiguous `array` (None: not known)
 
     @property
     def shape(self) -> tuple[int, ...]:

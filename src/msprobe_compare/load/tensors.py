@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from msprobe_compare.errors import TensorFileError
-from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.load.tensor_data import BF16, FileSpan, TensorData
 from msprobe_compare.records import dataclass
 
 __all__ = ["load_tensor", "read_npy", "read_pt", "resolve_tensor_path"]
@@ -238,9 +238,11 @@ def read_npy(path: Path | str, name: str) -> TensorData:
                 fp.seek(offset)
                 data = fp.read(nbytes)
                 array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order=order)
+        source = _file_span(array, path, fp.fileno())
     if not dtype.isnative:
         array = array.astype(dtype.newbyteorder("="))
-    return TensorData(_readonly(array), array.dtype.name)
+        source = None
+    return TensorData(_readonly(array), array.dtype.name, source)
 
 
 def _check_npy_dtype(dtype: np.dtype, name: str) -> None:
@@ -466,12 +468,14 @@ def read_pt(path: Path | str, name: str) -> TensorData:
                 fp.seek(0)  # let zipfile judge it (and word the error, if any)
         try:
             with zipfile.ZipFile(fp) as archive:
-                return _read_archive(
+                tensor = _read_archive(
                     _unique_members(archive.infolist(), name),
                     functools.partial(_read_member, archive, name=name),
                     functools.partial(_storage_items, archive, fp, name=name),
                     name,
                 )
+            source = _file_span(tensor.array, path, fp.fileno())
+            return tensor if source is None else TensorData(tensor.array, tensor.dtype_name, source)
         except TensorFileError:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, struct.error, OSError) as exc:
@@ -728,6 +732,24 @@ def _storage_items(
     if len(data) != count * dtype.itemsize:
         raise TensorFileError("corrupt", name, f"storage {info.filename} is truncated")
     return _readonly(np.frombuffer(data, dtype=dtype, count=count))
+
+
+def _file_span(array: np.ndarray, path: Path | str, fd: int) -> FileSpan | None:
+    """Where the bytes of `array` are in the file open as `fd`, when it is a C-contiguous view of a memory map
+    this module made (np.memmap, wrapped at once by _readonly: the first memmap on its base chain is the one
+    np.memmap made, whose data starts at file offset `.offset`); None otherwise."""
+    if array.size == 0 or not array.flags.c_contiguous:
+        return None
+    base: Any = array
+    while isinstance(base, np.ndarray) and type(base) is not np.memmap:
+        base = base.base
+    if not isinstance(base, np.memmap) or not isinstance(base.offset, int):
+        return None
+    start = base.offset + (array.ctypes.data - base.ctypes.data)
+    if start < base.offset or array.ctypes.data + array.nbytes > base.ctypes.data + base.nbytes:
+        return None
+    info = os.fstat(fd)
+    return FileSpan(str(path), start, info.st_dev, info.st_ino)
 
 
 def _member_data_offset(fp: BinaryIO, info: zipfile.ZipInfo, name: str) -> int:

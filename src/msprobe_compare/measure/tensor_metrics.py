@@ -14,7 +14,9 @@ Numeric semantics follow the reference, with the deliberate fixes D4, D5 and D6 
 
 When the compiled kernel `msprobe_compare._tensorkernel` is built with a SIMD loop (SSE2/AVX2/AVX-512 on x86; see
 `_native_kernel`; MSPROBE_NATIVE=0 turns it off), pairs whose sides are each float32 or bfloat16 go through it
-instead of numpy: one fused pass per chunk, straight from the (possibly memory-mapped) buffers, without the GIL.
+instead of numpy: one fused pass per chunk, straight from the (possibly memory-mapped) buffers, without the GIL;
+a memory-mapped pair whose files are known (`TensorData.source`) is read from the files with pread into two reused
+buffers instead (`_accumulate_files`: no page faults, a quarter less CPU), with the same results bit for bit.
 It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, the ratios and the messages are
 identical; the sums behind Cosine and EucDist are added in another order than numpy/BLAS (fixed, so still
 deterministic whatever the threads, -j or pool), so they may differ from the numpy path in the last bits, as they
@@ -32,6 +34,8 @@ import enum
 import functools
 import math
 import mmap
+import os
+import stat
 import sys
 import threading
 from dataclasses import field
@@ -41,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare import native
-from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.load.tensor_data import BF16, FileSpan, TensorData
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.records import dataclass
 
@@ -69,6 +73,7 @@ NATIVE_SPAN_CHUNKS = 16
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _U16 = np.dtype(np.uint16)
+_U8 = np.dtype(np.uint8)
 _READABLE_KINDS = frozenset("biuf")  # bool, signed/unsigned int, float (bfloat16 arrives as uint16 bits)
 
 
@@ -239,6 +244,12 @@ def _accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: np
     chunk = min(chunk_elems, n_arr.size)
     n_bf16, b_bf16 = _native_side(npu, n_arr), _native_side(bench, b_arr)
     if kernel is not None and n_bf16 is not None and b_bf16 is not None:
+        if npu.source is not None and bench.source is not None and hasattr(kernel, "accumulate_file"):
+            read_ahead = _ReadAhead.READ_AHEAD if _uncached(n_arr) or _uncached(b_arr) else 0
+            totals = _accumulate_files(kernel, npu.source, n_bf16, bench.source, b_bf16, n_arr.size, chunk_elems,
+                                       tolerance, read_ahead)  # fmt: skip
+            if totals is not _UNREAD:
+                return totals
         return _accumulate_native(kernel, _Side(npu, n_arr, chunk, "", widen=False), n_bf16,
                                   _Side(bench, b_arr, chunk, "", widen=False), b_bf16, n_arr.size, chunk_elems,
                                   tolerance)  # fmt: skip
@@ -284,6 +295,81 @@ def _accumulate_native(kernel: ModuleType, n_side: _Side, n_bf16: bool, b_side: 
     totals.dot, totals.nn, totals.bb, totals.ss = dot, nn, bb, ss
     totals.max_abs, totals.max_rel, totals.count1, totals.count5 = max_abs, max_rel, count1, count5
     totals.beyond = beyond
+    return totals
+
+
+# The bytes of each side read from its file per call of the file kernel (multiples of its 2 blocks of 4096
+# elements); measured on 2 x 180 MB float32 and 2 x 262 MB bfloat16 pairs: 64 KiB to 512 KiB cost the same CPU
+# time, 28% less than through the memory map (page faults, page-table set-up and tear-down, TLB misses).
+FILE_BUFFER_BYTES = 256 << 10
+_UNREAD: Any = object()  # _accumulate_files could not read the files: the caller goes through the mapping
+
+
+def _accumulate_files(kernel: ModuleType, n_span: FileSpan, n_bf16: bool, b_span: FileSpan, b_bf16: bool, size: int,
+                      chunk_elems: int, tolerance: float | None, read_ahead: int = 0) -> _Totals | None:  # fmt: skip
+    """_accumulate_native on the two files' bytes read with pread into reused buffers (the same sums, maxima and
+    counts bit for bit: kernel.accumulate_file computes the blocks and chunks as accumulate does), keeping
+    `read_ahead` bytes ahead requested from the disk; _UNREAD when a file cannot be opened as the same file the
+    tensor was read from, or read."""
+    fds: list[int] = []
+    try:
+        for span in (n_span, b_span):
+            fd = _open_span(span)
+            if fd is None:
+                return _UNREAD
+            fds.append(fd)
+        n_buf = _WORKSPACE.get("file npu", FILE_BUFFER_BYTES, _U8)
+        b_buf = _WORKSPACE.get("file bench", FILE_BUFFER_BYTES, _U8)
+        part = kernel.accumulate_file(fds[0], n_span.offset, n_bf16, fds[1], b_span.offset, b_bf16, size, tolerance,
+                                      chunk_elems, None, n_buf, b_buf, read_ahead)  # fmt: skip
+    except OSError:
+        return _UNREAD
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return None if part is None else _totals_of(part, size, tolerance)
+
+
+def _uncached(arr: np.ndarray) -> bool:
+    """Whether some of 16 pages spread over a memory-mapped array (of more than one read-ahead window) are not in
+    the page cache (mincore on its untouched mapping: no page is read); False when that cannot be known."""
+    probe = _ReadAhead(arr.reshape(-1) if arr.flags.c_contiguous else None)
+    if probe.mm is None:
+        return False
+    last = probe.end - 1 - probe.begin
+    for k in range(16):
+        at = probe.begin + last * k // 15
+        if not _page_cached(probe.address + at - at % mmap.PAGESIZE, probe.vector):
+            return True
+    return False
+
+
+def _open_span(span: FileSpan) -> int | None:
+    """A descriptor of the file `span` names, when it is still the regular file the tensor was read from."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(span.path, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (span.device, span.inode):
+            os.close(fd)
+            return None
+        if hasattr(os, "posix_fadvise"):  # a longer read-ahead on a cold page cache
+            os.posix_fadvise(fd, span.offset, 0, os.POSIX_FADV_SEQUENTIAL)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _totals_of(part: tuple[Any, ...], size: int, tolerance: float | None) -> _Totals:
+    """The kernel's (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond) of a whole pair as _Totals."""
+    totals = _Totals(size, tolerance)
+    totals.dot, totals.nn, totals.bb, totals.ss = part[0], part[1], part[2], part[3]
+    totals.max_abs, totals.max_rel, totals.count1, totals.count5 = part[4], part[5], part[6], part[7]
+    totals.beyond = part[8]
     return totals
 
 
