@@ -485,7 +485,6 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         ok_at = max(int(quiet_ok[p - 1]) if p else -1, last_walked_ok)
         last_ok = entries[order_l[ok_at]] if ok_at >= 0 else None
         phase = PHASES[phase_code[e]]
-        name = entries[e]
         differs_e = bool(differs_o[p])
         rin, rout = float(r_in[e]), float(r_out[e])
         origin: Origin | None = None
