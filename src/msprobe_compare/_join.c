@@ -266,6 +266,17 @@ static const char *stem_of(const char *s, Py_ssize_t n, Py_ssize_t *len) {
     return s;
 }
 
+/* `result`, or None in its place when it is NULL because a text had no UTF-8 form (the exception cleared): the
+ * caller then takes its Python path. */
+static PyObject *none_on_encode_error(PyObject *result) {
+    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    return result;
+}
+
 static PyObject *stem_counts(PyObject *self, PyObject *args) {
     PyObject *entries;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &entries)) return NULL;
@@ -347,11 +358,7 @@ static PyObject *stem_counts(PyObject *self, PyObject *args) {
     }
     result = counts;
 done:
-    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates: the caller's Counter */
-        PyErr_Clear();
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
+    result = none_on_encode_error(result); /* lone surrogates: the caller's Counter */
     PyMem_Free(table);
     PyMem_Free(order);
     return result;
@@ -393,11 +400,7 @@ static PyObject *containing(PyObject *self, PyObject *args) {
     }
     result = PyBytes_FromStringAndSize((const char *)pos, found * (Py_ssize_t)sizeof(int64_t));
 done:
-    if (!result && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* lone surrogates: the caller's search */
-        PyErr_Clear();
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
+    result = none_on_encode_error(result); /* lone surrogates: the caller's search */
     PyMem_Free(pos);
     return result;
 }

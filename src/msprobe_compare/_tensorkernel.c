@@ -733,6 +733,21 @@ static int get_side(PyObject *obj, int is_bf16, Py_buffer *view, const char *whi
     return 0;
 }
 
+/* A `tolerance` argument: None leaves *tx as it is; else a float >= 0. -1 with an exception set otherwise. */
+static int parse_tolerance(PyObject *arg, float *tx) {
+    if (arg == Py_None)
+        return 0;
+    const double tolerance = PyFloat_AsDouble(arg);
+    if (tolerance == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(tolerance >= 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
+        return -1;
+    }
+    *tx = (float)tolerance;
+    return 0;
+}
+
 static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_t nargs) {
     float tx = INFINITY; /* no tolerance: nothing is beyond it */
     Py_ssize_t chunk = 0; /* 0: the whole buffer is one chunk */
@@ -751,16 +766,8 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
                               &carry[3]))
             return NULL;
     }
-    if (nargs >= 5 && args[4] != Py_None) {
-        const double tolerance = PyFloat_AsDouble(args[4]);
-        if (tolerance == -1.0 && PyErr_Occurred())
-            return NULL;
-        if (!(tolerance >= 0.0)) {
-            PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
-            return NULL;
-        }
-        tx = (float)tolerance;
-    }
+    if (nargs >= 5 && parse_tolerance(args[4], &tx) < 0)
+        return NULL;
     const int n_bf16 = PyObject_IsTrue(args[1]), b_bf16 = PyObject_IsTrue(args[3]);
     if (n_bf16 < 0 || b_bf16 < 0)
         return NULL;
@@ -898,16 +905,8 @@ static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssi
     if (n_bf16 < 0 || b_bf16 < 0)
         return NULL;
     float tx = INFINITY;
-    if (args[7] != Py_None) {
-        const double tolerance = PyFloat_AsDouble(args[7]);
-        if (tolerance == -1.0 && PyErr_Occurred())
-            return NULL;
-        if (!(tolerance >= 0.0)) {
-            PyErr_SetString(PyExc_ValueError, "tolerance must be >= 0");
-            return NULL;
-        }
-        tx = (float)tolerance;
-    }
+    if (parse_tolerance(args[7], &tx) < 0)
+        return NULL;
     double carry[4] = {0.0, 0.0, 0.0, 0.0};
     if (args[9] != Py_None && !PyArg_ParseTuple(args[9], "dddd;sums must be a tuple of 4 floats", &carry[0],
                                                 &carry[1], &carry[2], &carry[3]))
