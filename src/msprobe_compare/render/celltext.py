@@ -649,8 +649,8 @@ class _Format:
     def _rest(self, col: Column, rows: np.ndarray, kind: np.ndarray) -> tuple[list[str], np.ndarray]:
         """Texts of the cells left out of the bulk numbers (other values, numbers of the other kind): the
         distinct texts, and a code per cell into them."""
-        codes_of, texts = self.other_codes(col)
-        codes = codes_of[rows].astype(np.int64)
+        codes_of, texts = self.other_codes(col, rows)
+        codes = codes_of.astype(np.int64)
         numbers = np.flatnonzero(codes < 0)  # numbers of the other kind: each its own text, after the others
         if not len(numbers):
             return texts, codes
@@ -661,15 +661,15 @@ class _Format:
         codes[numbers] = np.arange(len(texts), len(texts) + len(numbers))
         return texts + self.strings(cells), codes
 
-    def other_codes(self, col: Column) -> tuple[np.ndarray, list[str]]:
-        """For the whole column: a code per KIND_OTHER cell into the texts of its distinct objects (-1 for
-        the numbers), made once per column and format."""
+    def other_codes(self, col: Column, rows: slice | np.ndarray = slice(None)) -> tuple[np.ndarray, list[str]]:
+        """For `rows` of the column (a slice or row indices; default all): a code per KIND_OTHER cell into the
+        texts of its distinct objects (-1 for the numbers). The texts are made once per column and format; a
+        column coded already (`Column.others`) has its codes taken for the rows asked only, so a writer's block
+        never holds codes for the whole column (each writing process would hold its own copy)."""
         memo = self.__dict__.setdefault("_others", {})
         key = id(col)
         if key not in memo and col.others is not None:  # coded already: the codes of its other cells, as they are
-            assert col.kind is not None
-            codes, objects = col.others
-            memo[key] = (col, np.where(col.kind == KIND_OTHER, codes, -1).astype(np.int32), self.strings(objects))
+            memo[key] = (col, None, self.strings(col.others[1]))
         if key not in memo:
             assert col.kind is not None
             others = np.flatnonzero(col.kind == KIND_OTHER)
@@ -679,7 +679,11 @@ class _Format:
             codes = np.full(len(col.kind), -1, dtype=np.int32)
             codes[others] = inverse.reshape(-1)
             memo[key] = (col, codes, self.strings(picked[first].tolist()))  # keeps the column alive
-        return memo[key][1], memo[key][2]
+        _, whole, texts = memo[key]
+        if whole is not None:
+            return whole[rows], texts
+        assert col.kind is not None and col.others is not None
+        return np.where(col.kind[rows] == KIND_OTHER, col.others[0][rows], -1).astype(np.int32), texts
 
 
 class CsvFormat(_Format):
@@ -799,8 +803,8 @@ def numeric_spec(fmt: Any, col: Column, lo: int, hi: int, digits: bool) -> tuple
     csv_block and xml_block) take it: values, kinds, the codes and texts of its other cells, and orjson's text of the
     numbers when `digits` (_csvrows puts them in repr's layout; None: repr's own)."""
     assert col.values is not None and col.kind is not None, "a numeric column has values and kinds"
-    codes, texts = fmt.other_codes(col)
+    codes, texts = fmt.other_codes(col, slice(lo, hi))
     values = np.ascontiguousarray(col.values[lo:hi], dtype=np.float64)
     kind = np.ascontiguousarray(col.kind[lo:hi], dtype=np.int8)
     numbers = floattext.orjson_array(values) if digits else None  # the other cells' tokens are skipped, unread
-    return values, kind, codes[lo:hi], texts, numbers
+    return values, kind, codes, texts, numbers
