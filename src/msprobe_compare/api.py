@@ -39,7 +39,7 @@ from msprobe_compare.render import report, table
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.report import Written
 from msprobe_compare.render.texts import STATE_TEXT, messages_text
-from msprobe_compare.runtime import gc_paused
+from msprobe_compare.runtime import gc_paused, keep_until_exit
 from msprobe_compare.records import dataclass
 
 if TYPE_CHECKING:  # annotations only: the tensor rows are imported with tensor mode (start-up speed)
@@ -334,13 +334,17 @@ class PairResult:
     summary: PairSummary
 
 
-def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with_table: bool = False) -> PairResult:
-    """Compare one pair of dump.json files, write the result files, and summarise the table."""
+def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with_table: bool = False,
+                 keep: bool = False) -> PairResult:  # fmt: skip
+    """Compare one pair of dump.json files, write the result files, and summarise the table. `keep`: the command
+    compares only this pair, so its tables are kept until the process ends (runtime.keep_until_exit)."""
     debug = cfg.npu_path.name == "debug.json"  # single-point data (spec §7.7): never coloured, its own file name
     if debug and cfg.options.highlight:
         cfg = replace(cfg, options=replace(cfg.options, highlight=False))
     with gc_paused():
         outcome = build_outcome(cfg, console)
+        if keep:
+            keep_until_exit(outcome)
         if len(outcome) == 0:
             console.warning("Can`t match any op. No compare result file generated.")
             return PairResult(Written(None, None), summarize(outcome, with_table))
@@ -352,7 +356,7 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
 
 def compare_files(cfg: CompareConfig, console: Console, suffix: str = "") -> Written:
     """Compare one pair of dump.json files and write the result files."""
-    return compare_pair(cfg, console, suffix).written
+    return compare_pair(cfg, console, suffix, keep=True).written
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ try:
     from msprobe_compare.render import report
     from msprobe_compare.render.report import DEFAULT_FORMATS, FORMATS, Written
     from msprobe_compare.render.story import gate_line
+    from msprobe_compare import runtime
     from msprobe_compare.runtime import tune_malloc
 finally:
     if not gc.get_freeze_count():  # (a caller's own frozen objects stay frozen)
@@ -242,10 +243,20 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit)."""
-    if argv is None:  # this process is the command (console script, python -m): what is loaded now lives until exit,
-        gc.freeze()  # so no collection, nor the one at exit, scans it again (start-up speed: ~5% of a small compare)
-    argv = sys.argv[1:] if argv is None else argv
+    """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit).
+    Called as the command itself (no `argv`: console script, python -m), the process ends here once the run is
+    done (runtime.exit_now): a large compare's tables are not taken apart object by object first."""
+    if argv is not None:
+        return _run(argv)
+    gc.freeze()  # what is loaded now lives until exit: no collection scans it again (start-up speed: ~5%)
+    with runtime.exiting_now():
+        code = _run(sys.argv[1:])
+    runtime.exit_now(code)
+    return code  # not reached
+
+
+def _run(argv: list[str]) -> int:
+    """main's work: the exit code."""
     parser = _parser()
     if not argv:
         parser.print_help(sys.stderr)

@@ -94,6 +94,40 @@ def tune_malloc() -> bool:
     return bool(ok)
 
 
+_KEPT: list[Any] | None = None  # what the command keeps until it ends (exiting_now); None: not the command
+
+
+@contextlib.contextmanager
+def exiting_now() -> Iterator[None]:
+    """While the command runs: `keep_until_exit` keeps what it is given (the command then ends by `exit_now`)."""
+    global _KEPT
+    _KEPT = []
+    try:
+        yield
+    finally:
+        if sys.exc_info()[0] is not None:  # an exception ends the process the usual way: nothing kept
+            _KEPT = None
+
+
+def keep_until_exit(obj: Any) -> None:
+    """Keep `obj` (a finished compare's tables: millions of objects) alive until the command ends, when the
+    process exits without freeing them one by one (0.2-0.3 s on 1M rows); outside the command, nothing."""
+    if _KEPT is not None:
+        _KEPT.append(obj)
+
+
+def exit_now(code: int) -> None:
+    """End the command's process with `code` after flushing its output streams, without the interpreter's
+    teardown (what `keep_until_exit` kept is not freed object by object). Every result file is closed and in
+    place by then; no exit handler of this package is left to run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or absent stream: nothing to flush
+            pass
+    os._exit(code)
+
+
 def release_free_memory() -> bool:
     """On glibc: hand the heap's free pages back to the kernel (`malloc_trim`), before forking a child that runs
     beside this process. Pages still mapped after the fork are shared copy-on-write, so this process's next
