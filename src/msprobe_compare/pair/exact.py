@@ -113,17 +113,13 @@ def apply_dtype_gate(npu: RowTable, bench: RowTable, match: np.ndarray, cross_fr
     npu_codes, bench_codes, names = _joint_codes(npu.dtype, bench.dtype)  # the distinct dtypes: a few
     width = len(names)
     pairs = npu_codes[hit].astype(np.int64) * width + bench_codes[match[hit]]
-    if width * width <= 4 * len(hit) + 4096:  # a table over every pair of codes: no sort
-        present = np.flatnonzero(np.bincount(pairs, minlength=width * width))
-        ok = np.ones(width * width, dtype=bool)
-        ok[present] = [dtypes_compatible(names[p // width], names[p % width], cross_framework)
-                       for p in present.tolist()]  # fmt: skip
-        out[hit[~ok[pairs]]] = -1
-        return out
-    distinct, inverse = np.unique(pairs, return_inverse=True)
+    if width * width <= 4 * len(hit) + 4096:  # the pairs present, from a count over every pair of codes: no sort
+        distinct = np.flatnonzero(np.bincount(pairs, minlength=width * width))
+    else:
+        distinct = np.unique(pairs)
     ok = np.array([dtypes_compatible(names[p // width], names[p % width], cross_framework)
                    for p in distinct.tolist()], dtype=bool)  # fmt: skip
-    out[hit[~ok[inverse]]] = -1
+    out[hit[~ok[np.searchsorted(distinct, pairs)]]] = -1
     return out
 
 

@@ -313,21 +313,4 @@ def _blocks(f: Any, block: Callable[[int, int], bytes], lo: int, hi: int) -> Non
 def append_file(f: Any, g: Any) -> None:
     """Append the whole of file `g` to `f` (in the kernel where it can)."""
     f.flush()
-    size = os.fstat(g.fileno()).st_size
-    copy = getattr(os, "copy_file_range", None)
-    done = 0
-    if copy is not None:
-        try:
-            while done < size:
-                step = copy(g.fileno(), f.fileno(), size - done)
-                if step == 0:
-                    break
-                done += step
-        except OSError:
-            pass
-    if done < size:
-        g.seek(done)
-        f.seek(0, os.SEEK_END)
-        import shutil  # only when the kernel copy stopped short (start-up speed)
-
-        shutil.copyfileobj(g, f, 1 << 20)
+    _copy_range(g, f, 0, os.fstat(g.fileno()).st_size)
