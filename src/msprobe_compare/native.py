@@ -9,7 +9,7 @@ import importlib
 import os
 from types import ModuleType
 
-MODULES = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows", "_join")
+MODULES = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows", "_join", "_noise")
 
 
 def enabled() -> bool:

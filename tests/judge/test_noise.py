@@ -419,3 +419,19 @@ def test_signature_alignment_leaves_aligned_calls_alone(name, cases, monkeypatch
     o = _outcome(same, monkeypatch)
     assert o.rootcause.repaired == 0 and o.rootcause.origins == [] and o.rootcause.suspects == []
     assert set(o.rootcause.states) <= {CallState.OK}
+
+
+@pytest.mark.parametrize("name", ["tfm_amp_scale1p1_L1_stat", "tfm_fused_noresidual_L1_stat", "tfm_amp_nan_L0_stat",
+                                  "mlp_amp_nobug_stat", TENSOR_CASE, "more_deep_fp16_scale_1p05_L3_stat"])
+def test_native_row_passes_give_the_numpy_answer(name, cases, monkeypatch):
+    """The analysis with the C row passes (`_noise`) and with numpy only: the same states, origins, suspects and
+    evidence, number for number."""
+    def answer():
+        rc = _outcome(cases / name, monkeypatch).rootcause
+        arrays = tuple(getattr(rc, f).tobytes() for f in ("in_scores", "out_scores", "floors", "ratios"))
+        return rc.states, repr(rc.origins), repr(rc.suspects), rc.metric, rc.repaired, rc.lowest_precision, arrays
+
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    native = answer()
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    assert answer() == native

@@ -28,6 +28,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.errors import UsageError
 from msprobe_compare.load.rows import RowTable, State, StatKind, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, UNIT_ROUNDOFF, MetricState
@@ -208,6 +209,18 @@ TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
 STAT_CHUNK = 1 << 16  # rows measured at a time: the temporaries stay small and are reused, not faulted in anew
 
 
+@functools.cache
+def _checked(module: object) -> bool:
+    """Whether a `_noise` module uses our StatKind codes (checked once per module)."""
+    return all(getattr(module, f"K_{k.name}", None) == int(k) for k in StatKind if k < StatKind.RAW)
+
+
+def _native() -> object | None:
+    """The `_noise` accelerator (`native.load`), None when absent, turned off or built with other codes."""
+    fast = native.load("_noise")
+    return fast if fast is not None and _checked(fast) else None
+
+
 def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasures:
     """Statistics mode: |dNorm|/Norm and |dMean|/RMS (RMS = Norm/sqrt(numel)), each with one ulp of the recorded
     statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution. Rows are measured in chunks
@@ -218,6 +231,18 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     size = row_numel(npu)
     diff, quant, unit = np.empty((n, 3)), np.empty((n, 3)), np.empty(n)
     nonfinite, nonfinite_any = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+    fast = _native()
+    if fast is not None:  # the same arithmetic row by row in C, one pass (the numpy code below is its twin)
+        c = np.ascontiguousarray
+        m = len(bench)
+        fast.stat_measures(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
+                           c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
+                           c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
+                           c(match, dtype=np.int64), c(nbits, dtype=np.int8),
+                           c(bbits, dtype=np.int8) if bbits is not None else np.zeros(0, dtype=np.int8),
+                           c(nunit, dtype=np.float64), c(bunit, dtype=np.float64) if bunit is not None else np.zeros(0),
+                           c(size, dtype=np.float64), diff, quant, unit, nonfinite, nonfinite_any)  # fmt: skip
+        return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
     for lo in range(0, n, STAT_CHUNK):
         part = slice(lo, min(n, lo + STAT_CHUNK))
         _stat_chunk(npu, bench, match[part], part, nbits, bbits, nunit, bunit, size, diff, quant, unit, nonfinite,

@@ -1,0 +1,270 @@
+/* Native twins of the root cause's row passes (judge/noise.py, judge/rootcause.py; their numpy code is the twin and
+ * tests/judge/test_noise_native.py runs both on the same inputs, bit for bit).
+ *
+ * stat_measures(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size,
+ *               diff, quant, unit, nonfinite, nonfinite_any)
+ *     noise.stat_measures' per-row arithmetic, operation by operation: rows of four statistics (Max, Min, Mean,
+ *     Norm; float64, kinds int8 StatKind), the bench row of each NPU row (`match`, int64, -1: none), the mantissa
+ *     bits of each side's recorded statistics (int8), each side's unit roundoff and the element count (float64);
+ *     out: diff and quant (n, 3) float64, unit (n) float64, the two NaN/Inf masks (n) bool.
+ * seg_max(values, mask, starts, fill, out)
+ *     the largest of each column of `values` (n, k) over the rows of `mask` in each run of rows
+ *     [starts[t], starts[t + 1]) (the last to n), NaN and unmasked rows counting as `fill`: `_PerEntry.max`'s
+ *     np.maximum.reduceat over np.where(mask & ~isnan(values), values, fill); a zero maximum is +0 (reduceat's
+ *     order, which decides the sign of a zero among zeros, is its own); out (runs, k).
+ * phase_flags(entries, backward, grad, ends)
+ *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward" (load/rows.phase_codes' three
+ *     string passes in one); bool buffers of len(entries).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { K_NUMBER = 0, K_INT = 1, K_NAN = 2, K_NONE = 3 };
+
+static int sized(Py_buffer *b, Py_ssize_t itemsize, Py_ssize_t items, const char *what) {
+    if (b->len != items * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes where %zd were expected", what, b->len, items * itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* np.maximum: NaN when either is NaN, else the larger (the first when equal) */
+static inline double nmax(double a, double b) { return (a >= b || a != a) ? a : b; }
+
+/* noise.ulp for one value: one ulp in a format of `bits` mantissa bits (0 bits or a zero value: 0) */
+static inline double ulp1(double v, int bits) {
+    if (bits <= 0 || v == 0) return 0.0;
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    int64_t biased = (int64_t)((u >> 52) & 0x7ff), p;
+    if (biased == 0x7ff) { /* NaN, Inf: frexp of 0, exponent 0 */
+        p = -1 - (int64_t)bits;
+    } else if (biased == 0) { /* subnormal: frexp's exponent */
+        int e;
+        frexp(v, &e);
+        p = (int64_t)e - 1 - (int64_t)bits;
+    } else {
+        p = biased - 1022 - 1 - (int64_t)bits; /* frexp: v = m 2^e, 0.5 <= |m| < 1, e = biased - 1022 */
+    }
+    if (p < -1022 || p > 1023) return ldexp(1.0, (int)p); /* subnormal, zero or infinite: as ldexp gives */
+    uint64_t r = (uint64_t)(p + 1023) << 52; /* 2^p exactly */
+    double out;
+    memcpy(&out, &r, 8);
+    return out;
+}
+
+/* noise._finite for one row: no NaN statistic, no infinite numeric one */
+static inline int finite_row(const double *v, const signed char *k) {
+    for (int c = 0; c < 4; c++)
+        if (k[c] == K_NAN || (fabs(v[c]) == INFINITY && k[c] <= K_INT)) return 0;
+    return 1;
+}
+
+static PyObject *stat_measures(PyObject *self, PyObject *args) {
+    Py_buffer nv, nk, bv, bk, mt, nb, bb, nu, bu, sz, df, qt, un, nf, na;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*", &nv, &nk, &bv, &bk, &mt, &nb, &bb, &nu, &bu, &sz,
+                          &df, &qt, &un, &nf, &na))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = mt.len / 8, m = bk.len / 4;
+    if (mt.len % 8 || bk.len % 4 || sized(&nv, 32, n, "n_stats") < 0 || sized(&nk, 4, n, "n_kind") < 0 ||
+        sized(&bv, 32, m, "b_stats") < 0 || sized(&nb, 1, n, "n_bits") < 0 || sized(&bb, 1, m, "b_bits") < 0 ||
+        sized(&nu, 8, n, "n_unit") < 0 || sized(&bu, 8, m, "b_unit") < 0 || sized(&sz, 8, n, "size") < 0 ||
+        sized(&df, 24, n, "diff") < 0 || sized(&qt, 24, n, "quant") < 0 || sized(&un, 8, n, "unit") < 0 ||
+        sized(&nf, 1, n, "nonfinite") < 0 || sized(&na, 1, n, "nonfinite_any") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stat_measures: rows of four statistics");
+        goto done;
+    }
+    const double *nvs = nv.buf, *bvs = bv.buf, *nunit = nu.buf, *bunit = bu.buf, *size = sz.buf;
+    const signed char *nks = nk.buf, *bks = bk.buf, *nbits = nb.buf, *bbits = bb.buf;
+    const int64_t *match = mt.buf;
+    double *diff = df.buf, *quant = qt.buf, *unit = un.buf;
+    unsigned char *nonfinite = nf.buf, *nonfinite_any = na.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t j = match[i];
+        int hit = j >= 0 && j < m;
+        unit[i] = nmax(nunit[i], m ? bunit[hit ? j : 0] : 0.0);
+        double *d = diff + 3 * i, *q = quant + 3 * i;
+        nonfinite[i] = nonfinite_any[i] = 0;
+        if (!hit) {
+            d[0] = d[1] = d[2] = q[0] = q[1] = q[2] = Py_NAN;
+            continue;
+        }
+        const double *a = nvs + 4 * i, *b = bvs + 4 * j;
+        const signed char *ka = nks + 4 * i, *kb = bks + 4 * j;
+        int fa = finite_row(a, ka), fb = finite_row(b, kb);
+        int nfin = fa != fb, nfany = !(fa && fb);
+        nonfinite[i] = (unsigned char)nfin;
+        nonfinite_any[i] = (unsigned char)nfany;
+        int ok = !nfany;
+        for (int c = 0; c < 4; c++) ok &= ka[c] <= K_INT && kb[c] <= K_INT;
+        if (!ok) {
+            d[0] = d[1] = d[2] = nfin ? INFINITY : Py_NAN;
+            q[0] = q[1] = q[2] = Py_NAN;
+            continue;
+        }
+        int bn = nbits[i], bbn = bbits[j];
+        double norm_n = fabs(a[3]), norm_b = fabs(b[3]);
+        double scale = nmax(norm_n, norm_b);
+        double safe = scale > 0 ? scale : 1.0;
+        d[0] = norm_n == norm_b ? 0.0 : fabs(norm_n - norm_b) / safe;
+        double rms = scale / sqrt(nmax(size[i], 1.0));
+        double safe_rms = rms > 0 ? rms : 1.0;
+        d[1] = a[2] == b[2] ? 0.0 : fabs(a[2] - b[2]) / safe_rms;
+        q[0] = nmax(ulp1(norm_n, bn), ulp1(norm_b, bbn)) / safe;
+        q[1] = nmax(ulp1(a[2], bn), ulp1(b[2], bbn)) / safe_rms;
+        double amax = nmax(nmax(fabs(a[0]), fabs(a[1])), nmax(fabs(b[0]), fabs(b[1])));
+        double safe_amax = amax > 0 ? amax : 1.0;
+        d[2] = nmax(fabs(a[0] - b[0]), fabs(a[1] - b[1])) / safe_amax;
+        q[2] = nmax(ulp1(amax, bn), ulp1(amax, bbn)) / safe_amax;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&nk);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bk);
+    PyBuffer_Release(&mt);
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&nu);
+    PyBuffer_Release(&bu);
+    PyBuffer_Release(&sz);
+    PyBuffer_Release(&df);
+    PyBuffer_Release(&qt);
+    PyBuffer_Release(&un);
+    PyBuffer_Release(&nf);
+    PyBuffer_Release(&na);
+    return result;
+}
+
+static PyObject *seg_max(PyObject *self, PyObject *args) {
+    Py_buffer vb, mb, sb, ob;
+    double fill;
+    if (!PyArg_ParseTuple(args, "y*y*y*dw*", &vb, &mb, &sb, &fill, &ob)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = mb.len, runs = sb.len / (Py_ssize_t)sizeof(Py_ssize_t);
+    Py_ssize_t k = n ? vb.len / 8 / n : 0;
+    if (sb.len % (Py_ssize_t)sizeof(Py_ssize_t) || (n && vb.len != n * k * 8) || k < 1 ||
+        sized(&ob, 8 * k, runs, "out") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "seg_max: values (n, k), mask (n), out (runs, k)");
+        goto done;
+    }
+    const double *v = vb.buf;
+    const unsigned char *mask = mb.buf;
+    const Py_ssize_t *starts = sb.buf;
+    double *out = ob.buf;
+    for (Py_ssize_t t = 0; t < runs; t++) {
+        Py_ssize_t lo = starts[t], hi = t + 1 < runs ? starts[t + 1] : n;
+        if (lo < 0 || lo >= n || hi <= lo || hi > n) {
+            PyErr_SetString(PyExc_ValueError, "seg_max: the run starts must increase within the rows");
+            goto done;
+        }
+        for (Py_ssize_t c = 0; c < k; c++) {
+            double x = v[lo * k + c];
+            double acc = (mask[lo] && !isnan(x)) ? x : fill;
+            for (Py_ssize_t r = lo + 1; r < hi; r++) {
+                x = v[r * k + c];
+                double y = (mask[r] && !isnan(x)) ? x : fill;
+                acc = acc >= y ? acc : y;
+            }
+            out[t * k + c] = acc + 0.0; /* a zero maximum is +0 whatever the order (numpy's reduceat may differ) */
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+/* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
+static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND) {
+        const char *d = (const char *)PyUnicode_1BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i + nlen <= len; i++)
+            if (d[i] == needle[0] && memcmp(d + i, needle, (size_t)nlen) == 0) return 1;
+        return 0;
+    }
+    PyObject *sub = PyUnicode_FromStringAndSize(needle, nlen);
+    if (!sub) return -1;
+    Py_ssize_t at = PyUnicode_Find(s, sub, 0, len, 1);
+    Py_DECREF(sub);
+    return at == -2 ? -1 : at >= 0;
+}
+
+static PyObject *phase_flags(PyObject *self, PyObject *args) {
+    PyObject *entries;
+    Py_buffer bw, gr, en;
+    if (!PyArg_ParseTuple(args, "O!w*w*w*", &PyList_Type, &entries, &bw, &gr, &en)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    if (sized(&bw, 1, n, "backward") < 0 || sized(&gr, 1, n, "grad") < 0 || sized(&en, 1, n, "ends") < 0) goto done;
+    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf;
+    static const char tail[] = ".backward";
+    const Py_ssize_t tlen = sizeof(tail) - 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyList_GET_ITEM(entries, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "phase_flags: entries must be str");
+            goto done;
+        }
+        int b = contains(s, "backward", 8), g = contains(s, "parameters_grad", 15);
+        if (b < 0 || g < 0) goto done;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        int e = 0;
+        if (len >= tlen) {
+            int kind = PyUnicode_KIND(s);
+            const void *data = PyUnicode_DATA(s);
+            e = 1;
+            for (Py_ssize_t k = 0; k < tlen && e; k++)
+                e = PyUnicode_READ(kind, data, len - tlen + k) == (Py_UCS4)(unsigned char)tail[k];
+        }
+        backward[i] = (unsigned char)b;
+        grad[i] = (unsigned char)g;
+        ends[i] = (unsigned char)e;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&bw);
+    PyBuffer_Release(&gr);
+    PyBuffer_Release(&en);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"stat_measures", stat_measures, METH_VARARGS,
+     "stat_measures(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, diff, quant, unit,"
+     " nonfinite, nonfinite_any): noise.stat_measures' rows"},
+    {"seg_max", seg_max, METH_VARARGS,
+     "seg_max(values, mask, starts, fill, out): per run of rows, each column's largest masked non-NaN value"},
+    {"phase_flags", phase_flags, METH_VARARGS,
+     "phase_flags(entries, backward, grad, ends): 'backward' in, 'parameters_grad' in, endswith('.backward')"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_noise", "Row passes of the root cause's noise model.",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__noise(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    const char *names[] = {"K_NUMBER", "K_INT", "K_NAN", "K_NONE"};
+    const int values[] = {K_NUMBER, K_INT, K_NAN, K_NONE};
+    for (int k = 0; k < 4; k++)
+        if (PyModule_AddIntConstant(m, names[k], values[k]) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    return m;
+}

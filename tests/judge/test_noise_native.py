@@ -1,0 +1,111 @@
+"""The root cause's row passes in C (`_noise.c`) against their numpy twins: the same bytes on the same inputs.
+
+stat_measures (noise.py), the per-call maxima (`rootcause._PerEntry.max`) and the call directions
+(`rows.phase_codes`); then the whole analysis of real noise cases with the native modules on and off.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from msprobe_compare.judge import noise
+from msprobe_compare.judge.rootcause import _PerEntry
+from msprobe_compare.load.rows import phase_codes
+from msprobe_compare.load.rows import flatten
+from native_helpers import native_module
+from pathlib import Path
+
+DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16", "torch.float64", "torch.int64", "torch.bool")
+
+
+def _side(rng: np.random.Generator, rows: int):
+    """One call per row, each output with random statistics of a random dtype; NaN, Inf, null, integer and
+    boolean statistics, zeros, subnormal and huge values among them."""
+    pool = [0.0, -0.0, 1, 0, -3, 2.5, math.nan, math.inf, -math.inf, None, True, 5e-324, 1e-310, 1e308, 65504.0]
+
+    def stat() -> object:
+        if rng.random() < 0.3:
+            return pool[rng.integers(len(pool))]
+        return float(rng.standard_normal() * 10.0 ** rng.integers(-12, 12))
+
+    data = {}
+    for r in range(rows):
+        leaf = {"type": "torch.Tensor", "dtype": DTYPES[rng.integers(len(DTYPES))],
+                "shape": [int(x) for x in rng.integers(0, 5, rng.integers(0, 3))],
+                "Max": stat(), "Min": stat(), "Mean": stat(), "Norm": stat()}  # fmt: skip
+        data[f"Torch.add.{r}.forward"] = {"input_args": [leaf], "output": [dict(leaf, Norm=stat())]}
+    return flatten(Path("dump.json"), data)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.fixture()
+def fast():
+    module = native_module("_noise")
+    assert noise._native() is module  # its codes are ours: it is taken
+    return module
+
+
+def test_stat_measures_equal_numpy(fast, monkeypatch):
+    rng = np.random.default_rng(5)
+    npu, bench = _side(rng, 400), _side(rng, 300)
+    # near neighbours too: the Norm and Mean differences of real compares are small
+    bench.stats[:200] = np.where(rng.random((200, 4)) < 0.5, npu.stats[:200] * (1 + 1e-3 * rng.random((200, 4))),
+                                 bench.stats[:200])  # fmt: skip
+    match = rng.integers(-1, len(bench), len(npu))
+    match[:150] = np.arange(150)
+    for b, m in ((bench, match), (_side(rng, 0), np.full(len(npu), -1))):  # and no bench rows at all
+        got = noise.stat_measures(npu, b, m)
+        monkeypatch.setenv("MSPROBE_NATIVE", "0")
+        want = noise.stat_measures(npu, b, m)
+        monkeypatch.delenv("MSPROBE_NATIVE")
+        for name in ("diff", "quant", "unit", "nonfinite", "nonfinite_any"):
+            assert _same(getattr(got, name), getattr(want, name)), name
+        assert np.isfinite(got.diff).any() == (b is bench)
+
+
+def test_stat_measures_cover_every_branch(fast, monkeypatch):
+    """The random tables above reach each kind of row the C code tells apart."""
+    rng = np.random.default_rng(5)
+    npu, bench = _side(rng, 400), _side(rng, 300)
+    match = rng.integers(-1, len(bench), len(npu))
+    m = noise.stat_measures(npu, bench, match)
+    hit = match >= 0
+    assert (np.isnan(m.diff[:, 0]) & ~hit).any()  # unpaired
+    assert (np.isinf(m.diff[:, 0]) & m.nonfinite).any()  # NaN/Inf on one side
+    assert (np.isnan(m.diff[:, 0]) & hit & ~m.nonfinite).any()  # not comparable (null, bool, NaN on both)
+    assert (np.isfinite(m.diff[:, 0]) & (m.quant[:, 0] > 0)).any() and (m.quant[:, 0] == 0).any()
+
+
+def test_per_call_maxima_equal_numpy(fast, monkeypatch):
+    rng = np.random.default_rng(3)
+    ei = np.sort(rng.integers(0, 500, 5000))
+    red = _PerEntry(ei, 520)  # calls without rows too
+    values = np.where(rng.random((5000, 3)) < 0.2, np.nan, rng.standard_normal((5000, 3)))
+    values[::7] = -0.0
+    mask = rng.random(5000) < 0.6
+    for fill in (-np.inf, 0.0):
+        for v in (values, values[:, 1].copy(), np.asfortranarray(values)):
+            got = red.max(mask, v, fill)
+            monkeypatch.setenv("MSPROBE_NATIVE", "0")
+            want = red.max(mask, v, fill)
+            monkeypatch.delenv("MSPROBE_NATIVE")
+            assert _same(got, want) and not np.signbit(got[got == 0]).any()  # a zero maximum is +0
+
+
+def test_phase_codes_equal_python(fast, monkeypatch):
+    names = ["Functional.linear.0.forward", "Functional.linear.0.backward", "Module.a.Linear.forward.0",
+             "Module.a.Linear.backward.0", "Module.a.Linear.parameters_grad", "Module.a.weight.parameters_grad.2",
+             "Tensor.backward.0.forward", "Tensor.backward.1.backward", "Module.backwardé.Linear.forward.0",
+             "Module.é.Linear.backward.0", "Functional.backward_hook.3.forward", "backward", "", ".backward",
+             "Module.parameters_grad.Linear.backward.1", "Torch.ß.0.backward"]  # fmt: skip
+    got = phase_codes(names)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    want = phase_codes(names)
+    assert _same(got, want)
+    assert got.tolist() == [0, 1, 0, 1, 2, 2, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1]
