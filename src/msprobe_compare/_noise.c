@@ -12,6 +12,9 @@
  *     [starts[t], starts[t + 1]) (the last to n), NaN and unmasked rows counting as `fill`: `_PerEntry.max`'s
  *     np.maximum.reduceat over np.where(mask & ~isnan(values), values, fill); a zero maximum is +0 (reduceat's
  *     order, which decides the sign of a zero among zeros, is its own); out (runs, k).
+ * running_floor(in_d, out_d, order, prior, prior_src)
+ *     rootcause.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
+ *     difference of the calls before it in `order` (intp) and the call that set it (int64, -1: none above 0).
  * phase_flags(entries, backward, grad, ends)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward" (load/rows.phase_codes' three
  *     string passes in one); bool buffers of len(entries).
@@ -186,6 +189,53 @@ done:
     return result;
 }
 
+static PyObject *running_floor(PyObject *self, PyObject *args) {
+    Py_buffer ib, ob, rb, pb, sb;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &ib, &ob, &rb, &pb, &sb)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t e_count = rb.len / (Py_ssize_t)sizeof(Py_ssize_t);
+    Py_ssize_t k = e_count ? ib.len / 8 / e_count : 0;
+    if (rb.len % (Py_ssize_t)sizeof(Py_ssize_t) || k < 1 || ib.len != e_count * k * 8 ||
+        sized(&ob, 8 * k, e_count, "out_d") < 0 || sized(&pb, 8 * k, e_count, "prior") < 0 ||
+        sized(&sb, 8 * k, e_count, "prior_src") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "running_floor: (calls, k) arrays, order (calls)");
+        goto done;
+    }
+    const double *in_d = ib.buf, *out_d = ob.buf;
+    const Py_ssize_t *order = rb.buf;
+    double *prior = pb.buf;
+    int64_t *src = sb.buf;
+    for (Py_ssize_t p = 0; p < e_count; p++)
+        if (order[p] < 0 || order[p] >= e_count) {
+            PyErr_SetString(PyExc_ValueError, "running_floor: order holds a call out of range");
+            goto done;
+        }
+    for (Py_ssize_t c = 0; c < k; c++) {
+        double cum = 0.0;
+        Py_ssize_t setter = -1;
+        for (Py_ssize_t p = 0; p < e_count; p++) {
+            Py_ssize_t e = order[p];
+            prior[e * k + c] = p ? cum : 0.0;
+            src[e * k + c] = setter >= 0 ? (int64_t)order[setter] : -1;
+            double a = in_d[e * k + c], b = out_d[e * k + c];
+            a = isfinite(a) ? a : 0.0;
+            b = isfinite(b) ? b : 0.0;
+            double seen = nmax(a, b);
+            cum = p ? nmax(cum, seen) : seen;
+            if (seen >= cum && seen > 0) setter = p;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&sb);
+    return result;
+}
+
 /* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
 static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
@@ -248,6 +298,8 @@ static PyMethodDef methods[] = {
      " nonfinite, nonfinite_any): noise.stat_measures' rows"},
     {"seg_max", seg_max, METH_VARARGS,
      "seg_max(values, mask, starts, fill, out): per run of rows, each column's largest masked non-NaN value"},
+    {"running_floor", running_floor, METH_VARARGS,
+     "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
     {"phase_flags", phase_flags, METH_VARARGS,
      "phase_flags(entries, backward, grad, ends): 'backward' in, 'parameters_grad' in, endswith('.backward')"},
     {NULL, NULL, 0, NULL},

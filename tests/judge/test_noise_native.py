@@ -109,3 +109,19 @@ def test_phase_codes_equal_python(fast, monkeypatch):
     want = phase_codes(names)
     assert _same(got, want)
     assert got.tolist() == [0, 1, 0, 1, 2, 2, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1]
+
+
+def test_running_floor_equals_numpy(fast, monkeypatch):
+    from msprobe_compare.judge.rootcause import running_floor
+
+    rng = np.random.default_rng(9)
+    for calls, k in ((1, 3), (700, 3), (300, 1)):
+        vals = rng.choice([0.0, 1e-6, 1e-3, 0.5, 2.0, np.inf, -np.inf, np.nan], (2, calls, k))
+        vals = np.where(rng.random((2, calls, k)) < 0.5, vals, rng.random((2, calls, k)))
+        order = rng.permutation(calls)
+        got = running_floor(vals[0], vals[1], order)
+        monkeypatch.setenv("MSPROBE_NATIVE", "0")
+        want = running_floor(vals[0], vals[1], order)
+        monkeypatch.delenv("MSPROBE_NATIVE")
+        assert all(_same(a, b) for a, b in zip(got, want))
+    assert (got[1] >= 0).any() and (got[1] == -1).any()

@@ -342,6 +342,34 @@ _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
+def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call and measure, the largest finite input or output difference of the calls before it in execution
+    order (`order`; 0 for the first) and the call that set it (the last to reach that value; -1: none above 0)."""
+    n_entries, k_cols = in_d.shape
+    fast = noise._native() if n_entries else None
+    if fast is not None:  # one pass in execution order, in C (the numpy code below is its twin)
+        prior, prior_src = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols), dtype=np.int64)
+        fast.running_floor(np.ascontiguousarray(in_d, dtype=np.float64), np.ascontiguousarray(out_d, dtype=np.float64),
+                           np.ascontiguousarray(order, dtype=np.intp), prior, prior_src)  # fmt: skip
+        return prior, prior_src
+    fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
+    fin_out = np.where(np.isfinite(out_d), out_d, 0.0)
+    seen = np.maximum(fin_in, fin_out)[order]  # (calls, measures) in execution order
+    del fin_in, fin_out
+    cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
+    prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
+    pos = np.arange(n_entries)[:, None]
+    setter = (np.maximum.accumulate(np.where((seen >= cum) & (seen > 0), pos, -1), axis=0) if n_entries
+              else np.zeros(seen.shape, dtype=np.intp))  # fmt: skip
+    prior_src_o = np.vstack([np.full((1, k_cols), -1), setter[:-1]]) if n_entries else setter
+    del seen, cum, setter
+    prior = np.empty_like(prior_o)
+    prior[order] = prior_o
+    prior_src = np.empty_like(prior_src_o)
+    prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
+    return prior, prior_src
+
+
 def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:
     npu, bench = o.npu, o.bench
     n = len(npu)
@@ -409,25 +437,13 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     # the noise floor along execution order: the largest finite difference seen before each call, at least the
     # resolution of its own rows and the unit roundoff of the lowest precision upstream
     fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
-    fin_out = np.where(np.isfinite(out_d), out_d, 0.0)
-    seen = np.maximum(fin_in, fin_out)[order]  # (calls, measures) in execution order
-    cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
+    prior, prior_src = running_floor(in_d, out_d, order)
     k_cols = diff.shape[1]
-    prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
-    pos = np.arange(n_entries)[:, None]
-    setter = (np.maximum.accumulate(np.where((seen >= cum) & (seen > 0), pos, -1), axis=0) if n_entries
-              else np.zeros(seen.shape, dtype=np.intp))  # fmt: skip
-    prior_src_o = np.vstack([np.full((1, k_cols), -1), setter[:-1]]) if n_entries else setter
     unit_o = np.maximum.accumulate(unit[order]) if n_entries else unit
     record = unit[order] > np.r_[0.0, unit_o[:-1]] if n_entries else unit  # where a lower precision first appears
     unit_src_o = (np.maximum.accumulate(np.where(record, np.arange(n_entries), -1)) if n_entries
                   else np.zeros(0, dtype=np.intp))  # fmt: skip
     u_floor = np.maximum(tol.floor_units * unit_o, 0.0 if md5 else tol.min_floor)
-    prior = np.empty_like(prior_o)
-    prior[order] = prior_o
-    prior_src = np.empty_like(prior_src_o)
-    prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
-    del seen, cum, prior_o, setter, prior_src_o  # (calls, measures) each: freed for what follows
     ufl = np.empty(n_entries)
     ufl[order] = u_floor
     usrc = np.empty(n_entries, dtype=np.intp)
@@ -447,7 +463,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     r_in, r_out = _max_cols(r_in_c), _max_cols(r_out_c)
-    del r_in_c, r_out_c, fin_out
+    del r_in_c, r_out_c
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
