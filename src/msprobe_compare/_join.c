@@ -69,6 +69,76 @@ static int same_text(PyObject *a, PyObject *b, int *equal) {
 #endif
 #define BATCH 16 /* names hashed ahead of their insertion, their slots prefetched: the table is far beyond the cache */
 
+/* The open-addressing table over the names' UTF-8 bytes: each text's first row; first[j] (when given): names[j] is
+ * the first row of its text. Returns the table (PyMem) and sets *mask and *repeated, or NULL with an exception. */
+static Slot *build_table(PyObject *names, unsigned char *first, size_t *mask_out, Py_ssize_t *repeated_out) {
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap <<= 1;
+    Slot *table = PyMem_Calloc(cap, sizeof(Slot));
+    if (!table) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t mask = cap - 1;
+    Py_ssize_t repeated = 0;
+    uint64_t hashes[BATCH];
+    for (Py_ssize_t j0 = 0; j0 < n; j0 += BATCH) {
+        Py_ssize_t count = n - j0 < BATCH ? n - j0 : BATCH;
+        for (Py_ssize_t b = 0; b < count; b++) {
+            const char *s;
+            Py_ssize_t len;
+            if (utf8_of(names, j0 + b, &s, &len) < 0) goto fail;
+            hashes[b] = hash_bytes(s, len);
+            PREFETCH_W(&table[(size_t)hashes[b] & mask]);
+        }
+        for (Py_ssize_t b = 0; b < count; b++) {
+            Py_ssize_t j = j0 + b;
+            uint64_t h = hashes[b];
+            uint32_t tag = (uint32_t)(h >> 32);
+            if (first) first[j] = 1;
+            for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
+                if (!table[k].row1) {
+                    table[k].tag = tag;
+                    table[k].row1 = (uint32_t)j + 1;
+                    break;
+                }
+                if (table[k].tag == tag) {
+                    int equal;
+                    if (same_text(PyList_GET_ITEM(names, j), PyList_GET_ITEM(names, table[k].row1 - 1), &equal) < 0)
+                        goto fail;
+                    if (equal) { /* a later row: the first one stays */
+                        repeated++;
+                        if (first) first[j] = 0;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    *mask_out = mask;
+    *repeated_out = repeated;
+    return table;
+fail:
+    PyMem_Free(table);
+    return NULL;
+}
+
+/* The first row of the text s (len bytes) in the table over `names`, -1: none; -2: an error is set. */
+static Py_ssize_t find_text(const Slot *table, size_t mask, PyObject *names, const char *s, Py_ssize_t len) {
+    uint64_t h = hash_bytes(s, len);
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (size_t k = (size_t)h & mask; table[k].row1; k = (k + 1) & mask) {
+        if (table[k].tag != tag) continue;
+        const char *t;
+        Py_ssize_t tl;
+        Py_ssize_t j = (Py_ssize_t)table[k].row1 - 1;
+        if (utf8_of(names, j, &t, &tl) < 0) return -2;
+        if (tl == len && memcmp(s, t, (size_t)len) == 0) return j;
+    }
+    return -1;
+}
+
 static PyObject *first_index(PyObject *self, PyObject *args) {
     PyObject *names, *keys;
     Py_buffer out;
@@ -81,55 +151,20 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "first_index: out must be an int64 buffer of len(keys)");
         goto done;
     }
-    size_t cap = 16;
-    while (cap < (size_t)n * 2) cap <<= 1;
     if ((uint64_t)n >= UINT32_MAX) { /* rows beyond a slot's 32 bits: the caller's dict join */
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
-    table = PyMem_Calloc(cap, sizeof(Slot));
     first = PyMem_Malloc((size_t)n + 1);
-    if (!table || !first) {
+    if (!first) {
         PyErr_NoMemory();
         goto done;
     }
-    size_t mask = cap - 1;
-    Py_ssize_t repeated = 0;
-    uint64_t hashes[BATCH];
-    for (Py_ssize_t j0 = 0; j0 < n; j0 += BATCH) {
-        Py_ssize_t count = n - j0 < BATCH ? n - j0 : BATCH;
-        for (Py_ssize_t b = 0; b < count; b++) {
-            const char *s;
-            Py_ssize_t len;
-            if (utf8_of(names, j0 + b, &s, &len) < 0) goto done;
-            hashes[b] = hash_bytes(s, len);
-            PREFETCH_W(&table[(size_t)hashes[b] & mask]);
-        }
-        for (Py_ssize_t b = 0; b < count; b++) {
-            Py_ssize_t j = j0 + b;
-            uint64_t h = hashes[b];
-            uint32_t tag = (uint32_t)(h >> 32);
-            first[j] = 1;
-            for (size_t k = (size_t)h & mask;; k = (k + 1) & mask) {
-                if (!table[k].row1) {
-                    table[k].tag = tag;
-                    table[k].row1 = (uint32_t)j + 1;
-                    break;
-                }
-                if (table[k].tag == tag) {
-                    int equal;
-                    if (same_text(PyList_GET_ITEM(names, j), PyList_GET_ITEM(names, table[k].row1 - 1), &equal) < 0)
-                        goto done;
-                    if (equal) { /* a later row: the first one stays */
-                        repeated++;
-                        first[j] = 0;
-                        break;
-                    }
-                }
-            }
-        }
-    }
+    size_t mask;
+    Py_ssize_t repeated;
+    table = build_table(names, first, &mask, &repeated);
+    if (!table) goto done;
     int64_t *dst = (int64_t *)out.buf;
     Py_ssize_t guess = 0; /* the row after the previous key's match: keys mostly follow the names' order */
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -145,21 +180,10 @@ static PyObject *first_index(PyObject *self, PyObject *args) {
         const char *s;
         Py_ssize_t len;
         if (utf8_of(keys, i, &s, &len) < 0) goto done;
-        uint64_t h = hash_bytes(s, len);
-        uint32_t tag = (uint32_t)(h >> 32);
-        dst[i] = -1;
-        for (size_t k = (size_t)h & mask; table[k].row1; k = (k + 1) & mask) {
-            if (table[k].tag != tag) continue;
-            const char *t;
-            Py_ssize_t tl;
-            Py_ssize_t j = (Py_ssize_t)table[k].row1 - 1;
-            if (utf8_of(names, j, &t, &tl) < 0) goto done;
-            if (tl == len && memcmp(s, t, (size_t)len) == 0) {
-                dst[i] = j;
-                guess = j + 1;
-                break;
-            }
-        }
+        Py_ssize_t j = find_text(table, mask, names, s, len);
+        if (j == -2) goto done;
+        dst[i] = j;
+        if (j >= 0) guess = j + 1;
     }
     result = PyLong_FromSsize_t(repeated);
 done:
@@ -173,6 +197,156 @@ done:
     PyBuffer_Release(&out);
     return result;
 }
+
+/* NameIndex(names): first_index's table kept, for many lookups into one list of texts (held, not copied: the list
+ * must not change meanwhile; a changed length is an error). find(keys, out): out[i] = the first position of keys[i]
+ * or -1 (int64 buffer of len(keys)); get(text) -> position or -1 (a key that is not a text, or has no UTF-8 form, is
+ * none of the names); len(); repeated: how many names repeat an earlier one. Names without a UTF-8 form:
+ * UnicodeEncodeError from the constructor (the caller takes its dict). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *names; /* the list the table's rows point into (it must not change: its length is checked) */
+    Slot *table;
+    size_t mask;
+    unsigned char *first; /* first[j]: names[j] is the first position of its text */
+    Py_ssize_t size;  /* len(names) when indexed */
+    Py_ssize_t guess; /* the position after the last one found: keys mostly follow the names' order */
+    Py_ssize_t repeated; /* names equal to an earlier one */
+} NameIndex;
+
+static void NameIndex_dealloc(NameIndex *self) {
+    PyMem_Free(self->table);
+    PyMem_Free(self->first);
+    Py_XDECREF(self->names);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int NameIndex_init(NameIndex *self, PyObject *args, PyObject *kwds) {
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "O!:NameIndex", &PyList_Type, &names)) return -1;
+    if ((uint64_t)PyList_GET_SIZE(names) >= UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "NameIndex: too many names");
+        return -1;
+    }
+    Py_ssize_t repeated;
+    size_t mask;
+    unsigned char *first = PyMem_Malloc((size_t)PyList_GET_SIZE(names) + 1);
+    if (!first) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Slot *table = build_table(names, first, &mask, &repeated);
+    if (!table) {
+        PyMem_Free(first);
+        return -1;
+    }
+    PyMem_Free(self->table);
+    PyMem_Free(self->first);
+    self->first = first;
+    self->repeated = repeated;
+    Py_INCREF(names);
+    Py_XSETREF(self->names, names);
+    self->table = table;
+    self->mask = mask;
+    self->size = PyList_GET_SIZE(names);
+    self->guess = 0;
+    return 0;
+}
+
+static int ready(NameIndex *self) {
+    if (!self->table) {
+        PyErr_SetString(PyExc_ValueError, "NameIndex: not initialised");
+        return -1;
+    }
+    if (PyList_GET_SIZE(self->names) != self->size) {
+        PyErr_SetString(PyExc_RuntimeError, "NameIndex: the indexed list changed");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t index_of(NameIndex *self, PyObject *key) {
+    if (!PyUnicode_Check(key)) return -1; /* not a text: none of the names */
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(key, &len);
+    if (!s) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -2;
+        PyErr_Clear(); /* no UTF-8 form: none of the names, which all have one */
+        return -1;
+    }
+    Py_ssize_t g = self->guess;
+    if (g < self->size && self->first[g]) { /* the next name, the first of its text: the answer when equal */
+        const char *t;
+        Py_ssize_t tl;
+        if (utf8_of(self->names, g, &t, &tl) < 0) return -2;
+        if (tl == len && memcmp(s, t, (size_t)len) == 0) {
+            self->guess = g + 1;
+            return g;
+        }
+    }
+    Py_ssize_t j = find_text(self->table, self->mask, self->names, s, len);
+    if (j >= 0) self->guess = j + 1;
+    return j;
+}
+
+static PyObject *NameIndex_find(NameIndex *self, PyObject *args) {
+    PyObject *keys;
+    Py_buffer out;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "O!w*", &PyList_Type, &keys, &out)) return NULL;
+    Py_ssize_t m = PyList_GET_SIZE(keys);
+    PyObject *result = NULL;
+    if (out.len != m * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "NameIndex.find: out must be an int64 buffer of len(keys)");
+        goto done;
+    }
+    int64_t *dst = (int64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_ssize_t j = index_of(self, PyList_GET_ITEM(keys, i));
+        if (j == -2) goto done;
+        dst[i] = j;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *NameIndex_get(NameIndex *self, PyObject *key) {
+    if (ready(self) < 0) return NULL;
+    Py_ssize_t j = index_of(self, key);
+    return j == -2 ? NULL : PyLong_FromSsize_t(j);
+}
+
+static Py_ssize_t NameIndex_len(NameIndex *self) { return self->names ? PyList_GET_SIZE(self->names) : 0; }
+
+static PyObject *NameIndex_repeated(NameIndex *self, void *closure) { return PyLong_FromSsize_t(self->repeated); }
+
+static PyGetSetDef NameIndex_getset[] = {
+    {"repeated", (getter)NameIndex_repeated, NULL, "how many names repeat an earlier one", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef NameIndex_methods[] = {
+    {"find", (PyCFunction)NameIndex_find, METH_VARARGS, "find(keys, out): out[i] = first position of keys[i], -1: none"},
+    {"get", (PyCFunction)NameIndex_get, METH_O, "get(text) -> its first position, -1: none"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods NameIndex_sequence = {.sq_length = (lenfunc)NameIndex_len};
+
+static PyTypeObject NameIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "msprobe_compare._join.NameIndex",
+    .tp_basicsize = sizeof(NameIndex),
+    .tp_dealloc = (destructor)NameIndex_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "NameIndex(names): the first position of each text of a list, for many lookups",
+    .tp_methods = NameIndex_methods,
+    .tp_getset = NameIndex_getset,
+    .tp_as_sequence = &NameIndex_sequence,
+    .tp_init = (initproc)NameIndex_init,
+    .tp_new = PyType_GenericNew,
+};
 
 /* code_objects(items) -> (codes int32 bytes, distinct objects): by identity, in order of first appearance. */
 static PyObject *code_objects(PyObject *self, PyObject *args) {
@@ -419,4 +593,15 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_join", "Native name join.", -1, methods};
 
-PyMODINIT_FUNC PyInit__join(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__join(void) {
+    if (PyType_Ready(&NameIndexType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&NameIndexType);
+    if (PyModule_AddObject(m, "NameIndex", (PyObject *)&NameIndexType) < 0) {
+        Py_DECREF(&NameIndexType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -125,3 +125,34 @@ def test_running_floor_equals_numpy(fast, monkeypatch):
         monkeypatch.delenv("MSPROBE_NATIVE")
         assert all(_same(a, b) for a, b in zip(got, want))
     assert (got[1] >= 0).any() and (got[1] == -1).any()
+
+
+def test_names_index_equals_the_dict(monkeypatch):
+    """`noise.Names` over `_join.NameIndex` and over a dict: the same first positions, absences and repeats."""
+    native_module("_join")
+    names = ["Functional.linear.0.forward", "Tensor.add.0.forward", "Module.é.Linear.forward.0", "ß", "",
+             "Tensor.add.0.forward", "Functional.linear.1.forward", "x" * 300]  # fmt: skip
+    keys = names[::-1] + ["absent", "Functional.linear.0.forwar", "\\ud800", "\ud800", "é"]
+    got = noise.Names(names)
+    assert got._index is not None  # the C table
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    want = noise.Names(names)
+    assert want._index is None
+    assert _same(got.find(keys), want.find(keys))
+    assert got.find(keys).tolist()[:8] == [7, 6, 1, 4, 3, 2, 1, 0]  # a repeated name: its first place
+    assert got.repeated == want.repeated == 1
+    for k in keys + [None, 3]:  # not texts: none of the names
+        assert got.get(k) == want.get(k) and (k in got) == (k in want)
+    assert got.find([]).tolist() == []
+
+
+def test_names_index_refuses_a_changed_list():
+    join = native_module("_join")
+    names = ["a", "b"]
+    index = join.NameIndex(names)
+    names.append("c")
+    with pytest.raises(RuntimeError, match="changed"):
+        index.get("a")
+    with pytest.raises(UnicodeEncodeError):  # a name without a UTF-8 form: Names takes its dict
+        join.NameIndex(["\ud800"])
+    assert noise.Names(["\ud800", "a"]).find(["a", "\ud800"]).tolist() == [1, 0]

@@ -24,6 +24,7 @@ import math
 import operator
 import re
 from collections.abc import Iterable
+from typing import Any
 from dataclasses import fields, replace
 
 import numpy as np
@@ -437,6 +438,69 @@ class _Groups:
         self.order = order
 
 
+class Names:
+    """The positions of one side's entry names, for the analysis's many lookups: a table over the names built once
+    (`_join.NameIndex`, in C) or, without it, a dict. `find(keys)`: each key's first position (-1: absent), `get`,
+    `in`; `repeated`: how many names repeat an earlier one (none in a dump: they are the keys of its data)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        join = native.load("_join")
+        self._index: Any = None
+        if join is not None and hasattr(join, "NameIndex") and type(names) is list:
+            try:
+                self._index = join.NameIndex(names)
+            except UnicodeEncodeError:  # a name without a UTF-8 form: the dict
+                self._index = None
+        if self._index is not None:
+            self.repeated = int(self._index.repeated)
+        else:
+            self._pos: dict[str, int] = {}
+            for i, name in enumerate(names):
+                self._pos.setdefault(name, i)
+            self.repeated = len(names) - len(self._pos)
+
+    def find(self, keys: list[str]) -> np.ndarray:
+        out = np.empty(len(keys), dtype=np.int64)
+        if self._index is not None:
+            self._index.find(keys if type(keys) is list else list(keys), out)
+        else:
+            out[:] = np.fromiter(map(self._pos.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        return out
+
+    def get(self, name: str) -> int:
+        return int(self._index.get(name)) if self._index is not None else self._pos.get(name, -1)
+
+    def __contains__(self, name: object) -> bool:
+        return self.get(name) >= 0  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """Both sides' entry names for the analysis pairing: each side's `Names` and each entry's position on the other
+    side (-1: a call of that side only)."""
+
+    npu: Names
+    bench: Names
+    bench_of_npu: np.ndarray
+    npu_of_bench: np.ndarray
+
+    @classmethod
+    def of(cls, npu: RowTable, bench: RowTable) -> _Sides:
+        n, b = Names(npu.entries), Names(bench.entries)
+        return cls(n, b, b.find(npu.entries), n.find(bench.entries))
+
+    def only_npu(self) -> set[str]:
+        return {self.npu.names[i] for i in np.flatnonzero(self.bench_of_npu < 0).tolist()}
+
+    def only_bench(self) -> set[str]:
+        return {self.bench.names[i] for i in np.flatnonzero(self.npu_of_bench < 0).tolist()}
+
+    def same(self) -> bool:
+        """Both sides hold the same names (as sets)."""
+        return bool((self.bench_of_npu >= 0).all() and (self.npu_of_bench >= 0).all())
+
+
 @dataclass(frozen=True)
 class TreeDiff:
     """How the two construct.json trees differ: whether they are equal, and the names both hold whose enclosing
@@ -469,24 +533,25 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
-    nset, bset = set(npu.entries), set(bench.entries)
-    if nset == bset and (trees.equal if trees is not None else npu_parents == bench_parents):
+    sides = _Sides.of(npu, bench)
+    if sides.same() and (trees.equal if trees is not None else npu_parents == bench_parents):
         out, moved = match, None
     else:
         trees = trees if trees is not None else tree_diff(npu_parents, bench_parents)
-        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, nset, bset, trees.moved)
-    out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, nset, bset)
+        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, sides, trees.moved)
+    out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, sides)
     return out, int(np.count_nonzero(moved)) if moved is not None else 0
 
 
 def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None],
-                       bench_parents: dict[str, str | None], nset: set[str], bset: set[str],
+                       bench_parents: dict[str, str | None], sides: _Sides,
                        moved: Iterable[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """analysis_match for the APIs renumbered between the sides or moved under another module: their calls
     re-paired by (module, API, k-th call). Returns the rows' bench rows and, per NPU call, whether it is paired
     otherwise than in the table (None: no call is)."""
     n_entries = len(npu.entries)
-    only_n, only_b = nset - bset, bset - nset
+    nset, bset = sides.npu, sides.bench  # membership by name: `in`
+    only_n, only_b = sides.only_npu(), sides.only_bench()
     stems = _shifted(only_n, bset) | _shifted(only_b, nset)
     # a call sits under another module where its module call exists on one side only
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
@@ -499,7 +564,7 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
     stems |= {call_key(k) for k in moved if k in nset and k in bset}
     if not stems:
         return match, None
-    nsub, bsub = _calls_of(npu.entries, nset, stems), _calls_of(bench.entries, bset, stems)
+    nsub, bsub = _calls_of(nset, stems), _calls_of(bset, stems)
     ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
     bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
     nsub_a, bsub_a = np.asarray(nsub, dtype=np.int64), np.asarray(bsub, dtype=np.int64)
@@ -575,8 +640,8 @@ SIGNATURE_ROWS = 1 << 17  # rows whose signatures the same-count alignment reads
 
 def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray, out: np.ndarray,
                         moved: np.ndarray | None, npu_parents: dict[str, str | None],
-                        bench_parents: dict[str, str | None], nset: set[str],
-                        bset: set[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+                        bench_parents: dict[str, str | None],
+                        sides: _Sides) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """Inside one module, the calls of one API with as many calls on both sides but signatures that do not line
     up by counter (an extra call of the API and a missing one inside the same module leave every name and parent
     as it was, and shift the calls between the two): aligned by signature (`_call_signature`) with a sequence
@@ -590,15 +655,17 @@ def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray,
     unpaired = np.flatnonzero(out < 0)
     if len(unpaired):
         calls = np.flatnonzero(np.bincount(ei[unpaired], minlength=len(entries))).tolist()
-        odd[[e for e in calls if entries[e] in bset]] = True
+        calls_a = np.asarray(calls, dtype=np.int64)
+        odd[calls_a[sides.bench_of_npu[calls_a] >= 0]] = True  # calls the bench side has too
     rows = np.flatnonzero(npu.dtype_mask(_is_arg_dtype) & (out >= 0))
     if len(rows):
         odd[ei[rows[_values_differ(npu, bench, rows, out[rows])]]] = True
     if not odd.any():
         return out, moved
-    wanted = {(npu_parents.get(entries[e]), call_key(entries[e])) for e in np.flatnonzero(odd).tolist()}
-    ngroups = _members(entries, nset, npu_parents, wanted)
-    bgroups = _members(bench.entries, bset, bench_parents, wanted)
+    odd_names = [entries[e] for e in np.flatnonzero(odd).tolist()]
+    wanted = set(zip(map(npu_parents.get, odd_names), call_keys(odd_names)))
+    ngroups = _members(sides.npu, npu_parents, wanted)
+    bgroups = _members(sides.bench, bench_parents, wanted)
     budget = SIGNATURE_ROWS
     nb, bb = npu.entry_bounds, bench.entry_bounds
     for group, es in ngroups.items():
@@ -640,20 +707,29 @@ def _first_pair(bench: RowTable, match: np.ndarray, bounds: np.ndarray, e: int) 
     return int(bench.entry_index[hits[0]]) if len(hits) else -1
 
 
-def _members(entries: list[str], present: set[str], parents: dict[str, str | None],
+def _members(present: Names, parents: dict[str, str | None],
              wanted: set[tuple[str | None, str]]) -> dict[tuple[str | None, str], list[int]]:  # fmt: skip
     """The calls of each wanted (enclosing module, API) group, in execution order: the children of the wanted
-    modules in construct.json (filtered in C), then their place in the dump."""
+    modules in construct.json (filtered in C), those of a wanted group, then their place in the dump."""
     modules = {m for m, _ in wanted}
-    kids = {k for k in itertools.compress(parents, map(modules.__contains__, parents.values())) if k in present}
+    kids = list(itertools.compress(parents.items(), map(modules.__contains__, parents.values())))
     if not kids:
         return {}
-    calls = np.flatnonzero(np.fromiter(map(kids.__contains__, entries), dtype=bool, count=len(entries))).tolist()
+    names = [k for k, _ in kids]
+    groups = [(p, key) for (_, p), key in zip(kids, call_keys(names))]
+    keep = [i for i, g in enumerate(groups) if g in wanted]
+    if present.repeated:  # a name twice in the dump: every place of it, in order
+        chosen = {names[i] for i in keep}
+        calls = np.flatnonzero(np.fromiter(map(chosen.__contains__, present.names), dtype=bool,
+                                           count=len(present.names))).tolist()  # fmt: skip
+        group_of = {names[i]: groups[i] for i in keep}
+        pairs = [(e, group_of[present.names[e]]) for e in calls]
+    else:
+        pos = present.find([names[i] for i in keep]).tolist()
+        pairs = sorted((e, groups[i]) for e, i in zip(pos, keep) if e >= 0)
     out: dict[tuple[str | None, str], list[int]] = {}
-    for e, key in zip(calls, call_keys([entries[e] for e in calls])):
-        group = (parents[entries[e]], key)
-        if group in wanted:
-            out.setdefault(group, []).append(e)
+    for e, group in pairs:
+        out.setdefault(group, []).append(e)
     return out
 
 
@@ -719,10 +795,10 @@ def _shifted(odd: set[str], other: set[str]) -> set[str]:
 PROBE_MISSES = 256  # counters probed past the last call found (dumps number calls without gaps; tolerate a few)
 
 
-def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[int]:
+def _calls_of(present: Names, stems: set[str]) -> list[int]:
     """Positions of the calls whose call_key is in `stems`, in execution order: their names are probed by
     counter (`X.0.forward`, `X.1.forward`, ...) instead of taking every name apart."""
-    found: set[str] = set()
+    found: set[int] = set()
     for key in stems:
         if ".." in key:
             stem, direction = key.split("..", 1)
@@ -730,19 +806,24 @@ def _calls_of(entries: list[str], present: set[str], stems: set[str]) -> list[in
         elif key.endswith("."):
             make = (key + "{}").format
         else:
-            if key in present:
-                found.add(key)
+            at = present.get(key)
+            if at >= 0:
+                found.add(at)
             continue
         k, last = 0, -1
         while k - last <= PROBE_MISSES:
-            name = make(k)
-            if name in present:
-                found.add(name)
+            at = present.get(make(k))
+            if at >= 0:
+                found.add(at)
                 last = k
             k += 1
     if not found:
         return []
-    return np.flatnonzero(np.fromiter(map(found.__contains__, entries), dtype=bool, count=len(entries))).tolist()
+    if present.repeated:  # a name twice in the dump: every place of it
+        chosen = {present.names[e] for e in found}
+        return np.flatnonzero(np.fromiter(map(chosen.__contains__, present.names), dtype=bool,
+                                          count=len(present.names))).tolist()  # fmt: skip
+    return sorted(found)
 
 
 ALIGN_LIMIT = 1 << 20  # calls^2 of one uneven group above which it stays unpaired (alignment cost)
