@@ -7,6 +7,10 @@
  *     Norm; float64, kinds int8 StatKind), the bench row of each NPU row (`match`, int64, -1: none), the mantissa
  *     bits of each side's recorded statistics (int8), each side's unit roundoff and the element count (float64);
  *     out: diff and quant (n, 3) float64, unit (n) float64, the two NaN/Inf masks (n) bool.
+ * coarse_bits(stats, kinds, bits, low, largest) -> changed
+ *     noise.stat_bits' test, row by row: each row of more than `low` mantissa bits (int8, changed in place) whose
+ *     numeric statistics are all values of a `low`-bit format no larger than `largest`, one of them not a short
+ *     binary fraction, gets `low` bits.
  * seg_max(values, mask, starts, fill, out)
  *     the largest of each column of `values` (n, k) over the rows of `mask` in each run of rows
  *     [starts[t], starts[t + 1]) (the last to n), NaN and unmasked rows counting as `fill`: `_PerEntry.max`'s
@@ -143,6 +147,51 @@ done:
     PyBuffer_Release(&un);
     PyBuffer_Release(&nf);
     PyBuffer_Release(&na);
+    return result;
+}
+
+/* whether x is a whole number (x finite) */
+static inline int whole(double x) { return x == floor(x); }
+
+static PyObject *coarse_bits(PyObject *self, PyObject *args) {
+    Py_buffer vb, kb, bb;
+    int low;
+    double largest;
+    if (!PyArg_ParseTuple(args, "y*y*w*id", &vb, &kb, &bb, &low, &largest)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = bb.len;
+    if (sized(&vb, 32, n, "stats") < 0 || sized(&kb, 4, n, "kinds") < 0) goto done;
+    if (low < 1 || low > 52) {
+        PyErr_SetString(PyExc_ValueError, "coarse_bits: low must be 1..52 mantissa bits");
+        goto done;
+    }
+    const double *vals = vb.buf;
+    const signed char *kinds = kb.buf;
+    signed char *bits = bb.buf;
+    Py_ssize_t changed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (bits[i] <= low) continue;
+        int all_exact = 1, any_long = 0;
+        for (int c = 0; c < 4 && all_exact; c++) {
+            double v = vals[4 * i + c];
+            if (kinds[4 * i + c] != K_NUMBER || !isfinite(v)) continue; /* not a number: no evidence either way */
+            int e;
+            double mant = frexp(v, &e);
+            int exact = whole(ldexp(mant, low + 1)) && fabs(v) <= largest;
+            if (low == 10 && fabs(v) < 0x1p-14) exact &= whole(ldexp(v, 24)); /* float16 subnormals */
+            all_exact &= exact;
+            any_long |= !whole(ldexp(mant, low / 2 + 1));
+        }
+        if (all_exact && any_long) {
+            bits[i] = (signed char)low;
+            changed++;
+        }
+    }
+    result = PyLong_FromSsize_t(changed);
+done:
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&bb);
     return result;
 }
 
@@ -296,6 +345,8 @@ static PyMethodDef methods[] = {
     {"stat_measures", stat_measures, METH_VARARGS,
      "stat_measures(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, diff, quant, unit,"
      " nonfinite, nonfinite_any): noise.stat_measures' rows"},
+    {"coarse_bits", coarse_bits, METH_VARARGS,
+     "coarse_bits(stats, kinds, bits, low, largest) -> rows whose statistics are all values of a low-bit format"},
     {"seg_max", seg_max, METH_VARARGS,
      "seg_max(values, mask, starts, fill, out): per run of rows, each column's largest masked non-NaN value"},
     {"running_floor", running_floor, METH_VARARGS,

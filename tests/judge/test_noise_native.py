@@ -156,3 +156,29 @@ def test_names_index_refuses_a_changed_list():
     with pytest.raises(UnicodeEncodeError):  # a name without a UTF-8 form: Names takes its dict
         join.NameIndex(["\ud800"])
     assert noise.Names(["\ud800", "a"]).find(["a", "\ud800"]).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("low_dtype", ["torch.float16", "torch.bfloat16"])
+def test_statistic_bits_equal_numpy(fast, monkeypatch, low_dtype):
+    """stat_bits' test of which finer rows carry statistics of the low format, in C and by numpy."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(4 * 600) * 10.0 ** rng.integers(-9, 4, 4 * 600)  # within float16's range
+    as_low = x.astype(np.float16).astype(np.float64) if low_dtype == "torch.float16" else (
+        (x.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64))  # fmt: skip
+    vals = np.where(rng.random(x.size) < 0.7, as_low, x).reshape(-1, 4)
+    vals[::9] = [1.0, 1.0, 1.0, 8.0]  # constant tensors: short fractions, no evidence
+    vals[1::11, 0] = 65504.0 * 2  # beyond float16's range
+    vals[2::13, 1] = 2.0**-20  # a float16 subnormal
+    vals[3::13, 1] = 2.0**-20 + 2.0**-30  # not one
+    data = {}
+    for r, row in enumerate(vals.tolist()):
+        dtype = low_dtype if r % 10 == 0 else ("torch.float32" if r % 3 else "torch.float64")
+        data[f"Torch.mul.{r}.forward"] = {"input_args": [], "output": [
+            {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": row[0], "Min": row[1], "Mean": row[2],
+             "Norm": None if r % 17 == 5 else row[3]}]}  # fmt: skip
+    got = noise.stat_bits(flatten(Path("dump.json"), data))
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    want = noise.stat_bits(flatten(Path("dump.json"), data))
+    assert _same(got, want)
+    low = 10 if low_dtype == "torch.float16" else 7
+    assert (got == low).sum() > 60 and ((got > low) & (np.arange(len(got)) % 10 != 0)).any()  # some, not all
