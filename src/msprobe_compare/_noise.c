@@ -19,9 +19,12 @@
  * running_floor(in_d, out_d, order, prior, prior_src)
  *     rootcause.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
  *     difference of the calls before it in `order` (intp) and the call that set it (int64, -1: none above 0).
- * phase_flags(entries, backward, grad, ends)
- *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward" (load/rows.phase_codes' three
- *     string passes in one); bool buffers of len(entries).
+ * margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)
+ *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
+ *     each measure's weight), the largest of those and the measure that has it (the first, as argmax).
+ * phase_flags(entries, backward, grad, ends, under_dot)
+ *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", "_." in it (load/rows.name_flags'
+ *     four string passes in one); bool buffers of len(entries).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -285,6 +288,77 @@ done:
     return result;
 }
 
+static PyObject *margins(PyObject *self, PyObject *args) {
+    Py_buffer ib, ob, pb, fb, qib, qab, ub, wb, fib, fob, rib, rob, cib, cob;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*w*w*w*w*w*", &ib, &ob, &pb, &fb, &qib, &qab, &ub, &wb, &fib, &fob,
+                          &rib, &rob, &cib, &cob))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t e_count = ub.len / 8, k = wb.len / 8;
+    if (ub.len % 8 || wb.len % 8 || k < 1 || sized(&ib, 8 * k, e_count, "in_d") < 0 ||
+        sized(&ob, 8 * k, e_count, "out_d") < 0 || sized(&pb, 8 * k, e_count, "prior") < 0 ||
+        sized(&fb, 8 * k, e_count, "fin_in") < 0 || sized(&qib, 8 * k, e_count, "q_in") < 0 ||
+        sized(&qab, 8 * k, e_count, "q_all") < 0 || sized(&fib, 8 * k, e_count, "floor_in") < 0 ||
+        sized(&fob, 8 * k, e_count, "floor_out") < 0 || sized(&rib, 8, e_count, "r_in") < 0 ||
+        sized(&rob, 8, e_count, "r_out") < 0 || sized(&cib, 8, e_count, "c_in") < 0 ||
+        sized(&cob, 8, e_count, "c_out") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "margins: (calls, k) arrays, ufl (calls), weight (k)");
+        goto done;
+    }
+    const double *in_d = ib.buf, *out_d = ob.buf, *prior = pb.buf, *fin_in = fb.buf, *q_in = qib.buf,
+                 *q_all = qab.buf, *ufl = ub.buf, *w = wb.buf;
+    double *floor_in = fib.buf, *floor_out = fob.buf, *r_in = rib.buf, *r_out = rob.buf;
+    int64_t *c_in = cib.buf, *c_out = cob.buf;
+    for (Py_ssize_t e = 0; e < e_count; e++) {
+        double best_in = 0, best_out = 0, max_in = 0, max_out = 0;
+        int64_t at_in = 0, at_out = 0;
+        for (Py_ssize_t c = 0; c < k; c++) {
+            Py_ssize_t x = e * k + c;
+            double fi = nmax(nmax(nmax(prior[x], 0.0), q_in[x]), ufl[e]);
+            double fo = nmax(nmax(nmax(prior[x], fin_in[x]), q_all[x]), ufl[e]);
+            floor_in[x] = fi;
+            floor_out[x] = fo;
+            double a = in_d[x], b = out_d[x];
+            double ri = a > 0 ? a / (fi > 0 ? fi * w[c] : INFINITY) : 0.0;
+            double ro = b > 0 ? b / (fo > 0 ? fo * w[c] : INFINITY) : 0.0;
+            if (!isfinite(a)) ri = 0.0;
+            if (!isfinite(b)) ro = 0.0;
+            if (c == 0 || ri > best_in || (ri != ri && best_in == best_in)) { /* argmax: the first largest */
+                best_in = ri;
+                at_in = c;
+            }
+            if (c == 0 || ro > best_out || (ro != ro && best_out == best_out)) {
+                best_out = ro;
+                at_out = c;
+            }
+            max_in = c ? nmax(max_in, ri) : ri;
+            max_out = c ? nmax(max_out, ro) : ro;
+        }
+        r_in[e] = max_in;
+        r_out[e] = max_out;
+        c_in[e] = at_in;
+        c_out[e] = at_out;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&qib);
+    PyBuffer_Release(&qab);
+    PyBuffer_Release(&ub);
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&fib);
+    PyBuffer_Release(&fob);
+    PyBuffer_Release(&rib);
+    PyBuffer_Release(&rob);
+    PyBuffer_Release(&cib);
+    PyBuffer_Release(&cob);
+    return result;
+}
+
 /* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
 static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
@@ -303,12 +377,14 @@ static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
 
 static PyObject *phase_flags(PyObject *self, PyObject *args) {
     PyObject *entries;
-    Py_buffer bw, gr, en;
-    if (!PyArg_ParseTuple(args, "O!w*w*w*", &PyList_Type, &entries, &bw, &gr, &en)) return NULL;
+    Py_buffer bw, gr, en, ud;
+    if (!PyArg_ParseTuple(args, "O!w*w*w*w*", &PyList_Type, &entries, &bw, &gr, &en, &ud)) return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries);
-    if (sized(&bw, 1, n, "backward") < 0 || sized(&gr, 1, n, "grad") < 0 || sized(&en, 1, n, "ends") < 0) goto done;
-    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf;
+    if (sized(&bw, 1, n, "backward") < 0 || sized(&gr, 1, n, "grad") < 0 || sized(&en, 1, n, "ends") < 0 ||
+        sized(&ud, 1, n, "under_dot") < 0)
+        goto done;
+    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf, *under_dot = ud.buf;
     static const char tail[] = ".backward";
     const Py_ssize_t tlen = sizeof(tail) - 1;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -317,8 +393,8 @@ static PyObject *phase_flags(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "phase_flags: entries must be str");
             goto done;
         }
-        int b = contains(s, "backward", 8), g = contains(s, "parameters_grad", 15);
-        if (b < 0 || g < 0) goto done;
+        int b = contains(s, "backward", 8), g = contains(s, "parameters_grad", 15), u = contains(s, "_.", 2);
+        if (b < 0 || g < 0 || u < 0) goto done;
         Py_ssize_t len = PyUnicode_GET_LENGTH(s);
         int e = 0;
         if (len >= tlen) {
@@ -331,6 +407,7 @@ static PyObject *phase_flags(PyObject *self, PyObject *args) {
         backward[i] = (unsigned char)b;
         grad[i] = (unsigned char)g;
         ends[i] = (unsigned char)e;
+        under_dot[i] = (unsigned char)u;
     }
     Py_INCREF(Py_None);
     result = Py_None;
@@ -338,6 +415,7 @@ done:
     PyBuffer_Release(&bw);
     PyBuffer_Release(&gr);
     PyBuffer_Release(&en);
+    PyBuffer_Release(&ud);
     return result;
 }
 
@@ -351,8 +429,11 @@ static PyMethodDef methods[] = {
      "seg_max(values, mask, starts, fill, out): per run of rows, each column's largest masked non-NaN value"},
     {"running_floor", running_floor, METH_VARARGS,
      "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
+    {"margins", margins, METH_VARARGS,
+     "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)"},
     {"phase_flags", phase_flags, METH_VARARGS,
-     "phase_flags(entries, backward, grad, ends): 'backward' in, 'parameters_grad' in, endswith('.backward')"},
+     "phase_flags(entries, backward, grad, ends, under_dot): 'backward' in, 'parameters_grad' in, "
+     "endswith('.backward'), '_.' in"},
     {NULL, NULL, 0, NULL},
 };
 

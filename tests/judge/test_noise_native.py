@@ -13,7 +13,7 @@ import pytest
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.rootcause import _PerEntry
-from msprobe_compare.load.rows import phase_codes
+from msprobe_compare.load.rows import name_flags, phase_codes
 from msprobe_compare.load.rows import flatten
 from native_helpers import native_module
 from pathlib import Path
@@ -104,10 +104,12 @@ def test_phase_codes_equal_python(fast, monkeypatch):
              "Tensor.backward.0.forward", "Tensor.backward.1.backward", "Module.backwardé.Linear.forward.0",
              "Module.é.Linear.backward.0", "Functional.backward_hook.3.forward", "backward", "", ".backward",
              "Module.parameters_grad.Linear.backward.1", "Torch.ß.0.backward"]  # fmt: skip
-    got = phase_codes(names)
+    got, flags = phase_codes(names), name_flags(names)
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
-    want = phase_codes(names)
-    assert _same(got, want)
+    again = list(names)  # another list: the flags are kept for the last list only
+    want, want_flags = phase_codes(again), name_flags(again)
+    assert _same(got, want) and all(_same(a, b) for a, b in zip(flags, want_flags))
+    assert flags[3].tolist() == ["_." in n for n in names] and name_flags(again) is want_flags
     assert got.tolist() == [0, 1, 0, 1, 2, 2, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1]
 
 
@@ -182,3 +184,24 @@ def test_statistic_bits_equal_numpy(fast, monkeypatch, low_dtype):
     assert _same(got, want)
     low = 10 if low_dtype == "torch.float16" else 7
     assert (got == low).sum() > 60 and ((got > low) & (np.arange(len(got)) % 10 != 0)).any()  # some, not all
+
+
+def test_margins_equal_numpy(fast, monkeypatch):
+    from msprobe_compare.judge.rootcause import margins
+
+    rng = np.random.default_rng(4)
+    for calls, k in ((500, 3), (200, 1)):
+        pick = [0.0, 1e-7, 1e-4, 3e-3, 0.2, 5.0, np.inf, -np.inf]
+        d = [np.where(rng.random((calls, k)) < 0.4, rng.choice(pick, (calls, k)), rng.random((calls, k)) * 1e-3)
+             for _ in range(2)]  # fmt: skip
+        prior, q_in, q_all = (np.where(rng.random((calls, k)) < 0.3, 0.0, rng.random((calls, k)) * 1e-3)
+                              for _ in range(3))  # fmt: skip
+        fin_in = np.where(np.isfinite(d[0]), d[0], 0.0)
+        ufl = np.where(rng.random(calls) < 0.2, 0.0, 5e-5)
+        weight = np.array([1.0, 1.0, 2.0])[:k]
+        got = margins(d[0], d[1], prior, fin_in, q_in, q_all, ufl, weight)
+        monkeypatch.setenv("MSPROBE_NATIVE", "0")
+        want = margins(d[0], d[1], prior, fin_in, q_in, q_all, ufl, weight)
+        monkeypatch.delenv("MSPROBE_NATIVE")
+        assert all(_same(a, b) for a, b in zip(got, want))
+    assert (got[2] > 0).any() and (got[4] >= 0).all()

@@ -217,12 +217,12 @@ STAT_CHUNK = 1 << 16  # rows measured at a time: the temporaries stay small and 
 
 
 @functools.cache
-def _checked(module: object) -> bool:
+def _checked(module: Any) -> bool:
     """Whether a `_noise` module uses our StatKind codes (checked once per module)."""
     return all(getattr(module, f"K_{k.name}", None) == int(k) for k in StatKind if k < StatKind.RAW)
 
 
-def _native() -> object | None:
+def _native() -> Any:
     """The `_noise` accelerator (`native.load`), None when absent, turned off or built with other codes."""
     fast = native.load("_noise")
     return fast if fast is not None and _checked(fast) else None
@@ -786,7 +786,7 @@ def _successor(name: str) -> str | None:
     return None
 
 
-def _shifted(odd: set[str], other: set[str]) -> set[str]:
+def _shifted(odd: set[str], other: Names) -> set[str]:
     """APIs renumbered between the sides: a call on one side only whose successor is missing on the other too
     (the counters of one side run further). A call missing in the middle of a run that goes on (the other side
     has its successor) left the later names where they were."""

@@ -36,7 +36,7 @@ import numpy as np
 
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind
+from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind, name_flags
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.tensor_metrics import UNIT_ROUNDOFF
@@ -213,8 +213,7 @@ def _inplace_entries(entries: list[str]) -> np.ndarray:
     """Per entry: a call of an in-place API (`add_`); computed once per entry list."""
     if _INPLACE_MEMO and _INPLACE_MEMO[0][0] is entries:
         return _INPLACE_MEMO[0][1]
-    inplace = np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool,
-                          count=len(entries))  # a cheap first sieve: `add_.3.forward`
+    inplace = name_flags(entries)[3].copy()  # a cheap first sieve, "_." in the name: `add_.3.forward`
     sieved = np.flatnonzero(inplace)
     if len(sieved):  # a second one: some `_.` not the end of a `__.` (dunder methods: `__add__.0.forward`)
         names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
@@ -342,6 +341,32 @@ _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
+def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.ndarray, q_in: np.ndarray,
+            q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """Per call: the noise floor of its inputs (upstream, resolution, precision) and of its outputs (its own inputs
+    too), each (calls, measures); the largest difference over its floor (times the measure's weight) of its inputs
+    and of its outputs, and the measure that has it."""
+    n_entries, k_cols = in_d.shape
+    fast = noise._native() if n_entries else None
+    if fast is not None:  # one pass over the calls, in C (the numpy code below is its twin)
+        c = np.ascontiguousarray
+        floor_in, floor_out = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols))
+        r_in, r_out = np.empty(n_entries), np.empty(n_entries)
+        c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
+        fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight)),
+                     floor_in, floor_out, r_in, r_out, c_in, c_out)  # fmt: skip
+        return floor_in, floor_out, r_in, r_out, c_in, c_out
+    floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
+    floor_out = np.maximum(np.maximum(np.maximum(prior, fin_in), q_all), ufl[:, None])
+    with np.errstate(all="ignore"):
+        r_in_c = np.where(in_d > 0, in_d / np.where(floor_in > 0, floor_in * weight, np.inf), 0.0)
+        r_out_c = np.where(out_d > 0, out_d / np.where(floor_out > 0, floor_out * weight, np.inf), 0.0)
+    r_in_c[~np.isfinite(in_d)] = 0.0
+    r_out_c[~np.isfinite(out_d)] = 0.0
+    c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
+    return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out
+
+
 def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per call and measure, the largest finite input or output difference of the calls before it in execution
     order (`order`; 0 for the first) and the call that set it (the last to reach that value; -1: none above 0)."""
@@ -450,20 +475,11 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
     base_in, base_out = (prior, None, q_in, ufl), (prior, fin_in, q_all, ufl)
-    floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
-    floor_out = np.maximum(np.maximum(np.maximum(prior, fin_in), q_all), ufl[:, None])
     # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
     weight = np.ones(k_cols)
     if k_cols == 3:
         weight[2] = tol.extremes
-    with np.errstate(all="ignore"):
-        r_in_c = np.where(in_d > 0, in_d / np.where(floor_in > 0, floor_in * weight, np.inf), 0.0)
-        r_out_c = np.where(out_d > 0, out_d / np.where(floor_out > 0, floor_out * weight, np.inf), 0.0)
-    r_in_c[~np.isfinite(in_d)] = 0.0
-    r_out_c[~np.isfinite(out_d)] = 0.0
-    c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
-    r_in, r_out = _max_cols(r_in_c), _max_cols(r_out_c)
-    del r_in_c, r_out_c
+    floor_in, floor_out, r_in, r_out, c_in, c_out = margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight)
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
@@ -589,7 +605,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     # pass, though the dump lists them beside their module's forward call) and calls without counterpart
     hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
     floors = np.where(hidden, np.nan, _max_cols(floor_out) if n_entries else np.zeros(0))
-    lowest = max(unit.tolist(), default=0.0)
+    lowest = float(unit.max()) if len(unit) else 0.0  # no NaN: the per-call maxima skip them
     names = list(dict.fromkeys(m.names))
     metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},

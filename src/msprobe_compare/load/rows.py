@@ -495,20 +495,38 @@ PHASES = ("forward", "backward", "parameters_grad")
 _PHASE_NAMES = np.array(PHASES, dtype=object)
 
 
+_NAME_FLAGS: list[tuple[list[str], tuple[np.ndarray, ...]]] = []  # the last list's flags (two callers ask)
+
+
+def name_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
+    """Per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", "_." in it (an in-place API's
+    first sieve); one pass over the texts (in C with `_noise`), kept for the last list asked about (read only)."""
+    if _NAME_FLAGS and _NAME_FLAGS[0][0] is entries and len(_NAME_FLAGS[0][1][0]) == len(entries):
+        return _NAME_FLAGS[0][1]
+    n = len(entries)
+    fast = native.load("_noise") if type(entries) is list else None
+    if fast is not None:
+        flags = tuple(np.empty(n, dtype=bool) for _ in range(4))
+        fast.phase_flags(entries, *flags)
+    else:
+        flags = (np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n),
+                 np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool,
+                             count=n),
+                 np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n),
+                 np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool, count=n))  # fmt: skip
+    for f in flags:
+        f.flags.writeable = False
+    _NAME_FLAGS[:] = [(entries, flags)]
+    return flags
+
+
 def phase_codes(entries: list[str]) -> np.ndarray:
     """`PHASES.index(phase_of(e))` per entry: the names that cannot be anything but forward (no `backward`, no
     `parameters_grad` in them) or backward (no `parameters_grad`, and `backward` the last or the last but one
     part: `X.3.backward`, `Module.x.backward.0`) are sorted by string methods mapped over the whole list at once;
     `phase_of` decides the rest."""
-    n = len(entries)
-    fast = native.load("_noise") if type(entries) is list else None
-    if fast is not None:  # the three string passes below in one, in C
-        backward, grad, ends = np.empty(n, dtype=bool), np.empty(n, dtype=bool), np.empty(n, dtype=bool)
-        fast.phase_flags(entries, backward, grad, ends)
-    else:
-        backward = np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n)
-        grad = np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool, count=n)
-        ends = np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n)
+    backward, grad, ends, _ = name_flags(entries)
+    ends = ends.copy()  # the flags are shared (name_flags): changed below
     codes = backward.astype(np.int8)  # backward texts: backward when they end so, else decided below
     odd = np.flatnonzero(backward & ~ends & ~grad)
     if len(odd):  # the last but one part `backward` (modules: `.backward.0`), else phase_of below
