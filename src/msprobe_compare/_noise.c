@@ -22,9 +22,10 @@
  * margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)
  *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
  *     each measure's weight), the largest of those and the measure that has it (the first, as argmax).
- * phase_flags(entries, backward, grad, ends, under_dot)
- *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", "_." in it (load/rows.name_flags'
- *     four string passes in one); bool buffers of len(entries).
+ * phase_flags(entries, backward, grad, ends, inplace)
+ *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
+ *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
+ *     pass; bool buffers of len(entries).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -375,6 +376,20 @@ static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
     return at == -2 ? -1 : at >= 0;
 }
 
+/* rows.is_inplace: the API part (`entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]`) ends with one "_", not "__" */
+static int inplace_api(PyObject *s, Py_ssize_t len) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t end = len, dots = 0; /* the head: the text before its second-to-last dot (or its only one) */
+    for (Py_ssize_t i = len - 1; i >= 0 && dots < 2; i--)
+        if (PyUnicode_READ(kind, data, i) == '.') {
+            dots++;
+            end = i;
+        }
+    return end >= 1 && PyUnicode_READ(kind, data, end - 1) == '_' &&
+           !(end >= 2 && PyUnicode_READ(kind, data, end - 2) == '_');
+}
+
 static PyObject *phase_flags(PyObject *self, PyObject *args) {
     PyObject *entries;
     Py_buffer bw, gr, en, ud;
@@ -382,9 +397,9 @@ static PyObject *phase_flags(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries);
     if (sized(&bw, 1, n, "backward") < 0 || sized(&gr, 1, n, "grad") < 0 || sized(&en, 1, n, "ends") < 0 ||
-        sized(&ud, 1, n, "under_dot") < 0)
+        sized(&ud, 1, n, "inplace") < 0)
         goto done;
-    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf, *under_dot = ud.buf;
+    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf, *inplace = ud.buf;
     static const char tail[] = ".backward";
     const Py_ssize_t tlen = sizeof(tail) - 1;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -396,6 +411,7 @@ static PyObject *phase_flags(PyObject *self, PyObject *args) {
         int b = contains(s, "backward", 8), g = contains(s, "parameters_grad", 15), u = contains(s, "_.", 2);
         if (b < 0 || g < 0 || u < 0) goto done;
         Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (u) u = inplace_api(s, len);
         int e = 0;
         if (len >= tlen) {
             int kind = PyUnicode_KIND(s);
@@ -407,7 +423,7 @@ static PyObject *phase_flags(PyObject *self, PyObject *args) {
         backward[i] = (unsigned char)b;
         grad[i] = (unsigned char)g;
         ends[i] = (unsigned char)e;
-        under_dot[i] = (unsigned char)u;
+        inplace[i] = (unsigned char)u;
     }
     Py_INCREF(Py_None);
     result = Py_None;
@@ -432,8 +448,8 @@ static PyMethodDef methods[] = {
     {"margins", margins, METH_VARARGS,
      "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)"},
     {"phase_flags", phase_flags, METH_VARARGS,
-     "phase_flags(entries, backward, grad, ends, under_dot): 'backward' in, 'parameters_grad' in, "
-     "endswith('.backward'), '_.' in"},
+     "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
+     "endswith('.backward'), a call of an in-place API"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 
-import itertools
 import math
 import operator
 from dataclasses import field
@@ -206,29 +205,9 @@ def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None
     return out
 
 
-_INPLACE_MEMO: list[tuple[list[str], np.ndarray]] = []  # the last table's entries and mask (the gate asks again)
-
-
 def _inplace_entries(entries: list[str]) -> np.ndarray:
-    """Per entry: a call of an in-place API (`add_`); computed once per entry list."""
-    if _INPLACE_MEMO and _INPLACE_MEMO[0][0] is entries:
-        return _INPLACE_MEMO[0][1]
-    inplace = name_flags(entries)[3].copy()  # a cheap first sieve, "_." in the name: `add_.3.forward`
-    sieved = np.flatnonzero(inplace)
-    if len(sieved):  # a second one: some `_.` not the end of a `__.` (dunder methods: `__add__.0.forward`)
-        names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
-        single = np.fromiter(map(operator.gt, map(str.count, names, itertools.repeat("_.")),
-                                 map(str.count, names, itertools.repeat("__."))), dtype=bool, count=len(sieved))
-        inplace[sieved[~single]] = False
-        for e in sieved[single].tolist():
-            inplace[e] = _is_inplace(entries[e])
-    _INPLACE_MEMO[:] = [(entries, inplace)]
-    return inplace
-
-
-def _is_inplace(entry: str) -> bool:
-    api = entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]
-    return api.endswith("_") and not api.endswith("__")
+    """Per entry: a call of an in-place API (`add_`); computed once per entry list (`rows.name_flags`)."""
+    return name_flags(entries)[3]
 
 
 def _same_value(a: RowTable, i: int, b: RowTable, j: int) -> bool:

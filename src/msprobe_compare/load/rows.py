@@ -499,8 +499,8 @@ _NAME_FLAGS: list[tuple[list[str], tuple[np.ndarray, ...]]] = []  # the last lis
 
 
 def name_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
-    """Per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", "_." in it (an in-place API's
-    first sieve); one pass over the texts (in C with `_noise`), kept for the last list asked about (read only)."""
+    """Per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
+    (`is_inplace`); one pass over the texts (in C with `_noise`), kept for the last list asked about (read only)."""
     if _NAME_FLAGS and _NAME_FLAGS[0][0] is entries and len(_NAME_FLAGS[0][1][0]) == len(entries):
         return _NAME_FLAGS[0][1]
     n = len(entries)
@@ -513,11 +513,32 @@ def name_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
                  np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool,
                              count=n),
                  np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n),
-                 np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool, count=n))  # fmt: skip
+                 _inplace_calls(entries))  # fmt: skip
     for f in flags:
         f.flags.writeable = False
     _NAME_FLAGS[:] = [(entries, flags)]
     return flags
+
+
+def _inplace_calls(entries: list[str]) -> np.ndarray:
+    """`is_inplace` per entry: first sieved by string methods mapped over the list (`_.` in it, and not only as
+    the end of `__.`: dunder methods `__add__.0.forward`), then decided one by one."""
+    inplace = np.fromiter(map(operator.contains, entries, itertools.repeat("_.")), dtype=bool, count=len(entries))
+    sieved = np.flatnonzero(inplace)
+    if len(sieved):
+        names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
+        single = np.fromiter(map(operator.gt, map(str.count, names, itertools.repeat("_.")),
+                                 map(str.count, names, itertools.repeat("__."))), dtype=bool, count=len(sieved))
+        inplace[sieved[~single]] = False
+        for e in sieved[single].tolist():
+            inplace[e] = is_inplace(entries[e])
+    return inplace
+
+
+def is_inplace(entry: str) -> bool:
+    """A call of an in-place API (`Tensor.add_.3.forward`): its API part ends with one "_" (not a dunder's "__")."""
+    api = entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]
+    return api.endswith("_") and not api.endswith("__")
 
 
 def phase_codes(entries: list[str]) -> np.ndarray:
