@@ -19,9 +19,11 @@
  * running_floor(in_d, out_d, order, prior, prior_src)
  *     rootcause.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
  *     difference of the calls before it in `order` (intp) and the call that set it (int64, -1: none above 0).
- * margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)
+ * margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out,
+ *         worst_in)
  *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
- *     each measure's weight), the largest of those and the measure that has it (the first, as argmax).
+ *     each measure's weight), the largest of those and the measure that has it (the first, as argmax), and the
+ *     largest input difference (NaN counting as -inf).
  * phase_flags(entries, backward, grad, ends, inplace)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
  *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
@@ -290,9 +292,9 @@ done:
 }
 
 static PyObject *margins(PyObject *self, PyObject *args) {
-    Py_buffer ib, ob, pb, fb, qib, qab, ub, wb, fib, fob, rib, rob, cib, cob;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*w*w*w*w*w*", &ib, &ob, &pb, &fb, &qib, &qab, &ub, &wb, &fib, &fob,
-                          &rib, &rob, &cib, &cob))
+    Py_buffer ib, ob, pb, fb, qib, qab, ub, wb, fib, fob, rib, rob, cib, cob, wib;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &ib, &ob, &pb, &fb, &qib, &qab, &ub, &wb, &fib,
+                          &fob, &rib, &rob, &cib, &cob, &wib))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t e_count = ub.len / 8, k = wb.len / 8;
@@ -302,16 +304,16 @@ static PyObject *margins(PyObject *self, PyObject *args) {
         sized(&qab, 8 * k, e_count, "q_all") < 0 || sized(&fib, 8 * k, e_count, "floor_in") < 0 ||
         sized(&fob, 8 * k, e_count, "floor_out") < 0 || sized(&rib, 8, e_count, "r_in") < 0 ||
         sized(&rob, 8, e_count, "r_out") < 0 || sized(&cib, 8, e_count, "c_in") < 0 ||
-        sized(&cob, 8, e_count, "c_out") < 0) {
+        sized(&cob, 8, e_count, "c_out") < 0 || sized(&wib, 8, e_count, "worst_in") < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "margins: (calls, k) arrays, ufl (calls), weight (k)");
         goto done;
     }
     const double *in_d = ib.buf, *out_d = ob.buf, *prior = pb.buf, *fin_in = fb.buf, *q_in = qib.buf,
                  *q_all = qab.buf, *ufl = ub.buf, *w = wb.buf;
-    double *floor_in = fib.buf, *floor_out = fob.buf, *r_in = rib.buf, *r_out = rob.buf;
+    double *floor_in = fib.buf, *floor_out = fob.buf, *r_in = rib.buf, *r_out = rob.buf, *worst_in = wib.buf;
     int64_t *c_in = cib.buf, *c_out = cob.buf;
     for (Py_ssize_t e = 0; e < e_count; e++) {
-        double best_in = 0, best_out = 0, max_in = 0, max_out = 0;
+        double best_in = 0, best_out = 0, max_in = 0, max_out = 0, worst = 0;
         int64_t at_in = 0, at_out = 0;
         for (Py_ssize_t c = 0; c < k; c++) {
             Py_ssize_t x = e * k + c;
@@ -332,10 +334,13 @@ static PyObject *margins(PyObject *self, PyObject *args) {
                 best_out = ro;
                 at_out = c;
             }
+            double wa = isfinite(a) ? a : (a > 0 ? INFINITY : -INFINITY); /* NaN: -inf */
+            worst = c ? nmax(worst, wa) : wa;
             max_in = c ? nmax(max_in, ri) : ri;
             max_out = c ? nmax(max_out, ro) : ro;
         }
         r_in[e] = max_in;
+        worst_in[e] = worst;
         r_out[e] = max_out;
         c_in[e] = at_in;
         c_out[e] = at_out;
@@ -357,6 +362,7 @@ done:
     PyBuffer_Release(&rob);
     PyBuffer_Release(&cib);
     PyBuffer_Release(&cob);
+    PyBuffer_Release(&wib);
     return result;
 }
 
@@ -446,7 +452,8 @@ static PyMethodDef methods[] = {
     {"running_floor", running_floor, METH_VARARGS,
      "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
     {"margins", margins, METH_VARARGS,
-     "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out)"},
+     "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, "
+     "worst_in)"},
     {"phase_flags", phase_flags, METH_VARARGS,
      "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
      "endswith('.backward'), a call of an in-place API"},

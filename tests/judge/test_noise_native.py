@@ -191,7 +191,7 @@ def test_margins_equal_numpy(fast, monkeypatch):
 
     rng = np.random.default_rng(4)
     for calls, k in ((500, 3), (200, 1)):
-        pick = [0.0, 1e-7, 1e-4, 3e-3, 0.2, 5.0, np.inf, -np.inf]
+        pick = [0.0, 1e-7, 1e-4, 3e-3, 0.2, 5.0, np.inf, -np.inf, np.nan]
         d = [np.where(rng.random((calls, k)) < 0.4, rng.choice(pick, (calls, k)), rng.random((calls, k)) * 1e-3)
              for _ in range(2)]  # fmt: skip
         prior, q_in, q_all = (np.where(rng.random((calls, k)) < 0.3, 0.0, rng.random((calls, k)) * 1e-3)

@@ -324,7 +324,7 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.n
             q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Per call: the noise floor of its inputs (upstream, resolution, precision) and of its outputs (its own inputs
     too), each (calls, measures); the largest difference over its floor (times the measure's weight) of its inputs
-    and of its outputs, and the measure that has it."""
+    and of its outputs, and the measure that has it; the largest input difference (NaN: -inf)."""
     n_entries, k_cols = in_d.shape
     fast = noise._native() if n_entries else None
     if fast is not None:  # one pass over the calls, in C (the numpy code below is its twin)
@@ -332,9 +332,10 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.n
         floor_in, floor_out = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols))
         r_in, r_out = np.empty(n_entries), np.empty(n_entries)
         c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
+        worst_in = np.empty(n_entries)
         fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight)),
-                     floor_in, floor_out, r_in, r_out, c_in, c_out)  # fmt: skip
-        return floor_in, floor_out, r_in, r_out, c_in, c_out
+                     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)  # fmt: skip
+        return floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in
     floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
     floor_out = np.maximum(np.maximum(np.maximum(prior, fin_in), q_all), ufl[:, None])
     with np.errstate(all="ignore"):
@@ -343,7 +344,8 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.n
     r_in_c[~np.isfinite(in_d)] = 0.0
     r_out_c[~np.isfinite(out_d)] = 0.0
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
-    return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out
+    worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
+    return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out, worst_in
 
 
 def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -458,7 +460,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     weight = np.ones(k_cols)
     if k_cols == 3:
         weight[2] = tol.extremes
-    floor_in, floor_out, r_in, r_out, c_in, c_out = margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight)
+    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl,
+                                                                      weight)  # fmt: skip
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
@@ -469,7 +472,6 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     candidates: list[Origin] = []
     suspects: list[Suspect] = []
     seen_nf = False  # a NaN/Inf in an earlier call
-    worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
     above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
     ctx = _Context(o, match, diff, m, red, entries, phase_code, in_d, out_d, floor_in, floor_out, base_in, base_out,
                    c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
