@@ -24,6 +24,8 @@
  *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
  *     each measure's weight), the largest of those and the measure that has it (the first, as argmax), and the
  *     largest input difference (NaN counting as -inf).
+ * children(tree, modules) -> [(name, parent), ...]
+ *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * phase_flags(entries, backward, grad, ends, inplace)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
  *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
@@ -366,6 +368,33 @@ done:
     return result;
 }
 
+static PyObject *children(PyObject *self, PyObject *args) {
+    PyObject *tree, *modules;
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &tree, &modules)) return NULL;
+    if (!PyAnySet_Check(modules)) {
+        PyErr_SetString(PyExc_TypeError, "children: modules must be a set");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0), *key, *value;
+    if (!out) return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(tree, &pos, &key, &value)) {
+        int in = PySet_Contains(modules, value);
+        if (in < 0) goto fail;
+        if (!in) continue;
+        PyObject *item = PyTuple_Pack(2, key, value);
+        if (!item || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
 static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
@@ -454,6 +483,8 @@ static PyMethodDef methods[] = {
     {"margins", margins, METH_VARARGS,
      "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, "
      "worst_in)"},
+    {"children", children, METH_VARARGS,
+     "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
     {"phase_flags", phase_flags, METH_VARARGS,
      "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
      "endswith('.backward'), a call of an in-place API"},

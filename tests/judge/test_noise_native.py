@@ -205,3 +205,18 @@ def test_margins_equal_numpy(fast, monkeypatch):
         monkeypatch.delenv("MSPROBE_NATIVE")
         assert all(_same(a, b) for a, b in zip(got, want))
     assert (got[2] > 0).any() and (got[4] >= 0).all()
+
+
+def test_children_equal_python(fast, monkeypatch):
+    tree = {"Module.a.forward.0": None, "Functional.relu.0.forward": "Module.a.forward.0",
+            "Module.b.forward.0": "Module.a.forward.0", "Tensor.add.0.forward": "Module.b.forward.0",
+            "Torch.cat.0.forward": None, "Module.é.forward.0": "Module.b.forward.0"}  # fmt: skip
+    for modules in ({None}, {"Module.b.forward.0", "absent"}, set(), frozenset({"Module.a.forward.0", None})):
+        got = noise.children(tree, modules)
+        monkeypatch.setenv("MSPROBE_NATIVE", "0")
+        assert got == noise.children(tree, modules)
+        monkeypatch.delenv("MSPROBE_NATIVE")
+    assert noise.children(tree, {"Module.b.forward.0"}) == [("Tensor.add.0.forward", "Module.b.forward.0"),
+                                                             ("Module.é.forward.0", "Module.b.forward.0")]  # fmt: skip
+    with pytest.raises(TypeError):
+        fast.children(tree, ["not a set"])

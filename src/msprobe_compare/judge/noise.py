@@ -23,7 +23,7 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set as AbstractSet
 from typing import Any
 from dataclasses import fields, replace
 
@@ -444,6 +444,15 @@ class _Groups:
         self.order = order
 
 
+def children(tree: dict[str, str | None], modules: AbstractSet[str | None]) -> list[tuple[str, str | None]]:
+    """The (name, parent) items of a construct.json tree whose parent is one of `modules`, in the tree's order
+    (in C with `_noise`: one pass over the dict)."""
+    fast = _native()
+    if fast is not None and type(tree) is dict:
+        return fast.children(tree, modules)
+    return list(itertools.compress(tree.items(), map(modules.__contains__, tree.values())))
+
+
 class Names:
     """The positions of one side's entry names, for the analysis's many lookups: a table over the names built once
     (`_join.NameIndex`, in C) or, without it, a dict. `find(keys)`: each key's first position (-1: absent), `get`,
@@ -563,8 +572,8 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
     odd_modules = {n for n in only_n | only_b if call_key(n).endswith(".")}
     if odd_modules:
         for tree, other in ((npu_parents, bench_parents), (bench_parents, npu_parents)):
-            under = itertools.compress(tree, map(odd_modules.__contains__, tree.values()))  # in C, not per item
-            stems |= {call_key(k) for k in under if k in nset and k in bset and other.get(k) != tree[k]}
+            under = children(tree, odd_modules)  # in C, not per item
+            stems |= {call_key(k) for k, parent in under if k in nset and k in bset and other.get(k) != parent}
     # an extra call on one side and a missing one on the other of the same API leave the same names on both sides:
     # construct.json then puts a name under another module on each side (`moved`: tree_diff's)
     stems |= {call_key(k) for k in moved if k in nset and k in bset}
@@ -717,13 +726,15 @@ def _members(present: Names, parents: dict[str, str | None],
              wanted: set[tuple[str | None, str]]) -> dict[tuple[str | None, str], list[int]]:  # fmt: skip
     """The calls of each wanted (enclosing module, API) group, in execution order: the children of the wanted
     modules in construct.json (filtered in C), those of a wanted group, then their place in the dump."""
-    modules = {m for m, _ in wanted}
-    kids = list(itertools.compress(parents.items(), map(modules.__contains__, parents.values())))
+    kids = children(parents, {m for m, _ in wanted})
     if not kids:
         return {}
     names = [k for k, _ in kids]
-    groups = [(p, key) for (_, p), key in zip(kids, call_keys(names))]
-    keep = [i for i, g in enumerate(groups) if g in wanted]
+    keys = call_keys(names)
+    wanted_keys = {key for _, key in wanted}
+    maybe = [i for i, key in enumerate(keys) if key in wanted_keys]  # then the (module, API) pair
+    groups = {i: (kids[i][1], keys[i]) for i in maybe}
+    keep = [i for i in maybe if groups[i] in wanted]
     if present.repeated:  # a name twice in the dump: every place of it, in order
         chosen = {names[i] for i in keep}
         calls = np.flatnonzero(np.fromiter(map(chosen.__contains__, present.names), dtype=bool,
