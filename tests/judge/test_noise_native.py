@@ -220,3 +220,19 @@ def test_children_equal_python(fast, monkeypatch):
                                                              ("Module.é.forward.0", "Module.b.forward.0")]  # fmt: skip
     with pytest.raises(TypeError):
         fast.children(tree, ["not a set"])
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_sides_positions_equal_first_positions(native, monkeypatch):
+    """Each entry's first position on the other side, with names repeated on either side or on both."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("MSPROBE_NATIVE", native)
+    cases = [(["a", "b", "c"], ["c", "x", "a"]), (["a", "b", "a", "y"], ["a", "b"]), (["a", "b"], ["b", "b", "z"]),
+             (["q", "q"], ["q", "q"]), (["a"], ["b"])]  # fmt: skip
+    for n, b in cases:
+        sides = noise._Sides(SimpleNamespace(entries=n), SimpleNamespace(entries=b))
+        assert sides.bench_of_npu.tolist() == [b.index(x) if x in b else -1 for x in n]
+        assert sides.npu_of_bench.tolist() == [n.index(x) if x in n else -1 for x in b]
+        assert sides.same() == (set(n) == set(b)) and sides.only_npu() == set(n) - set(b)
+        assert [x in sides.npu for x in ("a", "q", "none")] == [x in n for x in ("a", "q", "none")]

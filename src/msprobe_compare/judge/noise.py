@@ -490,23 +490,33 @@ class Names:
         return self.get(name) >= 0  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
 class _Sides:
-    """Both sides' entry names for the analysis pairing: each side's `Names` and each entry's position on the other
-    side (-1: a call of that side only)."""
+    """Both sides' entry names for the analysis pairing: each side's `Names` (the NPU side's made when first asked
+    for) and each entry's position on the other side (-1: a call of that side only)."""
 
-    npu: Names
-    bench: Names
-    bench_of_npu: np.ndarray
-    npu_of_bench: np.ndarray
+    def __init__(self, npu: RowTable, bench: RowTable) -> None:
+        self._npu_entries = npu.entries
+        self.bench = Names(bench.entries)
+        self.bench_of_npu = self.bench.find(npu.entries)
+        hit = np.flatnonzero(self.bench_of_npu >= 0)
+        found = self.bench_of_npu[hit]
+        if not self.bench.repeated and not (np.bincount(found, minlength=1) > 1).any():
+            # names once on each side that both have: the one lookup read backwards
+            self.npu_of_bench = np.full(len(bench.entries), -1, dtype=np.int64)
+            self.npu_of_bench[found] = hit
+        else:
+            self.npu_of_bench = self.npu.find(bench.entries)
+
+    @functools.cached_property
+    def npu(self) -> Names:
+        return Names(self._npu_entries)
 
     @classmethod
     def of(cls, npu: RowTable, bench: RowTable) -> _Sides:
-        n, b = Names(npu.entries), Names(bench.entries)
-        return cls(n, b, b.find(npu.entries), n.find(bench.entries))
+        return cls(npu, bench)
 
     def only_npu(self) -> set[str]:
-        return {self.npu.names[i] for i in np.flatnonzero(self.bench_of_npu < 0).tolist()}
+        return {self._npu_entries[i] for i in np.flatnonzero(self.bench_of_npu < 0).tolist()}
 
     def only_bench(self) -> set[str]:
         return {self.bench.names[i] for i in np.flatnonzero(self.npu_of_bench < 0).tolist()}

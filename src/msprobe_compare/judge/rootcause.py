@@ -269,18 +269,22 @@ class _PerEntry:
         self.in_order = _in_entry_order(ei)
         self.seg = np.flatnonzero(np.r_[True, ei[1:] != ei[:-1]]) if len(ei) else np.zeros(0, dtype=np.intp)
         self.seg_entry = ei[self.seg]
+        self.every = self.in_order and len(self.seg) == n_entries  # each call has rows: run t is call t
 
     def max(self, mask: np.ndarray, values: np.ndarray, fill: float = -np.inf) -> np.ndarray:
         """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none."""
         shape = (self.n,) + values.shape[1:]
-        out = np.full(shape, fill)
         fast = noise._native() if self.in_order and len(self.seg) else None
         if fast is not None:  # every column in one pass over the rows, in C (the numpy code below is its twin)
             runs = np.empty((len(self.seg),) + values.shape[1:])
             fast.seg_max(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask, dtype=bool),
                          np.ascontiguousarray(self.seg, dtype=np.intp), float(fill), runs)  # fmt: skip
+            if self.every:
+                return runs
+            out = np.full(shape, fill)
             out[self.seg_entry] = runs
             return out
+        out = np.full(shape, fill)
         if values.ndim == 2 and self.in_order:  # column by column: reduceat along a contiguous axis is faster
             for c in range(values.shape[1]):
                 out[:, c] = self.max(mask, values[:, c], fill)
@@ -658,8 +662,7 @@ class _Context:
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
         self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
         self.tol, self.weight, self.beyond = tol, weight, beyond
-        ei = o.npu.entry_index
-        self.starts = np.searchsorted(ei, np.arange(len(entries) + 1)) if red.in_order else None
+        self.starts = o.npu.entry_bounds if red.in_order else None  # rows of entry e: [starts[e], starts[e + 1])
 
     def rows(self, e: int) -> np.ndarray:
         if self.starts is not None:
