@@ -26,6 +26,8 @@
  *     largest input difference (NaN counting as -inf).
  * children(tree, modules) -> [(name, parent), ...]
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
+ * call_keys(names) -> [key, ...] or None
+ *     noise.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
  * phase_flags(entries, backward, grad, ends, inplace)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
  *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
@@ -395,6 +397,69 @@ fail:
     return NULL;
 }
 
+/* whether the text ends with the ASCII `tail` at `end` (the text before position `end`) */
+static int ends_with(int kind, const void *data, Py_ssize_t end, const char *tail) {
+    Py_ssize_t n = (Py_ssize_t)strlen(tail);
+    if (end < n) return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PyUnicode_READ(kind, data, end - n + k) != (Py_UCS4)(unsigned char)tail[k]) return 0;
+    return 1;
+}
+
+/* noise.call_keys' two substitutions for one name: `X.<digits>.forward` -> `X..forward` (or backward), else
+ * `X.forward.<digits>` -> `X.forward.` (or backward); digits are Unicode decimals, as the patterns' \d. A new
+ * reference (the name itself when neither applies). */
+static PyObject *call_key_of(PyObject *name) {
+    int kind = PyUnicode_KIND(name);
+    const void *data = PyUnicode_DATA(name);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+    static const char *dirs[] = {"forward", "backward"};
+    for (int d = 0; d < 2; d++) {
+        Py_ssize_t dl = (Py_ssize_t)strlen(dirs[d]);
+        if (!ends_with(kind, data, len, dirs[d]) || len < dl + 1 ||
+            PyUnicode_READ(kind, data, len - dl - 1) != '.')
+            continue;
+        Py_ssize_t i = len - dl - 2; /* the digits before `.forward` */
+        while (i >= 0 && Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, i))) i--;
+        if (i == len - dl - 2 || i < 0 || PyUnicode_READ(kind, data, i) != '.') return Py_NewRef(name);
+        PyObject *head = PyUnicode_Substring(name, 0, i), *tail = PyUnicode_FromFormat("..%s", dirs[d]);
+        PyObject *out = head && tail ? PyUnicode_Concat(head, tail) : NULL;
+        Py_XDECREF(head);
+        Py_XDECREF(tail);
+        return out;
+    }
+    Py_ssize_t i = len - 1; /* trailing digits after `.forward.` or `.backward.` */
+    while (i >= 0 && Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, i))) i--;
+    if (i < len - 1 && (ends_with(kind, data, i + 1, ".forward.") || ends_with(kind, data, i + 1, ".backward.")))
+        return PyUnicode_Substring(name, 0, i + 1);
+    return Py_NewRef(name);
+}
+
+static PyObject *call_keys(PyObject *self, PyObject *args) {
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &names)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++) { /* a line break inside a name: the caller's per-name rule */
+        PyObject *s = PyList_GET_ITEM(names, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "call_keys: names must be str");
+            return NULL;
+        }
+        if (PyUnicode_FindChar(s, '\n', 0, PyUnicode_GET_LENGTH(s), 1) != -1) Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = call_key_of(PyList_GET_ITEM(names, i));
+        if (!key) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, key);
+    }
+    return out;
+}
+
 /* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
 static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
@@ -485,6 +550,8 @@ static PyMethodDef methods[] = {
      "worst_in)"},
     {"children", children, METH_VARARGS,
      "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
+    {"call_keys", call_keys, METH_VARARGS,
+     "call_keys(names) -> the names without their call counters, or None when a name holds a line break"},
     {"phase_flags", phase_flags, METH_VARARGS,
      "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
      "endswith('.backward'), a call of an in-place API"},

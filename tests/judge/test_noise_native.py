@@ -236,3 +236,18 @@ def test_sides_positions_equal_first_positions(native, monkeypatch):
         assert sides.npu_of_bench.tolist() == [n.index(x) if x in n else -1 for x in b]
         assert sides.same() == (set(n) == set(b)) and sides.only_npu() == set(n) - set(b)
         assert [x in sides.npu for x in ("a", "q", "none")] == [x in n for x in ("a", "q", "none")]
+
+
+def test_call_keys_equal_the_patterns(fast, monkeypatch):
+    names = ["Functional.linear.12.forward", "Module.a.Linear.forward.0", "Module.a.Linear.backward.17",
+             "Tensor.add.3.backward", ".5.forward", "5.forward", "a..3.forward", "a.x3.forward", "a.3.forwardx",
+             "a.forward.", "a.forward.x1", "a.٣.forward", "a.².forward", "Module.b.forward.٣٤", "forward", "",
+             "a.1.2.forward", "a.forward.1.forward.2", "Module.é.forward.0", "x.backward.3.forward", "a.3.Forward",
+             "Module.a.parameters_grad", "a.0.backward.1"]  # fmt: skip
+    got = noise.call_keys(names)
+    assert got == [fast.call_keys([n])[0] for n in names]
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    assert got == noise.call_keys(names)  # the regex passes over the joined names
+    assert got[:4] == ["Functional.linear..forward", "Module.a.Linear.forward.", "Module.a.Linear.backward.",
+                       "Tensor.add..backward"]  # fmt: skip
+    assert fast.call_keys(["a.1.forward", "b\nc"]) is None  # a line break: the per-name rule

@@ -421,6 +421,11 @@ _MODULE_COUNTER = re.compile(r"(?:(?<=\.forward\.)|(?<=\.backward\.))\d+$", re.M
 
 def call_keys(names: list[str]) -> list[str]:
     """`call_key` of many names at once (two regex passes over the joined text instead of a call per name)."""
+    fast = _native()
+    if fast is not None and type(names) is list:  # the same two substitutions name by name, in C
+        keys = fast.call_keys(names)
+        if keys is not None:
+            return keys
     text = "\n".join(names)
     if not names or text.count("\n") != len(names) - 1:
         return [call_key(n) for n in names]
