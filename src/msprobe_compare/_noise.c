@@ -19,8 +19,7 @@
  * running_floor(in_d, out_d, order, prior, prior_src)
  *     rootcause.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
  *     difference of the calls before it in `order` (intp) and the call that set it (int64, -1: none above 0).
- * margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out,
- *         worst_in)
+ * margins(in_d, out_d, prior, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)
  *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
  *     each measure's weight), the largest of those and the measure that has it (the first, as argmax), and the
  *     largest input difference (NaN counting as -inf).
@@ -296,15 +295,15 @@ done:
 }
 
 static PyObject *margins(PyObject *self, PyObject *args) {
-    Py_buffer ib, ob, pb, fb, qib, qab, ub, wb, fib, fob, rib, rob, cib, cob, wib;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &ib, &ob, &pb, &fb, &qib, &qab, &ub, &wb, &fib,
-                          &fob, &rib, &rob, &cib, &cob, &wib))
+    Py_buffer ib, ob, pb, qib, qab, ub, wb, fib, fob, rib, rob, cib, cob, wib;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &ib, &ob, &pb, &qib, &qab, &ub, &wb, &fib, &fob, &rib,
+                          &rob, &cib, &cob, &wib))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t e_count = ub.len / 8, k = wb.len / 8;
     if (ub.len % 8 || wb.len % 8 || k < 1 || sized(&ib, 8 * k, e_count, "in_d") < 0 ||
         sized(&ob, 8 * k, e_count, "out_d") < 0 || sized(&pb, 8 * k, e_count, "prior") < 0 ||
-        sized(&fb, 8 * k, e_count, "fin_in") < 0 || sized(&qib, 8 * k, e_count, "q_in") < 0 ||
+        sized(&qib, 8 * k, e_count, "q_in") < 0 ||
         sized(&qab, 8 * k, e_count, "q_all") < 0 || sized(&fib, 8 * k, e_count, "floor_in") < 0 ||
         sized(&fob, 8 * k, e_count, "floor_out") < 0 || sized(&rib, 8, e_count, "r_in") < 0 ||
         sized(&rob, 8, e_count, "r_out") < 0 || sized(&cib, 8, e_count, "c_in") < 0 ||
@@ -312,8 +311,8 @@ static PyObject *margins(PyObject *self, PyObject *args) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "margins: (calls, k) arrays, ufl (calls), weight (k)");
         goto done;
     }
-    const double *in_d = ib.buf, *out_d = ob.buf, *prior = pb.buf, *fin_in = fb.buf, *q_in = qib.buf,
-                 *q_all = qab.buf, *ufl = ub.buf, *w = wb.buf;
+    const double *in_d = ib.buf, *out_d = ob.buf, *prior = pb.buf, *q_in = qib.buf, *q_all = qab.buf,
+                 *ufl = ub.buf, *w = wb.buf;
     double *floor_in = fib.buf, *floor_out = fob.buf, *r_in = rib.buf, *r_out = rob.buf, *worst_in = wib.buf;
     int64_t *c_in = cib.buf, *c_out = cob.buf;
     for (Py_ssize_t e = 0; e < e_count; e++) {
@@ -322,7 +321,8 @@ static PyObject *margins(PyObject *self, PyObject *args) {
         for (Py_ssize_t c = 0; c < k; c++) {
             Py_ssize_t x = e * k + c;
             double fi = nmax(nmax(nmax(prior[x], 0.0), q_in[x]), ufl[e]);
-            double fo = nmax(nmax(nmax(prior[x], fin_in[x]), q_all[x]), ufl[e]);
+            double fin_in = isfinite(in_d[x]) ? in_d[x] : 0.0;
+            double fo = nmax(nmax(nmax(prior[x], fin_in), q_all[x]), ufl[e]);
             floor_in[x] = fi;
             floor_out[x] = fo;
             double a = in_d[x], b = out_d[x];
@@ -355,7 +355,6 @@ done:
     PyBuffer_Release(&ib);
     PyBuffer_Release(&ob);
     PyBuffer_Release(&pb);
-    PyBuffer_Release(&fb);
     PyBuffer_Release(&qib);
     PyBuffer_Release(&qab);
     PyBuffer_Release(&ub);
@@ -546,8 +545,7 @@ static PyMethodDef methods[] = {
     {"running_floor", running_floor, METH_VARARGS,
      "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
     {"margins", margins, METH_VARARGS,
-     "margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, "
-     "worst_in)"},
+     "margins(in_d, out_d, prior, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)"},
     {"children", children, METH_VARARGS,
      "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
     {"call_keys", call_keys, METH_VARARGS,

@@ -196,12 +196,11 @@ def test_margins_equal_numpy(fast, monkeypatch):
              for _ in range(2)]  # fmt: skip
         prior, q_in, q_all = (np.where(rng.random((calls, k)) < 0.3, 0.0, rng.random((calls, k)) * 1e-3)
                               for _ in range(3))  # fmt: skip
-        fin_in = np.where(np.isfinite(d[0]), d[0], 0.0)
         ufl = np.where(rng.random(calls) < 0.2, 0.0, 5e-5)
         weight = np.array([1.0, 1.0, 2.0])[:k]
-        got = margins(d[0], d[1], prior, fin_in, q_in, q_all, ufl, weight)
+        got = margins(d[0], d[1], prior, q_in, q_all, ufl, weight)
         monkeypatch.setenv("MSPROBE_NATIVE", "0")
-        want = margins(d[0], d[1], prior, fin_in, q_in, q_all, ufl, weight)
+        want = margins(d[0], d[1], prior, q_in, q_all, ufl, weight)
         monkeypatch.delenv("MSPROBE_NATIVE")
         assert all(_same(a, b) for a, b in zip(got, want))
     assert (got[2] > 0).any() and (got[4] >= 0).all()

@@ -324,8 +324,8 @@ _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
-def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.ndarray, q_in: np.ndarray,
-            q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.ndarray, q_all: np.ndarray,
+            ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Per call: the noise floor of its inputs (upstream, resolution, precision) and of its outputs (its own inputs
     too), each (calls, measures); the largest difference over its floor (times the measure's weight) of its inputs
     and of its outputs, and the measure that has it; the largest input difference (NaN: -inf)."""
@@ -337,11 +337,11 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.n
         r_in, r_out = np.empty(n_entries), np.empty(n_entries)
         c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
         worst_in = np.empty(n_entries)
-        fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, fin_in, q_in, q_all, ufl, weight)),
+        fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, q_in, q_all, ufl, weight)),
                      floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)  # fmt: skip
         return floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in
     floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
-    floor_out = np.maximum(np.maximum(np.maximum(prior, fin_in), q_all), ufl[:, None])
+    floor_out = np.maximum(np.maximum(np.maximum(prior, finite_or_zero(in_d)), q_all), ufl[:, None])
     with np.errstate(all="ignore"):
         r_in_c = np.where(in_d > 0, in_d / np.where(floor_in > 0, floor_in * weight, np.inf), 0.0)
         r_out_c = np.where(out_d > 0, out_d / np.where(floor_out > 0, floor_out * weight, np.inf), 0.0)
@@ -350,6 +350,23 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, fin_in: np.n
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
     return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out, worst_in
+
+
+def finite_or_zero(a: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(a), a, 0.0)
+
+
+class _FiniteOrZero:
+    """`finite_or_zero(values)` read element by element (the evidence asks for a few calls only)."""
+
+    ndim = 2
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __getitem__(self, at: tuple[int, int]) -> float:
+        v = float(self.values[at])
+        return v if math.isfinite(v) else 0.0
 
 
 def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -446,7 +463,6 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
 
     # the noise floor along execution order: the largest finite difference seen before each call, at least the
     # resolution of its own rows and the unit roundoff of the lowest precision upstream
-    fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
     prior, prior_src = running_floor(in_d, out_d, order)
     k_cols = diff.shape[1]
     unit_o = np.maximum.accumulate(unit[order]) if n_entries else unit
@@ -459,13 +475,12 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     usrc = np.empty(n_entries, dtype=np.intp)
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
-    base_in, base_out = (prior, None, q_in, ufl), (prior, fin_in, q_all, ufl)
+    base_in, base_out = (prior, None, q_in, ufl), (prior, _FiniteOrZero(in_d), q_all, ufl)
     # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
     weight = np.ones(k_cols)
     if k_cols == 3:
         weight[2] = tol.extremes
-    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, fin_in, q_in, q_all, ufl,
-                                                                      weight)  # fmt: skip
+    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
     beyond = None
     if m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
