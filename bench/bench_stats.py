@@ -92,8 +92,8 @@ def run_child(cmd, cwd, log_path, timeout, sample=0.25, env=None):
 
     maxrss_kb comes from os.wait4: the largest peak RSS of the child or any descendant it reaped (it is not a sum
     over worker processes running at the same time). tree_pss_kb is the largest summed Pss of the child's whole
-    process tree, sampled every `sample` seconds (so it can miss short peaks)."""
-    can_sample = os.path.exists("/proc/self/smaps_rollup")
+    process tree, sampled every `sample` seconds (so it can miss short peaks); `sample` None: not sampled (0)."""
+    can_sample = sample is not None and os.path.exists("/proc/self/smaps_rollup")
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         try:

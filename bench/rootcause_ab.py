@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """The root-cause analysis's cost: the same compare with the analysis on and off (MSPROBE_BENCH_NO_ROOTCAUSE=1),
-alternating, N runs each; user+sys CPU of the process tree (os.wait4), wall and the peak summed Pss of the process
-tree (sampled every 0.2 s), medians and the on/off ratios. `--base SRC` adds a third variant: the analysis on with
-another checkout's src/ (the package before a change).
+alternating, N runs each; user+sys CPU of the process tree (os.wait4), wall and peak memory, medians and the
+on/off ratios. `--base SRC` adds a third variant: the analysis on with another checkout's src/ (the package before a
+change).
 
-    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv] [--base OTHER/src]
+Peak memory is the largest peak RSS of any one process of the tree (os.wait4); `--sample 0.2` samples the summed Pss
+of the whole tree every 0.2 s instead. Sampling costs the measured runs: reading smaps_rollup walks a process's page
+tables, and on this 2-core machine the sampler takes CPU from the compare and its forked writer, more from the
+larger of the two variants (the analysis on), so the speed ratio is measured without it by default.
+
+    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv] [--base OTHER/src] [--sample SECONDS]
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--format", default="csv")
     ap.add_argument("--base", type=Path, help="another src/ folder: a third variant, the analysis on there")
+    ap.add_argument("--sample", type=float, default=0.0,
+                    help="sample the tree's summed Pss every SECONDS (default 0: peak RSS from os.wait4, no sampling)")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="rootcause_ab_"))
     cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"),
            "-o", str(out), "-s", "--format", args.format]  # fmt: skip
     variants = ["off", "on"] + (["base"] if args.base else [])
+    memory = "tree Pss" if args.sample else "peak RSS"
     runs: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
     try:
         for k in range(args.runs):
@@ -44,17 +52,18 @@ def main() -> None:
                 env = dict(os.environ, PYTHONPATH=str(args.base if variant == "base" else SRC))
                 if variant == "off":
                     env["MSPROBE_BENCH_NO_ROOTCAUSE"] = "1"
-                r = run_child(cmd, None, os.devnull, None, sample=0.2, env=env)
+                r = run_child(cmd, None, os.devnull, None, sample=args.sample or None, env=env)
                 if r["rc"] != 0:
                     sys.exit(f"{variant} run failed (exit {r['rc']})")
-                runs[variant].append((r["cpu"], r["wall"], r["tree_pss_kb"] / 1024))
-                print(f"{variant:4} cpu {r['cpu']:6.2f} s  wall {r['wall']:6.2f} s  tree Pss {r['tree_pss_kb'] / 1024:6.0f} "
-                      f"MiB  load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+                peak = (r["tree_pss_kb"] if args.sample else r["maxrss_kb"]) / 1024
+                runs[variant].append((r["cpu"], r["wall"], peak))
+                print(f"{variant:4} cpu {r['cpu']:6.2f} s  wall {r['wall']:6.2f} s  {memory} {peak:6.0f} MiB  "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(out, ignore_errors=True)
     med = {v: [statistics.median(x[i] for x in r) for i in range(3)] for v, r in runs.items()}
     for v in variants:
-        print(f"{v:4} median cpu {med[v][0]:.2f} s, wall {med[v][1]:.2f} s, tree Pss {med[v][2]:.0f} MiB (max "
+        print(f"{v:4} median cpu {med[v][0]:.2f} s, wall {med[v][1]:.2f} s, {memory} {med[v][2]:.0f} MiB (max "
               f"{max(x[2] for x in runs[v]):.0f}); best wall {min(x[1] for x in runs[v]):.2f} s")  # fmt: skip
     for v in variants[1:]:
         print(f"{v}/off: cpu {med[v][0] / med['off'][0]:.3f}, wall {med[v][1] / med['off'][1]:.3f} (medians)")
