@@ -494,6 +494,11 @@ class Names:
     def __contains__(self, name: object) -> bool:
         return self.get(name) >= 0  # type: ignore[arg-type]
 
+    def places(self, chosen: set[str]) -> list[int]:
+        """Every position whose name is one of `chosen`, in order (each place of a repeated name too)."""
+        return np.flatnonzero(np.fromiter(map(chosen.__contains__, self.names), dtype=bool,
+                                          count=len(self.names))).tolist()  # fmt: skip
+
 
 class _Sides:
     """Both sides' entry names for the analysis pairing: each side's `Names` (the NPU side's made when first asked
@@ -515,10 +520,6 @@ class _Sides:
     @functools.cached_property
     def npu(self) -> Names:
         return Names(self._npu_entries)
-
-    @classmethod
-    def of(cls, npu: RowTable, bench: RowTable) -> _Sides:
-        return cls(npu, bench)
 
     def only_npu(self) -> set[str]:
         return {self._npu_entries[i] for i in np.flatnonzero(self.bench_of_npu < 0).tolist()}
@@ -563,7 +564,7 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
         return match, 0
-    sides = _Sides.of(npu, bench)
+    sides = _Sides(npu, bench)
     if sides.same() and (trees.equal if trees is not None else npu_parents == bench_parents):
         out, moved = match, None
     else:
@@ -751,9 +752,7 @@ def _members(present: Names, parents: dict[str, str | None],
     groups = {i: (kids[i][1], keys[i]) for i in maybe}
     keep = [i for i in maybe if groups[i] in wanted]
     if present.repeated:  # a name twice in the dump: every place of it, in order
-        chosen = {names[i] for i in keep}
-        calls = np.flatnonzero(np.fromiter(map(chosen.__contains__, present.names), dtype=bool,
-                                           count=len(present.names))).tolist()  # fmt: skip
+        calls = present.places({names[i] for i in keep})
         group_of = {names[i]: groups[i] for i in keep}
         pairs = [(e, group_of[present.names[e]]) for e in calls]
     else:
@@ -852,9 +851,7 @@ def _calls_of(present: Names, stems: set[str]) -> list[int]:
     if not found:
         return []
     if present.repeated:  # a name twice in the dump: every place of it
-        chosen = {present.names[e] for e in found}
-        return np.flatnonzero(np.fromiter(map(chosen.__contains__, present.names), dtype=bool,
-                                          count=len(present.names))).tolist()  # fmt: skip
+        return present.places({present.names[e] for e in found})
     return sorted(found)
 
 

@@ -379,10 +379,7 @@ def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tup
         fast.running_floor(np.ascontiguousarray(in_d, dtype=np.float64), np.ascontiguousarray(out_d, dtype=np.float64),
                            np.ascontiguousarray(order, dtype=np.intp), prior, prior_src)  # fmt: skip
         return prior, prior_src
-    fin_in = np.where(np.isfinite(in_d), in_d, 0.0)
-    fin_out = np.where(np.isfinite(out_d), out_d, 0.0)
-    seen = np.maximum(fin_in, fin_out)[order]  # (calls, measures) in execution order
-    del fin_in, fin_out
+    seen = np.maximum(finite_or_zero(in_d), finite_or_zero(out_d))[order]  # (calls, measures) in execution order
     cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
     prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
     pos = np.arange(n_entries)[:, None]
