@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import platform
 import sys
+import time
 
 import os
 import pickle
@@ -12,7 +14,7 @@ import pickle
 import numpy as np
 import pytest
 
-from msprobe_compare.runtime import gc_paused, release_free_memory, tune_malloc
+from msprobe_compare.runtime import Later, can_fork, gc_paused, release_free_memory, tune_malloc
 
 
 def test_tune_malloc_takes_effect_on_glibc_only() -> None:
@@ -100,3 +102,54 @@ def test_lazy_regex_compiles_on_first_use_and_then_is_the_pattern() -> None:
         pass
     else:
         raise AssertionError("a bad pattern must fail where it is used")
+
+
+def _parent_only(pid: int, value: int) -> int:
+    """A computation that fails in a forked child (as one killed would) and succeeds in the process `pid`."""
+    if os.getpid() != pid:
+        os._exit(3)
+    return value
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_later_computes_in_a_child_and_sends_back_what_unpack_rebuilds() -> None:
+    parent = os.getpid()
+    later = Later.start(lambda: {"pid": os.getpid(), "rows": np.arange(5)}, what="a test value",
+                        pack=lambda v: (v["pid"], v["rows"]), unpack=lambda p: {"pid": p[0], "rows": p[1] * 2})
+    assert later.forked
+    value = later.get()
+    assert value["pid"] != parent and value["rows"].tolist() == [0, 2, 4, 6, 8]
+    assert later.get() is value  # read once
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_later_falls_back_to_this_process_when_the_child_fails() -> None:
+    later = Later.start(functools.partial(_parent_only, os.getpid(), 7), what="a test value")
+    assert later.forked
+    assert later.get() == 7 and not later.forked  # computed here after the child exited with 3
+
+
+def test_later_without_fork_computes_at_once_and_errors_show_here() -> None:
+    calls: list[int] = []
+    later = Later.start(lambda: calls.append(1) or 5, what="a test value", fork=False)
+    assert calls == [1] and later.get() == 5 and not later.forked
+    with pytest.raises(ZeroDivisionError):
+        Later.start(lambda: 1 // 0, what="a test value", fork=False)
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_later_dropped_unread_ends_its_child() -> None:
+    later = Later.start(lambda: time.sleep(30), what="a test value")
+    pid = later._pid
+    del later
+    gc.collect()
+    with pytest.raises(ChildProcessError):  # killed and reaped by the finalizer: no such child any more
+        os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_later_refuses_what_the_child_must_not_send(tmp_path) -> None:
+    """What a child writes is read by the restricted unpickler: a function in the stream is refused and the value
+    computed here instead."""
+    later = Later.start(lambda: os.getpid(), what="a test value", pack=lambda v: os.getpid, unpack=lambda p: -1)
+    assert later.get() == os.getpid() and not later.forked

@@ -14,6 +14,7 @@ from msprobe_compare.config import CompareConfig, Options
 from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
+from msprobe_compare.judge.rootcause import analyse_later
 from msprobe_compare.judge.noise import Tolerance, tree_diff
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
@@ -29,7 +30,7 @@ from msprobe_compare.load.rows import RowTable, empty_entries
 from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
-from msprobe_compare.measure.measured import measure
+from msprobe_compare.measure.measured import Measured, measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
@@ -193,12 +194,15 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     else:
         match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
     tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
-    measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
+    tolerance = Tolerance.parse(opts.tolerance)
+    analysis = None
+    if rootcause_on():  # started now: a large compare's analysis runs in a child while the rows are measured
+        analysis = analyse_later(Measured(mode, npu, bench, match, tensors=tensors), tree[0],
+                                 tree[1] if plain else None, tolerance, tree[2] if plain and len(tree) > 2 else None)
+    measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                     parents=tree[0], bench_parents=tree[1] if plain else None,
-                     trees=tree[2] if plain and len(tree) > 2 else None,
-                     tolerance=Tolerance.parse(opts.tolerance), rootcause_on=rootcause_on())  # fmt: skip
+                     tolerance=tolerance, rootcause_on=rootcause_on(), analysis=analysis)  # fmt: skip
     return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
 
 

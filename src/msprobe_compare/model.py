@@ -17,6 +17,7 @@ from msprobe_compare.load.rows import RowTable
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import StatDiffs
 from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import Later
 
 if TYPE_CHECKING:  # annotations only: tensor mode and parallel layouts import them (start-up speed)
     from msprobe_compare.measure.tensor_rows import TensorColumns
@@ -35,7 +36,7 @@ class CompareOutcome:
     match: np.ndarray  # bench row per NPU row, < 0 when unmatched
     verdict: BaseVerdict
     show_stack: bool
-    rootcause: RootCause
+    analysis: RootCause | Later[RootCause]  # read it as `rootcause`
     levels: RowLevels
     counts: LevelCounts  # the row levels counted: --fail-on, the console, the reports
     diffs: StatDiffs | None = None  # summary mode
@@ -53,6 +54,12 @@ class CompareOutcome:
         return cls(m.mode, m.npu, m.bench, m.match, j.verdict, show_stack, j.rootcause, j.levels, j.counts,
                    diffs=m.diffs, tensors=m.tensors, accuracy=j.accuracy, marks=j.marks, advisor=j.advisor,
                    fuzzy=m.fuzzy, layout=layout, derived_mapping=derived_mapping)  # fmt: skip
+
+    @property
+    def rootcause(self) -> RootCause:
+        """The root-cause analysis; waits for it when a forked child is still computing it."""
+        a = self.analysis
+        return a.get() if isinstance(a, Later) else a
 
     def __len__(self) -> int:
         return len(self.npu)

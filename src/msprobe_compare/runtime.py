@@ -12,8 +12,9 @@ import platform
 import re
 import sys
 import threading
-from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any, overload
+import weakref
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 if TYPE_CHECKING:  # annotations only
     import mmap
@@ -160,6 +161,100 @@ def reap(pid: int, kill: bool = False) -> int:
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:
         return -1
+
+
+_T = TypeVar("_T")
+
+
+class Later(Generic[_T]):
+    """A value computed by a forked child while this process goes on with other work (`Later.start`); `get()`
+    waits for it. The child writes `pack(value)` into an unnamed file and exits (its memory is released as soon as
+    it is done, not when the value is read); this process reads it with `child_load` and rebuilds it with `unpack`
+    (so a child need not send back what this process holds already). When no child can be forked, or the child
+    fails (killed, out of memory), the value is computed here instead: the answer is the same either way, and an
+    error the computation raises shows here with its message."""
+
+    def __init__(self, work: Callable[[], _T], what: str, unpack: Callable[[Any], _T] | None = None) -> None:
+        self._work: Callable[[], _T] | None = work
+        self._what, self._unpack = what, unpack
+        self._pid = 0
+        self._file: IO[bytes] | None = None
+        self._done = False
+        self._value: Any = None
+        self._finalizer: weakref.finalize | None = None
+        self.forked = False  # whether a child computed the value (tests)
+
+    @classmethod
+    def start(cls, work: Callable[[], _T], *, what: str, fork: bool = True,
+              pack: Callable[[_T], Any] | None = None, unpack: Callable[[Any], _T] | None = None) -> Later[_T]:  # fmt: skip
+        """`work()` in a forked child when `fork` and `can_fork()`, else here, now."""
+        later = cls(work, what, unpack)
+        if not (fork and can_fork()):
+            later._set(work())
+            return later
+        file = _unnamed_file()
+        for stream in (sys.stdout, sys.stderr):  # what the child prints must not repeat what waits here
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        release_free_memory()  # free pages would be shared copy-on-write with the child: each reuse a copy
+        with gc_paused():  # no collection between the fork and the child's exit: it would touch every object
+            pid = os.fork()
+            if pid == 0:  # child: compute, write, exit without cleanup handlers
+                status = 1
+                try:
+                    value = work()
+                    pickle.dump(pack(value) if pack else value, file, protocol=pickle.HIGHEST_PROTOCOL)
+                    file.flush()
+                    status = 0
+                finally:
+                    os._exit(status)
+        later._pid, later._file, later.forked = pid, file, True
+        later._finalizer = weakref.finalize(later, _abandon, pid, file)  # dropped unread: the child is ended
+        return later
+
+    def get(self) -> _T:
+        """The value: waits for the child (or computes it here if the child failed)."""
+        if not self._done:
+            assert self._finalizer is not None and self._file is not None  # not done: a child was forked
+            self._finalizer.detach()
+            value: Any = None
+            with self._file as f:
+                ok = reap(self._pid) == 0
+                if ok:
+                    f.seek(0)
+                    try:
+                        value = child_load(f, self._what)
+                    except (EOFError, pickle.UnpicklingError, OSError):  # incomplete: computed here instead
+                        ok = False
+            if ok:
+                self._set(self._unpack(value) if self._unpack else value)
+            else:
+                assert self._work is not None
+                self.forked = False
+                self._set(self._work())
+        return self._value
+
+    def _set(self, value: _T) -> None:
+        self._value, self._done = value, True
+        keep_until_exit(self._work)  # what the work held (a compare's tables) is not freed object by object now
+        self._work = self._unpack = None
+
+
+def _unnamed_file() -> IO[bytes]:
+    """A read/write file with no name (memory-backed where the system has memfd), closed and gone when dropped."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        with contextlib.suppress(OSError):
+            return os.fdopen(memfd("msprobe-compare", getattr(os, "MFD_CLOEXEC", 0)), "w+b")
+    import tempfile  # only where memfd is missing (start-up speed)
+
+    return tempfile.TemporaryFile()
+
+
+def _abandon(pid: int, file: IO[bytes]) -> None:
+    """A `Later` dropped before its value was read: end its child and close its file."""
+    reap(pid, kill=True)
+    file.close()
 
 
 def child_loads(data: bytes, what: str) -> Any:

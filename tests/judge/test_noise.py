@@ -435,3 +435,37 @@ def test_native_row_passes_give_the_numpy_answer(name, cases, monkeypatch):
     native = answer()
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     assert answer() == native
+
+
+@pytest.mark.parametrize("name", ["tfm_amp_scale1p1_L1_stat", "tfm_amp_nobug_stat", TENSOR_CASE])
+def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypatch):
+    """A large compare runs the analysis in a forked child (rootcause.analyse_later): forced here on a small case,
+    the child's answer is the in-process one, field for field, and this process's own entry names are used."""
+    from msprobe_compare.judge import rootcause
+    from msprobe_compare.runtime import Later, can_fork
+
+    if not can_fork():
+        pytest.skip("no fork here (one core, or other threads running)")
+    started: list = []
+    real = rootcause.analyse_later
+
+    def forced(*args, **kwargs):
+        later = real(*args, **{**kwargs, "fork": True})
+        started.append(later)
+        return later
+
+    def answer(rc):
+        arrays = tuple(getattr(rc, f).tobytes() for f in ("in_scores", "out_scores", "floors", "ratios"))
+        return (rc.entries, rc.states, repr(rc.origins), repr(rc.suspects), rc.metric, rc.repaired,
+                rc.lowest_precision, rc.parents, rc.tolerance, arrays)
+
+    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1 << 60)
+    here = _outcome(cases / name, monkeypatch)
+    assert not isinstance(here.analysis, Later) or not here.analysis.forked
+    import msprobe_compare.api as api
+
+    monkeypatch.setattr(api, "analyse_later", forced)
+    o = _outcome(cases / name, monkeypatch)
+    assert started and started[0].forked  # the child computed it
+    assert answer(o.rootcause) == answer(here.rootcause)
+    assert o.rootcause.entries is o.npu.entries

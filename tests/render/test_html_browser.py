@@ -195,7 +195,7 @@ def test_every_cell_of_a_big_table(browser, tmp_path):
 def test_without_root_cause_or_colours(browser, tmp_path):
     from dataclasses import replace
 
-    o = replace(outcome_of("pytorch/mlp_bug_md5"), rootcause=None, marks=None, advisor=None)
+    o = replace(outcome_of("pytorch/mlp_bug_md5"), analysis=None, marks=None, advisor=None)
     path = tmp_path / "bare.html"
     html.write_html(path, o, "bare")
     _open(browser, path)

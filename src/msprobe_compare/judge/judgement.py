@@ -24,6 +24,7 @@ from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import TensorMetric
 from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import Later
 
 @dataclass(frozen=True)
 class Judgement:
@@ -33,7 +34,7 @@ class Judgement:
     accuracy: np.ndarray | None  # int8 Accuracy per row (real data)
     marks: Marks | None  # colour marks, when highlighting is on
     advisor: AdvisorResult | None  # the reference's advisor, with -da
-    rootcause: RootCause
+    rootcause: RootCause | Later[RootCause]  # Later: being computed in a forked child (rootcause.analyse_later)
     levels: RowLevels  # error / warning / unmatched / excluded rows
     counts: LevelCounts  # the same, counted (what --fail-on and the console read)
 
@@ -50,11 +51,13 @@ def judge(
     qualify: Callable[[RootCause], RootCause] | None = None,
     rootcause_on: bool = True,
     trees: TreeDiff | None = None,
+    analysis: Later[RootCause] | None = None,
 ) -> Judgement:
     """Judge one compare. `layout_only`: rows of calls a parallel layout adds (listed, not flagged; md5 rows left
     without counterpart become N/A); `qualify`: a last step on the root cause (origins qualified by rank);
     `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis;
-    `trees`: the two module trees' `noise.tree_diff`, made while reading (else made here when needed)."""
+    `trees`: the two module trees' `noise.tree_diff`, made while reading (else made here when needed);
+    `analysis`: the root cause, started already (`rootcause.analyse_later`)."""
     npu, bench, match = m.npu, m.bench, m.match
     accuracy = unmatched = marks = advice = None
     if m.mode is Mode.MD5:
@@ -98,13 +101,17 @@ def judge(
             )
     if auto_analyze:
         advice = advise(npu.names, failing, unmatched)
-    rootcause = analyse(m, parents, bench_parents, tolerance, trees) if rootcause_on else RootCause([], [])
+    rootcause: RootCause | Later[RootCause]
+    if analysis is not None:
+        rootcause = analysis
+    else:
+        rootcause = analyse(m, parents, bench_parents, tolerance, trees) if rootcause_on else RootCause([], [])
     if layout_only is not None:
         verdict, marks = _unflag(verdict, marks, layout_only)
         if m.mode is Mode.MD5:
             verdict = _md5_not_compared(m, verdict)
     if qualify is not None:
-        rootcause = qualify(rootcause)
+        rootcause = qualify(rootcause.get() if isinstance(rootcause, Later) else rootcause)
     levels = row_levels(m, verdict, marks, accuracy, layout_only)
     return Judgement(verdict, accuracy, marks, advice, rootcause, levels, level_counts(levels, npu, bench))
 

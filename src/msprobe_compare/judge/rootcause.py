@@ -28,7 +28,7 @@ import functools
 
 import math
 import operator
-from dataclasses import field
+from dataclasses import field, replace
 from enum import Enum
 
 import numpy as np
@@ -40,6 +40,7 @@ from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.tensor_metrics import UNIT_ROUNDOFF
 from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import Later
 
 
 class CallState(Enum):
@@ -608,6 +609,31 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
+
+
+FORK_MIN_ROWS = 131072  # from here on the analysis runs in a forked child beside the rest of the compare
+
+
+def analyse_later(o: Measured, parents: dict[str, str | None] | None = None,
+                  bench_parents: dict[str, str | None] | None = None, tolerance: Tolerance | None = None,
+                  trees: noise.TreeDiff | None = None, *, fork: bool | None = None) -> Later[RootCause]:  # fmt: skip
+    """`analyse`, in a forked child for a large compare (`fork` None: from FORK_MIN_ROWS rows on) while this
+    process measures, judges and writes the table; the same RootCause either way. `o` needs its pairing (and, in
+    tensor mode, its tensor metrics), not its statistics diffs. The child sends the result without the entry names
+    and NPU module tree, which this process holds already."""
+    entries = o.npu.entries
+
+    def work() -> RootCause:
+        return analyse(o, parents, bench_parents, tolerance, trees)
+
+    def pack(rc: RootCause) -> RootCause:
+        return replace(rc, entries=[], parents={})
+
+    def unpack(rc: RootCause) -> RootCause:
+        return replace(rc, entries=entries, parents=parents or {})  # the NPU table's list: no copy to touch
+
+    fork = len(o.npu) >= FORK_MIN_ROWS if fork is None else fork
+    return Later.start(work, what="the root-cause analysis", fork=fork, pack=pack, unpack=unpack)
 
 
 @dataclass(frozen=True)
