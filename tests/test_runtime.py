@@ -148,7 +148,7 @@ def test_later_dropped_unread_ends_its_child() -> None:
 
 
 @pytest.mark.skipif(not can_fork(), reason="no fork here")
-def test_later_refuses_what_the_child_must_not_send(tmp_path) -> None:
+def test_later_refuses_what_the_child_must_not_send() -> None:
     """What a child writes is read by the restricted unpickler: a function in the stream is refused and the value
     computed here instead."""
     later = Later.start(lambda: os.getpid(), what="a test value", pack=lambda v: os.getpid, unpack=lambda p: -1)

@@ -121,12 +121,15 @@ def exit_now(code: int) -> None:
     """End the command's process with `code` after flushing its output streams, without the interpreter's
     teardown (what `keep_until_exit` kept is not freed object by object). Every result file is closed and in
     place by then; no exit handler of this package is left to run."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed or absent stream: nothing to flush
-            pass
+    flush_output()
     os._exit(code)
+
+
+def flush_output() -> None:
+    """Flush stdout and stderr (a closed or absent stream: nothing to flush)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
 
 
 def release_free_memory() -> bool:
@@ -193,9 +196,7 @@ class Later(Generic[_T]):
             later._set(work())
             return later
         file = _unnamed_file()
-        for stream in (sys.stdout, sys.stderr):  # what the child prints must not repeat what waits here
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                stream.flush()
+        flush_output()  # what the child prints must not repeat what waits in this process's buffers
         release_free_memory()  # free pages would be shared copy-on-write with the child: each reuse a copy
         with gc_paused():  # no collection between the fork and the child's exit: it would touch every object
             pid = os.fork()
