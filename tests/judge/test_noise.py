@@ -437,6 +437,26 @@ def test_native_row_passes_give_the_numpy_answer(name, cases, monkeypatch):
     assert answer() == native
 
 
+def test_analysis_forks_only_when_a_benchmark_asks(cases, monkeypatch):
+    """In-process by default at any size (a forked child costs a second copy of the pages it touches); FORK_ENV="1"
+    forks it from FORK_MIN_ROWS rows on."""
+    from msprobe_compare.judge import rootcause
+    from msprobe_compare.runtime import can_fork
+
+    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1)
+    monkeypatch.delenv(rootcause.FORK_ENV, raising=False)
+    here = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch)
+    assert not here.analysis.forked
+    if not can_fork():
+        pytest.skip("no fork here (one core, or other threads running)")
+    monkeypatch.setenv(rootcause.FORK_ENV, "1")
+    forked = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch)
+    assert forked.analysis.forked
+    assert repr(forked.rootcause.origins) == repr(here.rootcause.origins)
+    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1 << 60)
+    assert not _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch).analysis.forked
+
+
 @pytest.mark.parametrize("name", ["tfm_amp_scale1p1_L1_stat", "tfm_amp_nobug_stat", TENSOR_CASE])
 def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypatch):
     """A large compare runs the analysis in a forked child (rootcause.analyse_later): forced here on a small case,

@@ -25,9 +25,9 @@ measurements behind each constant.
 from __future__ import annotations
 
 import functools
-
 import math
 import operator
+import os
 from dataclasses import field, replace
 from enum import Enum
 
@@ -611,14 +611,20 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
 
 
-FORK_MIN_ROWS = 131072  # from here on the analysis runs in a forked child beside the rest of the compare
+# The analysis runs in this process by default. A forked child beside measure, judge and the table writer costs
+# a second copy of the pages it touches: on the 1M-row benchmark the tree's Pss peaked at 1207 MiB forked against
+# 959 MiB in-process, for no wall-time gain on 2 cores (docs/rootcause.md, Speed). FORK_ENV="1" forks it from
+# FORK_MIN_ROWS rows on, for bench/rootcause_ab.py --fork.
+FORK_ENV = "MSPROBE_BENCH_FORK_ROOTCAUSE"
+FORK_MIN_ROWS = 131072
 
 
 def analyse_later(o: Measured, parents: dict[str, str | None] | None = None,
                   bench_parents: dict[str, str | None] | None = None, tolerance: Tolerance | None = None,
                   trees: noise.TreeDiff | None = None, *, fork: bool | None = None) -> Later[RootCause]:  # fmt: skip
-    """`analyse`, in a forked child for a large compare (`fork` None: from FORK_MIN_ROWS rows on) while this
-    process measures, judges and writes the table; the same RootCause either way. `o` needs its pairing (and, in
+    """`analyse`, in this process when asked for (`fork` None: unless FORK_ENV is "1" and the compare has at least
+    FORK_MIN_ROWS rows), or in a forked child while this process measures, judges and writes the table; the same
+    RootCause either way. `o` needs its pairing (and, in
     tensor mode, its tensor metrics), not its statistics diffs. The child sends the result without the entry names
     and NPU module tree, which this process holds already."""
     entries = o.npu.entries
@@ -632,7 +638,8 @@ def analyse_later(o: Measured, parents: dict[str, str | None] | None = None,
     def unpack(rc: RootCause) -> RootCause:
         return replace(rc, entries=entries, parents=parents or {})  # the NPU table's list: no copy to touch
 
-    fork = len(o.npu) >= FORK_MIN_ROWS if fork is None else fork
+    if fork is None:
+        fork = os.environ.get(FORK_ENV) == "1" and len(o.npu) >= FORK_MIN_ROWS
     return Later.start(work, what="the root-cause analysis", fork=fork, pack=pack, unpack=unpack)
 
 
