@@ -737,8 +737,8 @@ def test_npy_truncated_or_garbage(tmp_path: Path) -> None:
         assert _kind(exc_info) == kind, name
 
 
-def _npy_bytes(header: str, version: tuple[int, int] = (1, 0), data: bytes = b"", encoding: str = "latin-1") -> bytes:
-    raw = header.encode(encoding)
+def _npy_bytes(header: str, version: tuple[int, int] = (1, 0), data: bytes = b"") -> bytes:
+    raw = header.encode("latin-1")
     length = struct.pack("<H" if version[0] == 1 else "<I", len(raw))
     return b"\x93NUMPY" + bytes(version) + length + raw + data
 

@@ -613,8 +613,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
 
 # The analysis runs in this process by default. A forked child beside measure, judge and the table writer costs
 # a second copy of the pages it touches: on the 1M-row benchmark the tree's Pss peaked at 1207 MiB forked against
-# 959 MiB in-process, for no wall-time gain on 2 cores (docs/rootcause.md, Speed). FORK_ENV="1" forks it from
-# FORK_MIN_ROWS rows on, for bench/rootcause_ab.py --fork.
+# 959 MiB in-process, above the 1 GiB goal, for about 0.3 s of wall time saved (docs/rootcause.md, Speed).
+# FORK_ENV="1" forks it from FORK_MIN_ROWS rows on, for bench/rootcause_ab.py --fork.
 FORK_ENV = "MSPROBE_BENCH_FORK_ROOTCAUSE"
 FORK_MIN_ROWS = 131072
 
@@ -624,9 +624,8 @@ def analyse_later(o: Measured, parents: dict[str, str | None] | None = None,
                   trees: noise.TreeDiff | None = None, *, fork: bool | None = None) -> Later[RootCause]:  # fmt: skip
     """`analyse`, in this process when asked for (`fork` None: unless FORK_ENV is "1" and the compare has at least
     FORK_MIN_ROWS rows), or in a forked child while this process measures, judges and writes the table; the same
-    RootCause either way. `o` needs its pairing (and, in
-    tensor mode, its tensor metrics), not its statistics diffs. The child sends the result without the entry names
-    and NPU module tree, which this process holds already."""
+    RootCause either way. `o` needs its pairing (and, in tensor mode, its tensor metrics), not its statistics diffs.
+    The child sends the result without the entry names and NPU module tree, which this process holds already."""
     entries = o.npu.entries
 
     def work() -> RootCause:

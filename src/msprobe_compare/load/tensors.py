@@ -211,7 +211,7 @@ def read_npy(path: Path | str, name: str) -> TensorData:
         src: BinaryIO = io.BytesIO(whole) if whole is not None else fp
         shape, fortran, dtype = _npy_header(src, name)
         _check_npy_dtype(dtype, name)
-        if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or not all(_bounded(d) for d in shape):
+        if len(shape) > MAX_DIMS or not all(_bounded(d) for d in shape):  # a tuple of ints (_npy_header)
             raise TensorFileError("corrupt", name, f"npy shape {brief(shape)} is not at most {MAX_DIMS} int64 sizes")
         offset = src.tell()
         if whole is not None:
