@@ -7,6 +7,16 @@
  *     Norm; float64, kinds int8 StatKind), the bench row of each NPU row (`match`, int64, -1: none), the mantissa
  *     bits of each side's recorded statistics (int8), each side's unit roundoff and the element count (float64);
  *     out: diff and quant (n, 3) float64, unit (n) float64, the two NaN/Inf masks (n) bool.
+ * stat_calls(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, row_flags, starts,
+ *            diff, nonfinite, in_d, out_d, q_in, q_all, unit, flags)
+ *     rootcause.analyse's statistics-mode row passes in one: each row measured as stat_measures does (diff (n, 3)
+ *     and nonfinite (n) out; NaN for rows that are no tensor, bit 1 of row_flags (uint8), and for in-place
+ *     artefacts: rows of bit 8 that differ), then reduced over each run of rows [starts[t], starts[t + 1]) as
+ *     seg_max reduces: the largest difference of the input rows (bit 2) and of the output rows (bit 4), -inf when
+ *     none; the largest resolution of the input rows and of all tensor rows, and the largest unit roundoff of the
+ *     paired tensor rows, 0 when none (all (runs, 3) or (runs) float64); and per run the bits (uint8) NaN/Inf on
+ *     one side in an input (1) or output (2), on either side in an input (4), some measure (8), an input (16) or
+ *     output (32) that differs, an output measured (64). The runs cover the rows from row 0.
  * coarse_bits(stats, kinds, bits, low, largest) -> changed
  *     noise.stat_bits' test, row by row: each row of more than `low` mantissa bits (int8, changed in place) whose
  *     numeric statistics are all values of a `low`-bit format no larger than `largest`, one of them not a short
@@ -80,6 +90,48 @@ static inline int finite_row(const double *v, const signed char *k) {
     return 1;
 }
 
+/* noise.stat_measures for NPU row i against bench row j (-1: none; m bench rows): the three measures and their
+ * resolutions into d[3] and q[3], the two NaN/Inf flags; returns the row's unit roundoff */
+static inline double measure_row(const double *nvs, const signed char *nks, const double *bvs, const signed char *bks,
+                                 const signed char *nbits, const signed char *bbits, const double *nunit,
+                                 const double *bunit, const double *size, Py_ssize_t i, int64_t j, Py_ssize_t m,
+                                 double *d, double *q, int *nfin_out, int *nfany_out) {
+    double unit = nmax(nunit[i], m ? bunit[j >= 0 ? j : 0] : 0.0);
+    *nfin_out = *nfany_out = 0;
+    if (j < 0) {
+        d[0] = d[1] = d[2] = q[0] = q[1] = q[2] = Py_NAN;
+        return unit;
+    }
+    const double *a = nvs + 4 * i, *b = bvs + 4 * j;
+    const signed char *ka = nks + 4 * i, *kb = bks + 4 * j;
+    int fa = finite_row(a, ka), fb = finite_row(b, kb);
+    int nfin = fa != fb, nfany = !(fa && fb);
+    *nfin_out = nfin;
+    *nfany_out = nfany;
+    int ok = !nfany;
+    for (int c = 0; c < 4; c++) ok &= ka[c] <= K_INT && kb[c] <= K_INT;
+    if (!ok) {
+        d[0] = d[1] = d[2] = nfin ? INFINITY : Py_NAN;
+        q[0] = q[1] = q[2] = Py_NAN;
+        return unit;
+    }
+    int bn = nbits[i], bbn = bbits[j];
+    double norm_n = fabs(a[3]), norm_b = fabs(b[3]);
+    double scale = nmax(norm_n, norm_b);
+    double safe = scale > 0 ? scale : 1.0;
+    d[0] = norm_n == norm_b ? 0.0 : fabs(norm_n - norm_b) / safe;
+    double rms = scale / sqrt(nmax(size[i], 1.0));
+    double safe_rms = rms > 0 ? rms : 1.0;
+    d[1] = a[2] == b[2] ? 0.0 : fabs(a[2] - b[2]) / safe_rms;
+    q[0] = nmax(ulp1(norm_n, bn), ulp1(norm_b, bbn)) / safe;
+    q[1] = nmax(ulp1(a[2], bn), ulp1(b[2], bbn)) / safe_rms;
+    double amax = nmax(nmax(fabs(a[0]), fabs(a[1])), nmax(fabs(b[0]), fabs(b[1])));
+    double safe_amax = amax > 0 ? amax : 1.0;
+    d[2] = nmax(fabs(a[0] - b[0]), fabs(a[1] - b[1])) / safe_amax;
+    q[2] = nmax(ulp1(amax, bn), ulp1(amax, bbn)) / safe_amax;
+    return unit;
+}
+
 static PyObject *stat_measures(PyObject *self, PyObject *args) {
     Py_buffer nv, nk, bv, bk, mt, nb, bb, nu, bu, sz, df, qt, un, nf, na;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*", &nv, &nk, &bv, &bk, &mt, &nb, &bb, &nu, &bu, &sz,
@@ -103,40 +155,11 @@ static PyObject *stat_measures(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t j = match[i];
         int hit = j >= 0 && j < m;
-        unit[i] = nmax(nunit[i], m ? bunit[hit ? j : 0] : 0.0);
-        double *d = diff + 3 * i, *q = quant + 3 * i;
-        nonfinite[i] = nonfinite_any[i] = 0;
-        if (!hit) {
-            d[0] = d[1] = d[2] = q[0] = q[1] = q[2] = Py_NAN;
-            continue;
-        }
-        const double *a = nvs + 4 * i, *b = bvs + 4 * j;
-        const signed char *ka = nks + 4 * i, *kb = bks + 4 * j;
-        int fa = finite_row(a, ka), fb = finite_row(b, kb);
-        int nfin = fa != fb, nfany = !(fa && fb);
+        int nfin, nfany;
+        unit[i] = measure_row(nvs, nks, bvs, bks, nbits, bbits, nunit, bunit, size, i, hit ? j : -1, m, diff + 3 * i,
+                              quant + 3 * i, &nfin, &nfany);
         nonfinite[i] = (unsigned char)nfin;
         nonfinite_any[i] = (unsigned char)nfany;
-        int ok = !nfany;
-        for (int c = 0; c < 4; c++) ok &= ka[c] <= K_INT && kb[c] <= K_INT;
-        if (!ok) {
-            d[0] = d[1] = d[2] = nfin ? INFINITY : Py_NAN;
-            q[0] = q[1] = q[2] = Py_NAN;
-            continue;
-        }
-        int bn = nbits[i], bbn = bbits[j];
-        double norm_n = fabs(a[3]), norm_b = fabs(b[3]);
-        double scale = nmax(norm_n, norm_b);
-        double safe = scale > 0 ? scale : 1.0;
-        d[0] = norm_n == norm_b ? 0.0 : fabs(norm_n - norm_b) / safe;
-        double rms = scale / sqrt(nmax(size[i], 1.0));
-        double safe_rms = rms > 0 ? rms : 1.0;
-        d[1] = a[2] == b[2] ? 0.0 : fabs(a[2] - b[2]) / safe_rms;
-        q[0] = nmax(ulp1(norm_n, bn), ulp1(norm_b, bbn)) / safe;
-        q[1] = nmax(ulp1(a[2], bn), ulp1(b[2], bbn)) / safe_rms;
-        double amax = nmax(nmax(fabs(a[0]), fabs(a[1])), nmax(fabs(b[0]), fabs(b[1])));
-        double safe_amax = amax > 0 ? amax : 1.0;
-        d[2] = nmax(fabs(a[0] - b[0]), fabs(a[1] - b[1])) / safe_amax;
-        q[2] = nmax(ulp1(amax, bn), ulp1(amax, bbn)) / safe_amax;
     }
     Py_INCREF(Py_None);
     result = Py_None;
@@ -156,6 +179,124 @@ done:
     PyBuffer_Release(&un);
     PyBuffer_Release(&nf);
     PyBuffer_Release(&na);
+    return result;
+}
+
+/* row flags of stat_calls */
+enum { R_TENSOR = 1, R_INPUT = 2, R_OUTPUT = 4, R_ARTIFACT = 8 };
+/* per-run flags of stat_calls, in rootcause.analyse's order */
+enum { C_NF_IN = 1, C_NF_OUT = 2, C_NF_IN_ANY = 4, C_KNOWN = 8, C_IN_DIFF = 16, C_OUT_DIFF = 32, C_HAS_OUT = 64 };
+
+static inline double masked_max(double acc, int take, double x, double fill) {
+    double y = (take && !isnan(x)) ? x : fill;
+    return acc >= y ? acc : y;
+}
+
+static PyObject *stat_calls(PyObject *self, PyObject *args) {
+    Py_buffer nv, nk, bv, bk, mt, nb, bb, nu, bu, sz, rf, st, df, nf, ib, ob, qib, qab, ub, fb;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*w*", &nv, &nk, &bv, &bk, &mt, &nb, &bb, &nu,
+                          &bu, &sz, &rf, &st, &df, &nf, &ib, &ob, &qib, &qab, &ub, &fb))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = mt.len / 8, m = bk.len / 4, runs = st.len / (Py_ssize_t)sizeof(Py_ssize_t);
+    if (mt.len % 8 || bk.len % 4 || st.len % (Py_ssize_t)sizeof(Py_ssize_t) || sized(&nv, 32, n, "n_stats") < 0 ||
+        sized(&nk, 4, n, "n_kind") < 0 || sized(&bv, 32, m, "b_stats") < 0 || sized(&nb, 1, n, "n_bits") < 0 ||
+        sized(&bb, 1, m, "b_bits") < 0 || sized(&nu, 8, n, "n_unit") < 0 || sized(&bu, 8, m, "b_unit") < 0 ||
+        sized(&sz, 8, n, "size") < 0 || sized(&rf, 1, n, "row_flags") < 0 || sized(&df, 24, n, "diff") < 0 ||
+        sized(&nf, 1, n, "nonfinite") < 0 || sized(&ib, 24, runs, "in_d") < 0 || sized(&ob, 24, runs, "out_d") < 0 ||
+        sized(&qib, 24, runs, "q_in") < 0 || sized(&qab, 24, runs, "q_all") < 0 || sized(&ub, 8, runs, "unit") < 0 ||
+        sized(&fb, 1, runs, "flags") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stat_calls: rows of four statistics");
+        goto done;
+    }
+    const Py_ssize_t *starts = st.buf;
+    if ((n == 0) != (runs == 0) || (runs && starts[0] != 0)) {
+        PyErr_SetString(PyExc_ValueError, "stat_calls: the runs must cover the rows from row 0");
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < runs; t++) {
+        Py_ssize_t lo = starts[t], hi = t + 1 < runs ? starts[t + 1] : n;
+        if (lo < 0 || lo >= n || hi <= lo || hi > n) {
+            PyErr_SetString(PyExc_ValueError, "stat_calls: the run starts must increase within the rows");
+            goto done;
+        }
+    }
+    const double *nvs = nv.buf, *bvs = bv.buf, *nunit = nu.buf, *bunit = bu.buf, *size = sz.buf;
+    const signed char *nks = nk.buf, *bks = bk.buf, *nbits = nb.buf, *bbits = bb.buf;
+    const unsigned char *rows = rf.buf;
+    const int64_t *match = mt.buf;
+    double *diff = df.buf, *in_d = ib.buf, *out_d = ob.buf, *q_in = qib.buf, *q_all = qab.buf, *unit = ub.buf;
+    unsigned char *nonfinite = nf.buf, *flags = fb.buf;
+    for (Py_ssize_t t = 0; t < runs; t++) {
+        Py_ssize_t lo = starts[t], hi = t + 1 < runs ? starts[t + 1] : n;
+        double acc_in[3] = {-INFINITY, -INFINITY, -INFINITY}, acc_out[3] = {-INFINITY, -INFINITY, -INFINITY};
+        double acc_qi[3] = {0.0, 0.0, 0.0}, acc_qa[3] = {0.0, 0.0, 0.0}, acc_u = 0.0;
+        unsigned char f = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t j = match[i];
+            int hit = j >= 0 && j < m;
+            int nfin, nfany;
+            double *d = diff + 3 * i, q[3];
+            double u = measure_row(nvs, nks, bvs, bks, nbits, bbits, nunit, bunit, size, i, hit ? j : -1, m, d, q,
+                                   &nfin, &nfany);
+            nonfinite[i] = (unsigned char)nfin;
+            int tensor = rows[i] & R_TENSOR, tin = tensor && (rows[i] & R_INPUT), tout = tensor && (rows[i] & R_OUTPUT);
+            if (!tensor) d[0] = d[1] = d[2] = Py_NAN;
+            int differs = d[0] > 0 || d[1] > 0 || d[2] > 0; /* NaN compares false */
+            int artifact = differs && (rows[i] & R_ARTIFACT);
+            if (artifact) {
+                d[0] = d[1] = d[2] = Py_NAN;
+                differs = 0;
+            }
+            int measured = !(isnan(d[0]) && isnan(d[1]) && isnan(d[2]));
+            for (int c = 0; c < 3; c++) {
+                double qc = isnan(d[c]) ? Py_NAN : q[c];
+                acc_in[c] = masked_max(acc_in[c], tin, d[c], -INFINITY);
+                acc_out[c] = masked_max(acc_out[c], tout, d[c], -INFINITY);
+                acc_qi[c] = masked_max(acc_qi[c], tin, qc, 0.0);
+                acc_qa[c] = masked_max(acc_qa[c], tensor, qc, 0.0);
+            }
+            acc_u = masked_max(acc_u, tensor && hit, u, 0.0);
+            if (tin && nfin && !artifact) f |= C_NF_IN;
+            if (tout && nfin) f |= C_NF_OUT;
+            if (tin && nfany && !artifact) f |= C_NF_IN_ANY;
+            if (measured) f |= C_KNOWN;
+            if (tin && differs) f |= C_IN_DIFF;
+            if (tout && differs) f |= C_OUT_DIFF;
+            if (tout && measured) f |= C_HAS_OUT;
+        }
+        for (int c = 0; c < 3; c++) { /* a zero maximum is +0, as seg_max gives it */
+            in_d[3 * t + c] = acc_in[c] + 0.0;
+            out_d[3 * t + c] = acc_out[c] + 0.0;
+            q_in[3 * t + c] = acc_qi[c] + 0.0;
+            q_all[3 * t + c] = acc_qa[c] + 0.0;
+        }
+        unit[t] = acc_u + 0.0;
+        flags[t] = f;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&nk);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bk);
+    PyBuffer_Release(&mt);
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&nu);
+    PyBuffer_Release(&bu);
+    PyBuffer_Release(&sz);
+    PyBuffer_Release(&rf);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&df);
+    PyBuffer_Release(&nf);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&qib);
+    PyBuffer_Release(&qab);
+    PyBuffer_Release(&ub);
+    PyBuffer_Release(&fb);
     return result;
 }
 
@@ -538,6 +679,9 @@ static PyMethodDef methods[] = {
     {"stat_measures", stat_measures, METH_VARARGS,
      "stat_measures(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, diff, quant, unit,"
      " nonfinite, nonfinite_any): noise.stat_measures' rows"},
+    {"stat_calls", stat_calls, METH_VARARGS,
+     "stat_calls(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, row_flags, starts,"
+     " diff, nonfinite, in_d, out_d, q_in, q_all, unit, flags): stat_measures and the per-call maxima in one pass"},
     {"coarse_bits", coarse_bits, METH_VARARGS,
      "coarse_bits(stats, kinds, bits, low, largest) -> rows whose statistics are all values of a low-bit format"},
     {"seg_max", seg_max, METH_VARARGS,

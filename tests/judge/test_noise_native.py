@@ -250,3 +250,54 @@ def test_call_keys_equal_the_patterns(fast, monkeypatch):
     assert got[:4] == ["Functional.linear..forward", "Module.a.Linear.forward.", "Module.a.Linear.backward.",
                        "Tensor.add..backward"]  # fmt: skip
     assert fast.call_keys(["a.1.forward", "b\nc"]) is None  # a line break: the per-name rule
+
+
+def _calls_twin(npu, bench, match, flags, red):
+    """rootcause.analyse's numpy sequence for what `noise.stat_calls` returns, from the same row flags."""
+    tensor_row, art = (flags & noise.ROW_TENSOR) != 0, (flags & noise.ROW_ARTIFACT) != 0
+    is_in, is_out = (flags & noise.ROW_INPUT) != 0, (flags & noise.ROW_OUTPUT) != 0
+    m = noise.stat_measures(npu, bench, match)
+    diff = m.diff
+    diff[~tensor_row] = np.nan
+    differs = noise._any_cols(diff > 0)
+    artifact = art & differs
+    diff[artifact] = np.nan
+    differs &= ~artifact
+    tin, tout = is_in & tensor_row, is_out & tensor_row
+    quant = m.quant
+    quant[np.isnan(diff)] = np.nan
+    measured = ~noise._all_cols(np.isnan(diff))
+    bits = red.any_of(tin & m.nonfinite & ~artifact, tout & m.nonfinite, tin & m.nonfinite_any & ~artifact, measured,
+                      tin & differs, tout & differs, tout & measured)  # fmt: skip
+    packed = sum(b.astype(np.uint8) << np.uint8(k) for k, b in enumerate(bits)).astype(np.uint8)
+    return noise.CallMeasures(diff, m.nonfinite, red.max(tin, diff), red.max(tout, diff), red.max(tin, quant, 0.0),
+                              red.max(tensor_row, quant, 0.0), red.max(tensor_row & (match >= 0), m.unit, 0.0),
+                              packed)  # fmt: skip
+
+
+@pytest.mark.parametrize("gaps", [False, True])
+def test_stat_calls_equal_the_numpy_sequence(fast, gaps):
+    """The one-pass measures and per-call reductions against stat_measures, the masks and `_PerEntry`: random
+    statistics, tensor and non-tensor rows, inputs, outputs, rows of neither, in-place artefacts, unpaired rows;
+    with `gaps`, calls without rows (their fills)."""
+    rng = np.random.default_rng(11)
+    npu, bench = _side(rng, 300), _side(rng, 250)
+    bench.stats[:200] = np.where(rng.random((200, 4)) < 0.5, npu.stats[:200] * (1 + 1e-3 * rng.random((200, 4))),
+                                 bench.stats[:200])  # fmt: skip
+    match = rng.integers(-1, len(bench), len(npu))
+    match[:300] = np.arange(300)
+    n = len(npu)
+    flags = np.where(rng.random(n) < 0.8, noise.ROW_TENSOR, 0).astype(np.uint8)
+    flags |= rng.choice(np.array([noise.ROW_INPUT, noise.ROW_OUTPUT, 0], dtype=np.uint8), n, p=[0.5, 0.4, 0.1])
+    flags |= np.where(rng.random(n) < 0.1, noise.ROW_ARTIFACT, 0).astype(np.uint8)
+    ei = npu.entry_index * 2 if gaps else npu.entry_index  # odd calls: no rows
+    n_calls = int(ei[-1]) + 3 if gaps else len(npu.entries)
+    red = _PerEntry(ei, n_calls)
+    assert red.in_order and red.every != gaps
+    got = noise.stat_calls(npu, bench, match, flags, red.seg, None if red.every else red.seg_entry, n_calls)
+    want = _calls_twin(npu, bench, match, flags, red)
+    for name in ("diff", "nonfinite", "in_d", "out_d", "q_in", "q_all", "unit", "flags"):
+        assert _same(getattr(got, name), getattr(want, name)), name
+    for bit in range(len(noise.CALL_FLAGS)):  # every flag both set and clear somewhere
+        assert 0 < np.count_nonzero(got.flags & (1 << bit)) < n_calls, noise.CALL_FLAGS[bit]
+    assert np.isfinite(got.in_d).any() and np.isneginf(got.out_d).any() and (got.q_all > 0).any()

@@ -209,7 +209,7 @@ class RowMeasures:
     beyond_tol: np.ndarray | None = None  # and the relative error that counts as beyond
 
 
-STAT_NAMES = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
+STAT_NAMES: tuple[str, ...] = ("Norm rel. diff", "Mean change / RMS", "Max/Min change / max|x|")
 TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
 
 
@@ -255,6 +255,65 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
         _stat_chunk(npu, bench, match[part], part, nbits, bbits, nunit, bunit, size, diff, quant, unit, nonfinite,
                     nonfinite_any)  # fmt: skip
     return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+@dataclass(frozen=True)
+class CallMeasures:
+    """Statistics mode, `stat_calls`: per row the measures (NaN where not compared) and the NaN/Inf-on-one-side
+    flag; per call the largest input and output difference (-inf: none), the largest resolution of its inputs and
+    of all its tensors and the largest unit roundoff of its paired tensors (0: none), and its row flags (CALL_*)."""
+
+    diff: np.ndarray  # float64 (rows, 3)
+    nonfinite: np.ndarray  # bool (rows)
+    in_d: np.ndarray  # float64 (calls, 3)
+    out_d: np.ndarray
+    q_in: np.ndarray
+    q_all: np.ndarray
+    unit: np.ndarray  # float64 (calls)
+    flags: np.ndarray  # uint8 (calls)
+
+
+# stat_calls' row flags, and its call flags (any row of the call), as _noise.c numbers them
+ROW_TENSOR, ROW_INPUT, ROW_OUTPUT, ROW_ARTIFACT = 1, 2, 4, 8
+CALL_FLAGS = ("nf_in", "nf_out", "nf_in_any", "known", "in_diff", "out_diff", "has_out")
+
+
+def stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.ndarray, starts: np.ndarray,
+               run_call: np.ndarray | None, n_calls: int) -> CallMeasures | None:  # fmt: skip
+    """`stat_measures` and the analysis's per-call maxima and flags in one pass over the rows, in C (None without
+    it): no (rows, 3) resolution or per-row unit array is made. `row_flags` (uint8, ROW_*): a tensor row, an
+    input, an output, an in-place artefact if it differs; `starts`: where each run of one call's rows begins
+    (from row 0), `run_call` the call of each run (None: run t is call t). rootcause.analyse's numpy sequence
+    (stat_measures, masks, `_PerEntry.max`/`any_of`) is its twin."""
+    fast = _native()
+    if fast is None or not hasattr(fast, "stat_calls") or not len(npu):
+        return None
+    n, m = len(npu), len(bench)
+    nbits, nunit = stat_bits(npu), units(npu)
+    c = np.ascontiguousarray
+    runs = len(starts)
+    diff, nonfinite = np.empty((n, 3)), np.empty(n, dtype=bool)
+    per = [np.empty((runs, 3)) for _ in range(4)]
+    unit, flags = np.empty(runs), np.empty(runs, dtype=np.uint8)
+    fast.stat_calls(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
+                    c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
+                    c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
+                    c(match, dtype=np.int64), c(nbits, dtype=np.int8),
+                    c(stat_bits(bench), dtype=np.int8) if m else np.zeros(0, dtype=np.int8),
+                    c(nunit, dtype=np.float64), c(units(bench), dtype=np.float64) if m else np.zeros(0),
+                    c(row_numel(npu), dtype=np.float64), c(row_flags, dtype=np.uint8), c(starts, dtype=np.intp),
+                    diff, nonfinite, *per, unit, flags)  # fmt: skip
+    if run_call is not None:  # calls without rows: the fills
+        fills = (-np.inf, -np.inf, 0.0, 0.0)
+        per = [_scatter(a, run_call, n_calls, fill) for a, fill in zip(per, fills)]
+        unit, flags = _scatter(unit, run_call, n_calls, 0.0), _scatter(flags, run_call, n_calls, 0)
+    return CallMeasures(diff, nonfinite, per[0], per[1], per[2], per[3], unit, flags)
+
+
+def _scatter(values: np.ndarray, at: np.ndarray, n: int, fill: float) -> np.ndarray:
+    out = np.full((n,) + values.shape[1:], fill, dtype=values.dtype)
+    out[at] = values
+    return out
 
 
 def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, nbits_all: np.ndarray,

@@ -217,6 +217,33 @@ def _same_value(a: RowTable, i: int, b: RowTable, j: int) -> bool:
     return bool(np.all(a.stat_kind[i] == StatKind.NUMBER) and np.array_equal(a.stats[i], b.stats[j]))
 
 
+def _stat_calls(o: Measured, match: np.ndarray, tensor_row: np.ndarray, is_in: np.ndarray, is_out: np.ndarray,
+                red: _PerEntry) -> noise.CallMeasures | None:  # fmt: skip
+    """Statistics mode: `noise.stat_calls` over the rows in entry order (None without C or out of order)."""
+    if not red.in_order or not len(red.seg):
+        return None
+    flags = tensor_row.view(np.uint8) * np.uint8(noise.ROW_TENSOR)
+    flags |= is_in.view(np.uint8) * np.uint8(noise.ROW_INPUT)
+    flags |= is_out.view(np.uint8) * np.uint8(noise.ROW_OUTPUT)
+    artifacts = _inplace_candidates(o, match)
+    if artifacts is not None:
+        flags |= artifacts.view(np.uint8) * np.uint8(noise.ROW_ARTIFACT)
+    return noise.stat_calls(o.npu, o.bench, match, flags, red.seg, None if red.every else red.seg_entry, red.n)
+
+
+def _inplace_candidates(o: Measured, match: np.ndarray) -> np.ndarray | None:
+    """The rows `inplace_artifacts` gives when every input row of an in-place call differs: each is an artefact if
+    it differs (None: no such row)."""
+    npu = o.npu
+    if not len(npu.entries):
+        return None
+    inplace = _inplace_entries(npu.entries)
+    if not inplace.any():
+        return None
+    rows = (npu.state == State.INPUT) & inplace[npu.entry_index]
+    return inplace_artifacts(o, rows, match) if rows.any() else None
+
+
 def _is_scalar(dtype: str) -> bool:
     return dtype.startswith("<class")
 
@@ -420,6 +447,13 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     scalar = npu.dtype_mask(_is_scalar)
     tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
     md5 = o.mode is Mode.MD5
+    config = _config_rows(o, scalar, match)
+    is_in = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
+    is_out = (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)
+    ei = npu.entry_index
+    red = _PerEntry(ei, n_entries)
+    m: noise.RowMeasures | None = None
+    fused: noise.CallMeasures | None = None
     if md5:
         m = _md5_measures(o, match, tensor_row)
         origin_margin, suspect_margin = 0.5, 0.5
@@ -427,32 +461,36 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         m = noise.tensor_measures(npu, bench, match, o.tensors, o.match)
         origin_margin, suspect_margin = tol.tensor_origin, tol.tensor_suspect
     else:
-        m = noise.stat_measures(npu, bench, match)
+        fused = _stat_calls(o, match, tensor_row, is_in, is_out, red)
+        m = noise.stat_measures(npu, bench, match) if fused is None else None
         origin_margin, suspect_margin = tol.origin, tol.suspect
-    diff = m.diff  # the measures' own array, masked in place
-    diff[~tensor_row] = np.nan
-    differs = noise._any_cols(diff > 0)  # NaN compares False
-    artifact = inplace_artifacts(o, differs, match)
-    diff[artifact] = np.nan
-    differs &= ~artifact
-    config = _config_rows(o, scalar, match)
-    is_in = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
-    is_out = (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD)
-    ei = npu.entry_index
-    red = _PerEntry(ei, n_entries)
-
     tin, tout = is_in & tensor_row, is_out & tensor_row
-    in_d = red.max(tin, diff)  # (calls, measures), -inf: no measured input
-    out_d = red.max(tout, diff)
-    quant = m.quant
-    quant[np.isnan(diff)] = np.nan
-    q_in = red.max(tin, quant, 0.0)
-    q_all = red.max(tensor_row, quant, 0.0)
-    unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
-    measured = ~noise._all_cols(np.isnan(diff))
-    nf_in, nf_out, nf_in_any, known, cfg, in_diff, out_diff, has_out = red.any_of(
-        tin & m.nonfinite & ~artifact, tout & m.nonfinite, tin & m.nonfinite_any & ~artifact, measured,
-        is_in & config, tin & differs, tout & differs, tout & measured)  # fmt: skip
+    if fused is not None:  # statistics mode in C: the rows measured and reduced per call in one pass
+        diff, nonfinite, names = fused.diff, fused.nonfinite, noise.STAT_NAMES
+        in_d, out_d, q_in, q_all, unit = fused.in_d, fused.out_d, fused.q_in, fused.q_all, fused.unit
+        nf_in, nf_out, nf_in_any, known, in_diff, out_diff, has_out = (
+            (fused.flags & np.uint8(1 << bit)) != 0 for bit in range(len(noise.CALL_FLAGS)))  # fmt: skip
+        cfg = red.any(is_in & config)
+        differs = artifact = np.zeros(0, dtype=bool)  # md5 and tensor mode only
+    else:  # the numpy sequence stat_calls is the twin of, and the md5 and tensor modes
+        assert m is not None
+        diff, nonfinite, names = m.diff, m.nonfinite, m.names  # the measures' own array, masked in place
+        diff[~tensor_row] = np.nan
+        differs = noise._any_cols(diff > 0)  # NaN compares False
+        artifact = inplace_artifacts(o, differs, match)
+        diff[artifact] = np.nan
+        differs &= ~artifact
+        in_d = red.max(tin, diff)  # (calls, measures), -inf: no measured input
+        out_d = red.max(tout, diff)
+        quant = m.quant
+        quant[np.isnan(diff)] = np.nan
+        q_in = red.max(tin, quant, 0.0)
+        q_all = red.max(tensor_row, quant, 0.0)
+        unit = red.max(tensor_row & (match >= 0), m.unit, 0.0)
+        measured = ~noise._all_cols(np.isnan(diff))
+        nf_in, nf_out, nf_in_any, known, cfg, in_diff, out_diff, has_out = red.any_of(
+            tin & m.nonfinite & ~artifact, tout & m.nonfinite, tin & m.nonfinite_any & ~artifact, measured,
+            is_in & config, tin & differs, tout & differs, tout & measured)  # fmt: skip
 
     phase_code = npu.phase_codes  # PHASES index per call
     # execution (dump) order; parameter gradients, which the dumper lists beside their module's forward call, last
@@ -480,7 +518,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         weight[2] = tol.extremes
     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
     beyond = None
-    if m.beyond is not None and n_entries:
+    if m is not None and m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
         upstream[order] = tol.excess_units * unit_o
         beyond = _beyond_floor(m, red, tin & ~artifact, tout, order, npu.shape, upstream)
@@ -490,8 +528,9 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     suspects: list[Suspect] = []
     seen_nf = False  # a NaN/Inf in an earlier call
     above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
-    ctx = _Context(o, match, diff, m, red, entries, phase_code, in_d, out_d, floor_in, floor_out, base_in, base_out,
-                   c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight, beyond)  # fmt: skip
+    ctx = _Context(o, match, diff, names, nonfinite, red, entries, phase_code, in_d, out_d, floor_in, floor_out,
+                   base_in, base_out, c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight,
+                   beyond)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
     # margin) and calls with nothing compared: their state follows from three switches of the walk alone (a
@@ -604,8 +643,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     hidden = ~(known | cfg) | grads if n_entries else False  # UNKNOWN: the walk skips exactly these calls
     floors = np.where(hidden, np.nan, _max_cols(floor_out) if n_entries else np.zeros(0))
     lowest = float(unit.max()) if len(unit) else 0.0  # no NaN: the per-call maxima skip them
-    names = list(dict.fromkeys(m.names))
-    metric = "difference: " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
+    shown = list(dict.fromkeys(names))
+    metric = "difference: " + (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0])
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
@@ -698,9 +737,11 @@ def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, differs:
 class _Context:
     """Builds the evidence of an origin or suspect (only for those few calls)."""
 
-    def __init__(self, o, match, diff, m, red, entries, phases, in_d, out_d, floor_in, floor_out, base_in, base_out,
-                 c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight, beyond=None) -> None:  # fmt: skip
-        self.o, self.match, self.diff, self.m, self.entries = o, match, diff, m, entries
+    def __init__(self, o, match, diff, names, nonfinite, red, entries, phases, in_d, out_d, floor_in, floor_out,
+                 base_in, base_out, c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight,
+                 beyond=None) -> None:  # fmt: skip
+        self.o, self.match, self.diff, self.entries = o, match, diff, entries
+        self.names, self.nonfinite = names, nonfinite  # the measures' names; per row, NaN/Inf on one side only
         self.phases = phases  # PHASES index per call
         self.in_d, self.out_d, self.floor_in, self.floor_out = in_d, out_d, floor_in, floor_out
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
@@ -723,7 +764,7 @@ class _Context:
             return FloorSource(FloorKind.OWN_INPUTS)
         if k == 2:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
-            kind = FloorKind.STAT_ULP if self.m.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
+            kind = FloorKind.STAT_ULP if self.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
         u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
         if u and self.tol.floor_units * u >= self.tol.min_floor:
@@ -749,7 +790,7 @@ class _Context:
         floor = float((self.floor_out if outputs else self.floor_in)[e, c])
         value = float((self.out_d if outputs else self.in_d)[e, c])
         ins, outs = self.in_d[e, c], self.out_d[e, c]
-        return Evidence(self.m.names[c], _num(ins), _num(outs), float(self.margin * self.weight[c] * floor), row, floor,
+        return Evidence(self.names[c], _num(ins), _num(outs), float(self.margin * self.weight[c] * floor), row, floor,
                         self._source(e, c, outputs), _num(value / floor) if floor > 0 else None, dtypes,
                         beyond=self._beyond(e, outputs))  # fmt: skip
 
@@ -787,7 +828,7 @@ class _Context:
 
     def _nonfinite_row(self, e: int) -> str | None:
         for i in self.rows(e).tolist():
-            if self.m.nonfinite[i]:
+            if self.nonfinite[i]:
                 return self.o.npu.names[i]
         return None
 
