@@ -228,13 +228,23 @@ def test_sides_positions_equal_first_positions(native, monkeypatch):
 
     monkeypatch.setenv("MSPROBE_NATIVE", native)
     cases = [(["a", "b", "c"], ["c", "x", "a"]), (["a", "b", "a", "y"], ["a", "b"]), (["a", "b"], ["b", "b", "z"]),
-             (["q", "q"], ["q", "q"]), (["a"], ["b"])]  # fmt: skip
+             (["q", "q"], ["q", "q"]), (["a"], ["b"]), (["a", "y", "y", "b", "z"], ["b", "w", "a"]), ([], ["a"]),
+             (["a", "b"], [])]  # fmt: skip
+    through = 0
     for n, b in cases:
         sides = noise._Sides(SimpleNamespace(entries=n), SimpleNamespace(entries=b))
         assert sides.bench_of_npu.tolist() == [b.index(x) if x in b else -1 for x in n]
         assert sides.npu_of_bench.tolist() == [n.index(x) if x in n else -1 for x in b]
         assert sides.same() == (set(n) == set(b)) and sides.only_npu() == set(n) - set(b)
         assert [x in sides.npu for x in ("a", "q", "none")] == [x in n for x in ("a", "q", "none")]
+        # the NPU side's Names, read through the bench side's where names occur once: as its own table
+        keys = n[::-1] + b + ["none", "", "y"]
+        own = noise.Names(n)
+        through += type(sides.npu) is not noise.Names
+        assert sides.npu.find(keys).tolist() == own.find(keys).tolist() == [n.index(x) if x in n else -1 for x in keys]
+        assert sides.npu.repeated == own.repeated and [sides.npu.get(k) for k in keys + [None]] == [
+            own.get(k) for k in keys + [None]]  # fmt: skip
+    assert through == 5  # every case whose bench names and shared names occur once
 
 
 def test_call_keys_equal_the_patterns(fast, monkeypatch):

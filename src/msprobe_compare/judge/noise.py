@@ -559,6 +559,34 @@ class Names:
                                           count=len(self.names))).tolist()  # fmt: skip
 
 
+class _ThroughOther(Names):
+    """One side's `Names` read through the other side's (`other`, whose names occur once each): a name the other
+    side has is at `back[its position there]`; the few names of this side only are in a dict (first positions).
+    No second table over all the names is built."""
+
+    def __init__(self, names: list[str], other: Names, back: np.ndarray, only: np.ndarray) -> None:
+        self.names, self._other, self._back = names, other, back
+        self._index = None
+        self._pos: dict[str, int] = {}
+        for i in only.tolist():
+            self._pos.setdefault(names[i], i)
+        self.repeated = len(only) - len(self._pos)  # names of both sides occur once here too (_Sides checks)
+
+    def find(self, keys: list[str]) -> np.ndarray:
+        keys = keys if type(keys) is list else list(keys)
+        at = self._other.find(keys)
+        out = np.where(at >= 0, self._back[np.maximum(at, 0)], -1) if len(self._back) else np.full(len(keys), -1)
+        miss = np.flatnonzero(at < 0)
+        if len(miss) and self._pos:
+            get = self._pos.get
+            out[miss] = np.fromiter((get(keys[k], -1) for k in miss.tolist()), dtype=np.int64, count=len(miss))
+        return out
+
+    def get(self, name: str) -> int:
+        at = self._other.get(name)
+        return int(self._back[at]) if at >= 0 else self._pos.get(name, -1)
+
+
 class _Sides:
     """Both sides' entry names for the analysis pairing: each side's `Names` (the NPU side's made when first asked
     for) and each entry's position on the other side (-1: a call of that side only)."""
@@ -569,7 +597,8 @@ class _Sides:
         self.bench_of_npu = self.bench.find(npu.entries)
         hit = np.flatnonzero(self.bench_of_npu >= 0)
         found = self.bench_of_npu[hit]
-        if not self.bench.repeated and not (np.bincount(found, minlength=1) > 1).any():
+        self._unique = not self.bench.repeated and not (np.bincount(found, minlength=1) > 1).any()
+        if self._unique:
             # names once on each side that both have: the one lookup read backwards
             self.npu_of_bench = np.full(len(bench.entries), -1, dtype=np.int64)
             self.npu_of_bench[found] = hit
@@ -578,6 +607,9 @@ class _Sides:
 
     @functools.cached_property
     def npu(self) -> Names:
+        if self._unique:  # through the bench side's table and npu_of_bench
+            return _ThroughOther(self._npu_entries, self.bench, self.npu_of_bench,
+                                 np.flatnonzero(self.bench_of_npu < 0))  # fmt: skip
         return Names(self._npu_entries)
 
     def only_npu(self) -> set[str]:
