@@ -311,3 +311,21 @@ def test_stat_calls_equal_the_numpy_sequence(fast, gaps):
     for bit in range(len(noise.CALL_FLAGS)):  # every flag both set and clear somewhere
         assert 0 < np.count_nonzero(got.flags & (1 << bit)) < n_calls, noise.CALL_FLAGS[bit]
     assert np.isfinite(got.in_d).any() and np.isneginf(got.out_d).any() and (got.q_all > 0).any()
+
+
+def test_raw_args_are_the_raw_cells_of_column_0():
+    """`noise.raw_args`: per row the raw value of the first statistic column, as `RawCells[(row, 0)]` gives it,
+    None for rows without one (numeric statistics, or a raw value in another column only)."""
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.2}  # fmt: skip
+    data = {"Functional.softmax.0.forward": {"input_args": [leaf, {"type": "int", "value": 1}],
+                                             "input_kwargs": {"dim": {"type": "str", "value": "mean"},
+                                                              "inplace": {"type": "bool", "value": False}},
+                                             "output": [dict(leaf, Max=True, Min=False)]},
+            "Functional.relu.0.forward": {"input_args": [dict(leaf, Mean=True)], "output": [leaf]}}  # fmt: skip
+    table = flatten(Path("dump.json"), data)
+    got = noise.raw_args(table)
+    want = [table.raw[(r, 0)] if (r, 0) in table.raw else None for r in range(len(table))]
+    assert got.tolist() == want and noise.raw_args(table) is got  # kept on the table
+    assert "mean" in want and False in want and sum(v is not None for v in want) >= 3
+    assert any((r, 2) in table.raw and want[r] is None for r in range(len(table)))  # raw in another column only

@@ -872,12 +872,29 @@ def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.n
     differ = np.where(numeric, npu.stats[rows, 0] != bench.stats[brows, 0], nk != bk)  # None, NaN: by kind
     raw = np.flatnonzero((nk == StatKind.RAW) & (bk == StatKind.RAW))
     if len(raw):  # bool, str: compared as values, a floating dtype name as any other
-        a, b = npu.raw.column(rows[raw].tolist(), 0), bench.raw.column(brows[raw].tolist(), 0)
+        a, b = raw_args(npu)[rows[raw]], raw_args(bench)[brows[raw]]
         ne = np.fromiter(map(operator.ne, a, b), dtype=bool, count=len(raw))
         for k in np.flatnonzero(ne).tolist():
             ne[k] = _arg_value(a[k]) != _arg_value(b[k])
         differ[raw] = ne
     return differ
+
+
+def raw_args(table: RowTable) -> np.ndarray:
+    """Each row's raw value in the first statistic column (object array; None where the row has none): the
+    values of bool and str arguments, read from the table once for the analysis's two comparisons of them (the
+    pairing's `_values_differ`, rootcause's configuration rows) and kept on the table."""
+    cached = getattr(table, "_raw_args", None)
+    if cached is not None and len(cached) == len(table.names):
+        return cached
+    out = np.empty(len(table.names), dtype=object)
+    rows, values = table.raw.first_column()
+    out[rows] = values
+    try:
+        table._raw_args = out  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return out
 
 
 def _call_signature(table: RowTable, e: int) -> tuple:

@@ -264,7 +264,7 @@ def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray) -> np.ndarr
     both_raw = (kn == StatKind.RAW) & (kb == StatKind.RAW)
     if both_raw.any():  # text, bool, ...: compared as Python compares them, all at once
         at = np.flatnonzero(both_raw)
-        a_raw, b_raw = npu.raw.column(rows[at].tolist(), 0), bench.raw.column(cols[at].tolist(), 0)
+        a_raw, b_raw = noise.raw_args(npu)[rows[at]], noise.raw_args(bench)[cols[at]]
         differs[at] = np.fromiter(map(operator.ne, a_raw, b_raw), dtype=bool, count=len(at))
     for k in np.flatnonzero(raw & ~(both_raw & ~differs)).tolist():  # one side raw, or raw values that differ
         a, b = npu.stat_display(int(rows[k]), 0), bench.stat_display(int(cols[k]), 0)

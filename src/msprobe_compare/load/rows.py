@@ -182,6 +182,15 @@ class RawCells(Mapping[tuple[int, int], Any]):
             raise KeyError((rows[cells.index(_ABSENT)], col))
         return cells
 
+    def first_column(self) -> tuple[np.ndarray, list[Any]]:
+        """(the rows with a raw value in column 0, in storage order; those values): one pass over the rows."""
+        rows = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
+        values = [v[0] if type(v) is _Cells else v for v in self._rows.values()]
+        if _ABSENT in values:  # rows whose column 0 is numeric
+            keep = [k for k, v in enumerate(values) if v is not _ABSENT]
+            return rows[keep], [values[k] for k in keep]
+        return rows, values
+
     def __iter__(self) -> Iterator[tuple[int, int]]:
         for row, value in self._rows.items():
             if type(value) is _Cells:
