@@ -33,6 +33,11 @@
  *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
  *     each measure's weight), the largest of those and the measure that has it (the first, as argmax), and the
  *     largest input difference (NaN counting as -inf).
+ * tree_beside(raw, base) -> (tree, moved, fresh) or None
+ *     a construct.json's bytes read beside `base`, the other side's tree (dict): one object of plain strings (no
+ *     escape, no control character, valid UTF-8) to plain strings or null, whitespace around; anything else gives
+ *     None, for orjson to read or report. `tree` holds base's parent objects where a name's parent is the same
+ *     text; `moved`, the names of both whose parents differ (set); `fresh`, whether some name is not in base.
  * children(tree, modules) -> [(name, parent), ...]
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * call_keys(names) -> [key, ...] or None
@@ -537,6 +542,153 @@ fail:
     return NULL;
 }
 
+/* tree_beside's JSON subset: whitespace */
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* a string without escapes or control characters at p (its opening quote): its bytes [*s, *s + *n), the
+ * position after its closing quote; NULL for anything else */
+static inline const char *plain_string(const char *p, const char *end, const char **s, Py_ssize_t *n) {
+    if (p >= end || *p != '"') return NULL;
+    const char *q = ++p;
+    while (q < end && *q != '"') {
+        if (*q == '\\' || (unsigned char)*q < 0x20) return NULL;
+        q++;
+    }
+    if (q >= end) return NULL;
+    *s = p;
+    *n = q - p;
+    return q + 1;
+}
+
+/* a text's UTF-8 bytes (ASCII texts: their own data, no copy); NULL without a UTF-8 form (error cleared) */
+static inline const char *utf8_of(PyObject *text, Py_ssize_t *n) {
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *n = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    const char *s = PyUnicode_AsUTF8AndSize(text, n);
+    if (!s) PyErr_Clear();
+    return s;
+}
+
+static inline int same_text(PyObject *text, const char *s, Py_ssize_t n) {
+    Py_ssize_t m;
+    const char *t = PyUnicode_Check(text) ? utf8_of(text, &m) : NULL;
+    return t && m == n && memcmp(t, s, (size_t)n) == 0;
+}
+
+#define TREE_LOOKAHEAD 64 /* base items skipped to find the next name in order (the other side's extra calls) */
+
+static PyObject *tree_beside(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    PyObject *base;
+    if (!PyArg_ParseTuple(args, "y*O!", &raw, &PyDict_Type, &base)) return NULL;
+    PyObject *tree = PyDict_New(), *moved = PySet_New(NULL), *result = NULL;
+    int fresh = 0; /* a name base does not hold */
+    Py_ssize_t at = 0; /* base's next item in order (PyDict_Next position) */
+    if (!tree || !moved) goto done;
+    const char *p = raw.buf, *end = p + raw.len;
+    p = skip_ws(p, end);
+    if (p >= end || *p++ != '{') goto subset;
+    p = skip_ws(p, end);
+    if (p < end && *p == '}') {
+        p++;
+        goto tail;
+    }
+    for (;;) {
+        const char *ks, *vs = NULL;
+        Py_ssize_t kn, vn = 0;
+        p = plain_string(p, end, &ks, &kn);
+        if (!p) goto subset;
+        p = skip_ws(p, end);
+        if (p >= end || *p++ != ':') goto subset;
+        p = skip_ws(p, end);
+        if (p < end && *p == '"') {
+            p = plain_string(p, end, &vs, &vn);
+            if (!p) goto subset;
+        } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+            p += 4;
+        } else {
+            goto subset; /* a list, a number, ...: not this subset */
+        }
+        /* the name in base's order: its next item or one a few further on (then base's key object serves) */
+        PyObject *key = NULL, *old = NULL, *k, *v;
+        Py_ssize_t probe = at;
+        for (int step = 0; step < TREE_LOOKAHEAD && PyDict_Next(base, &probe, &k, &v); step++) {
+            if (PyUnicode_Check(k) && same_text(k, ks, kn)) {
+                key = k;
+                Py_INCREF(key);
+                old = v;
+                at = probe;
+                break;
+            }
+            if (step == 0 && !PyUnicode_Check(k)) break;
+        }
+        if (!key) { /* out of order or not in base: by hash */
+            key = PyUnicode_DecodeUTF8(ks, kn, "strict");
+            if (!key) goto not_utf8;
+            old = PyDict_GetItemWithError(base, key); /* borrowed */
+            if (!old && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+        }
+        PyObject *value = NULL;
+        int same = old == Py_None ? vs == NULL : (old && vs && same_text(old, vs, vn));
+        if (same) { /* the other side's parent object, not a copy */
+            value = old;
+            Py_INCREF(value);
+        } else if (vs) {
+            value = PyUnicode_DecodeUTF8(vs, vn, "strict");
+            if (!value) {
+                Py_DECREF(key);
+                goto not_utf8;
+            }
+        } else {
+            value = Py_None;
+            Py_INCREF(value);
+        }
+        if (!old) {
+            fresh = 1;
+        } else if (!same && PySet_Add(moved, key) < 0) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            goto done;
+        }
+        int bad = PyDict_SetItem(tree, key, value) < 0; /* a repeated name: the last value, as json */
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (bad) goto done;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p++;
+            break;
+        }
+        goto subset;
+    }
+tail:
+    if (skip_ws(p, end) != end) goto subset;
+    result = Py_BuildValue("(OOO)", tree, moved, fresh ? Py_True : Py_False);
+    goto done;
+not_utf8:
+    PyErr_Clear();
+subset: /* not the subset: None, for the full parser to read (and report) */
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(tree);
+    Py_XDECREF(moved);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 /* whether the text ends with the ASCII `tail` at `end` (the text before position `end`) */
 static int ends_with(int kind, const void *data, Py_ssize_t end, const char *tail) {
     Py_ssize_t n = (Py_ssize_t)strlen(tail);
@@ -690,6 +842,8 @@ static PyMethodDef methods[] = {
      "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
     {"margins", margins, METH_VARARGS,
      "margins(in_d, out_d, prior, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)"},
+    {"tree_beside", tree_beside, METH_VARARGS,
+     "tree_beside(raw, base) -> (tree, moved, fresh) for a construct.json of the plain subset, else None"},
     {"children", children, METH_VARARGS,
      "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
     {"call_keys", call_keys, METH_VARARGS,

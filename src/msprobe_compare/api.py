@@ -15,11 +15,12 @@ from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.rootcause import analyse_later
-from msprobe_compare.judge.noise import Tolerance, tree_diff
+from msprobe_compare.judge.noise import Tolerance, TreeDiff, tree_beside, tree_diff
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
     LayerFiles,
     check_input_file,
+    read_bytes,
     read_construct_json,
     read_layer_files,
     read_stack_json,
@@ -144,8 +145,9 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
             tree.append(tree[0])
         else:  # the root cause's module-local pairing (judge.noise.analysis_match)
-            tree.append(module_tree(bench_tree, console))
-        if tree[1] is not None:  # compared here too, while the bench side may still be read in its child
+            bench, diff = _bench_tree(bench_tree, tree[0], console)
+            tree.extend((bench, diff) if diff is not None else (bench,))
+        if tree[1] is not None and len(tree) == 2:  # compared here, while the bench side may still be read
             tree.append(tree_diff(tree[0], tree[1]))
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
@@ -241,6 +243,20 @@ def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> Non
             more = f" ({len(empty) - EMPTY_SHOWN} not named above)" if len(empty) > EMPTY_SHOWN else ""
             console.warning(f"{len(empty)} {side} entr{'y' if len(empty) == 1 else 'ies'} of "
                             f"{len(rows.entries)} yield no row{more}")  # fmt: skip
+
+
+def _bench_tree(path: Path, npu_tree: dict[str, str | None],
+                console: Console) -> tuple[dict[str, str | None] | None, TreeDiff | None]:  # fmt: skip
+    """The bench side's construct.json and its diff from the NPU tree: read beside the NPU tree in C where it can
+    be (noise.tree_beside: one pass, the parents shared), else as module_tree reads it (diff None: not made)."""
+    if os.path.lexists(path):
+        try:
+            got = tree_beside(read_bytes(path), npu_tree)
+        except InputError:
+            got = None  # module_tree below says what is wrong with it
+        if got is not None:
+            return got
+    return module_tree(path, console), None
 
 
 def module_tree(path: Path, console: Console) -> dict[str, str | None] | None:

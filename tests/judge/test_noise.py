@@ -489,3 +489,25 @@ def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypat
     assert started and started[0].forked  # the child computed it
     assert answer(o.rootcause) == answer(here.rootcause)
     assert o.rootcause.entries is o.npu.entries
+
+
+def test_bench_tree_read_beside_the_npu_tree_is_the_full_read(cases):
+    """Every noise case's bench construct.json read beside its NPU tree (noise.tree_beside, what the compare
+    does): the tree and diff of the full read and tree_diff, with fused kernels' extra and missing calls; the
+    parents both trees hold are the NPU tree's objects."""
+    from msprobe_compare.load.dumpjson import read_construct_json
+
+    if noise._native() is None:
+        pytest.skip("the C reader is not built")
+    seen = moved = 0
+    for case in sorted(p for p in cases.iterdir() if (p / "bench/step0/rank/construct.json").is_file()):
+        base = read_construct_json(case / "npu/step0/rank/construct.json")
+        raw = (case / "bench/step0/rank/construct.json").read_bytes()
+        got = noise.tree_beside(raw, base)
+        assert got is not None, case.name
+        want = _bench_tree(case)
+        assert list(got[0].items()) == list(want.items()) and got[1] == noise.tree_diff(base, want), case.name
+        assert all(got[0][k] is base[k] for k in got[0] if k in base and got[0][k] == base[k])
+        seen += 1
+        moved += bool(got[1].moved) or not got[1].equal
+    assert seen >= 20 and moved >= 3

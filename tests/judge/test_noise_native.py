@@ -329,3 +329,75 @@ def test_raw_args_are_the_raw_cells_of_column_0():
     assert got.tolist() == want and noise.raw_args(table) is got  # kept on the table
     assert "mean" in want and False in want and sum(v is not None for v in want) >= 3
     assert any((r, 2) in table.raw and want[r] is None for r in range(len(table)))  # raw in another column only
+
+
+def _tree_twin(raw: bytes, base: dict):
+    """read_construct_json's tree of `raw` and its tree_diff from `base`: what noise.tree_beside must give."""
+    import tempfile
+
+    from msprobe_compare.load.dumpjson import read_construct_json
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "construct.json"
+        path.write_bytes(raw)
+        tree = read_construct_json(path)
+    return tree, noise.tree_diff(base, tree)
+
+
+def _trees_equal(got, want) -> bool:
+    """The same items in the same order, the same diff."""
+    return list(got[0].items()) == list(want[0].items()) and got[1] == want[1]
+
+
+def test_tree_beside_equals_the_full_read_on_every_fixture_pair(fast):
+    """Each construct.json pair of tests/data read beside the NPU tree: the bench tree and the diff as the full
+    read and tree_diff give them, and every parent the two trees share is one object."""
+    import json
+
+    from msprobe_compare.load.dumpjson import read_construct_json
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    pairs = 0
+    for npu in sorted(data.rglob("npu*/**/construct.json")):
+        bench = Path(str(npu).replace("/npu", "/bench", 1))
+        if not bench.is_file():
+            continue
+        base = read_construct_json(npu)
+        got = noise.tree_beside(bench.read_bytes(), base)
+        want = _tree_twin(bench.read_bytes(), base)
+        if got is None:  # outside the plain subset (a micro-step list, ...): the full read takes it
+            assert b"[" in bench.read_bytes() or "megatron_micro_step_number" in json.loads(bench.read_bytes())
+            continue
+        pairs += 1
+        assert _trees_equal(got, want), bench
+        assert all(got[0][k] is base[k] for k in got[0] if k in base and got[0][k] == base[k])
+    assert pairs >= 5
+
+
+def test_tree_beside_takes_the_plain_subset_only(fast):
+    """Extra, missing, moved, repeated and reordered names, null parents, other layouts and texts beyond ASCII
+    give the full read's answer; escapes, lists, other values, bad UTF-8 and bad JSON give None (the full read's
+    business, which also reports the bad ones)."""
+    import json
+
+    base = {"Module.a.forward.0": None, "Functional.linear.0.forward": "Module.a.forward.0",
+            "Functional.relu.0.forward": "Module.a.forward.0", "Module.b.forward.0": "Module.a.forward.0",
+            "Tensor.add.0.forward": "Module.b.forward.0", "Module.é.forward.0": None}  # fmt: skip
+
+    def variant(items, indent=1):
+        return json.dumps(dict(items), indent=indent, ensure_ascii=False).encode()
+
+    items = list(base.items())
+    extra = items[:2] + [("Tensor.to.0.forward", "Module.a.forward.0")] + items[2:]
+    cases = [variant(items), variant(items[:1] + items[2:]), variant(extra), variant(items[::-1]),
+             variant([(k, "Module.b.forward.0" if k.startswith("Functional.relu") else v) for k, v in items]),
+             variant([(k, None) for k, _ in items]), variant(items, indent=None), variant(items, indent=4),
+             b'{"Module.a.forward.0": null, "Module.a.forward.0": "x"}', b"{}", b" { } \n",
+             variant([(f"Tensor.add.{i}.forward", "Module.a.forward.0") for i in range(200)] + items)]  # fmt: skip
+    for raw in cases:
+        got = noise.tree_beside(raw, base)
+        assert got is not None and _trees_equal(got, _tree_twin(raw, base)), raw
+    for raw in (b'{"a\\u00e9": null}', b'{"a": ["Module.a.forward.0"]}', b'{"a": 1}', b'{"a": true}',
+                b'{"a": "\xff"}', b'{"a": null', b'{"a": null} x', b'{"a" null}', b'{"a": null,}', b"[]", b"",
+                b'{"megatron_micro_step_number": null}', b'{"a": "b\tc"}'):  # fmt: skip
+        assert noise.tree_beside(raw, base) is None, raw

@@ -640,6 +640,27 @@ def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str |
     return TreeDiff(npu_parents == bench_parents, tuple(k for k in moved if k in bench_parents))
 
 
+def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str | None], TreeDiff] | None:
+    """A construct.json's bytes read beside `base`, the other side's tree, and the two trees' `tree_diff`, in one
+    pass in C: a parent that is the same text as in `base` is base's object (no second copy of the parents, and
+    the diff compares objects). None without C or for a file outside the plain subset the C reader takes (an
+    escape, a list of micro-steps, a value that is not a text or null, bytes that are not JSON), which
+    dumpjson.read_construct_json then reads or reports."""
+    fast = _native()
+    if fast is None or not hasattr(fast, "tree_beside") or type(base) is not dict:
+        return None
+    got = fast.tree_beside(raw, base)
+    if got is None:
+        return None
+    tree, moved, fresh = got
+    if "megatron_micro_step_number" in tree:  # read_construct_json's normalisation: its path only
+        return None
+    moved = {k for k in moved if tree[k] != base[k]}  # a name given twice: its last parent counts
+    diff = TreeDiff(not moved and not fresh and len(tree) == len(base),
+                    tuple(k for k in base if k in moved) if moved else ())  # fmt: skip
+    return tree, diff
+
+
 def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
                    bench_parents: dict[str, str | None] | None,
                    trees: TreeDiff | None = None) -> tuple[np.ndarray, int]:  # fmt: skip
