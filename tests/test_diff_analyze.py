@@ -70,3 +70,15 @@ def test_a_failing_analyze_file_withdraws_the_result_set(run_cli, tmp_path, monk
     assert "Compare result is" in run.out  # the set was written, then withdrawn
     assert list(out.iterdir()) == []
     assert "msprobe compare ends successfully." not in run.out
+
+
+def test_origin_positions_are_first_places_either_way():
+    """diff_analyze finds an origin's rows at the first entry of its name, by a scan for a few names and through an
+    index for many: the same places, a repeated name's first one, as the console line's `entries.index`."""
+    from msprobe_compare.render.diff_analyze import _positions
+
+    entries = ["Torch.add.0.forward", "Tensor.mul.0.forward", "Torch.add.0.forward"] + [f"x.{i}" for i in range(30)]
+    few, many = ["Torch.add.0.forward", "x.3"], ["Torch.add.0.forward"] + [f"x.{i}" for i in range(12)]
+    assert _positions(entries, few) == {"Torch.add.0.forward": 0, "x.3": 6}
+    got = _positions(entries, many)
+    assert got["Torch.add.0.forward"] == 0 and all(got[n] == entries.index(n) for n in many)
