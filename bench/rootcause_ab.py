@@ -10,7 +10,8 @@ of the whole tree every 0.2 s instead. Sampling costs the measured runs: reading
 tables, and on this 2-core machine the sampler takes CPU from the compare and its forked writer, more from the
 larger of the two variants (the analysis on), so the speed ratio is measured without it by default.
 
-    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv] [--base OTHER/src] [--fork] [--sample SECONDS]
+    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv|xlsx|default|...] [--base OTHER/src] [--fork]
+                                  [--sample SECONDS]
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def main() -> None:
     ap.add_argument("--pair", type=Path, default=Path("/var/tmp/msprobe_bench_stats_1m"),
                     help="a gen_stats.py folder holding compare.json (default: the stats_1m case's folder)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--format", default="csv")
+    ap.add_argument("--format", default="csv", help="the compare's --format (default: csv); 'default': none given, "
+                    "the formats a user's run writes (xlsx and html)")
     ap.add_argument("--base", type=Path, help="another src/ folder: a third variant, the analysis on there")
     ap.add_argument("--fork", action="store_true", help="a variant with the analysis in a forked child")
     ap.add_argument("--sample", type=float, default=0.0,
@@ -42,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="rootcause_ab_"))
     cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"),
-           "-o", str(out), "-s", "--format", args.format]  # fmt: skip
+           "-o", str(out), "-s"] + ([] if args.format == "default" else ["--format", args.format])  # fmt: skip
     variants = ["off", "on"] + (["base"] if args.base else []) + (["fork"] if args.fork else [])
     memory = "tree Pss" if args.sample else "peak RSS"
     runs: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}

@@ -36,8 +36,10 @@
  * tree_beside(raw, base) -> (tree, moved, fresh) or None
  *     a construct.json's bytes read beside `base`, the other side's tree (dict): one object of plain strings (no
  *     escape, no control character, valid UTF-8) to plain strings or null, whitespace around; anything else gives
- *     None, for orjson to read or report. `tree` holds base's parent objects where a name's parent is the same
- *     text; `moved`, the names of both whose parents differ (set); `fresh`, whether some name is not in base.
+ *     None, for orjson to read or report, as does a name given twice. `tree` is a copy of base less the names
+ *     this file lacks or gives another parent, then those of this file (in its order), so its parents and the
+ *     names of both are base's objects; `moved`, the names of both whose parents differ (set); `fresh`, whether
+ *     some name is not in base. Names are walked in base's order (a hash lookup only off it).
  * children(tree, modules) -> [(name, parent), ...]
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * call_keys(names) -> [key, ...] or None
@@ -586,10 +588,17 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
     Py_buffer raw;
     PyObject *base;
     if (!PyArg_ParseTuple(args, "y*O!", &raw, &PyDict_Type, &base)) return NULL;
-    PyObject *tree = PyDict_New(), *moved = PySet_New(NULL), *result = NULL;
+    PyObject *changes = PyList_New(0), *moved = PySet_New(NULL), *tree = NULL, *result = NULL, *k, *v;
+    unsigned char *seen = NULL; /* per base item (PyDict_Next position): named here with the same parent */
+    Py_ssize_t slots = 0, members = 0, at = 0; /* at: base's next item in order */
     int fresh = 0; /* a name base does not hold */
-    Py_ssize_t at = 0; /* base's next item in order (PyDict_Next position) */
-    if (!tree || !moved) goto done;
+    if (!changes || !moved) goto done;
+    for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);) slots = pos;
+    seen = PyMem_Calloc((size_t)slots + 1, 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
     const char *p = raw.buf, *end = p + raw.len;
     p = skip_ws(p, end);
     if (p >= end || *p++ != '{') goto subset;
@@ -614,8 +623,9 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
         } else {
             goto subset; /* a list, a number, ...: not this subset */
         }
-        /* the name in base's order: its next item or one a few further on (then base's key object serves) */
-        PyObject *key = NULL, *old = NULL, *k, *v;
+        members++;
+        /* the name in base's order: its next item or one a few further on */
+        PyObject *key = NULL, *old = NULL;
         Py_ssize_t probe = at;
         for (int step = 0; step < TREE_LOOKAHEAD && PyDict_Next(base, &probe, &k, &v); step++) {
             if (PyUnicode_Check(k) && same_text(k, ks, kn)) {
@@ -625,43 +635,36 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
                 at = probe;
                 break;
             }
-            if (step == 0 && !PyUnicode_Check(k)) break;
         }
-        if (!key) { /* out of order or not in base: by hash */
-            key = PyUnicode_DecodeUTF8(ks, kn, "strict");
-            if (!key) goto not_utf8;
-            old = PyDict_GetItemWithError(base, key); /* borrowed */
-            if (!old && PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto done;
+        int same = key && (old == Py_None ? vs == NULL : (vs && same_text(old, vs, vn)));
+        if (same) { /* in order and the same parent: base's item as it is */
+            seen[at - 1] = 1;
+            Py_DECREF(key);
+        } else {
+            if (!key) { /* out of order or not in base: by hash */
+                key = PyUnicode_DecodeUTF8(ks, kn, "strict");
+                if (!key) goto not_utf8;
+                old = PyDict_GetItemWithError(base, key); /* borrowed */
+                if (!old && PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    goto done;
+                }
             }
-        }
-        PyObject *value = NULL;
-        int same = old == Py_None ? vs == NULL : (old && vs && same_text(old, vs, vn));
-        if (same) { /* the other side's parent object, not a copy */
-            value = old;
-            Py_INCREF(value);
-        } else if (vs) {
-            value = PyUnicode_DecodeUTF8(vs, vn, "strict");
+            same = old == Py_None ? vs == NULL : (old && vs && same_text(old, vs, vn));
+            PyObject *value = same ? old : vs ? PyUnicode_DecodeUTF8(vs, vn, "strict") : Py_None;
             if (!value) {
                 Py_DECREF(key);
                 goto not_utf8;
             }
-        } else {
-            value = Py_None;
-            Py_INCREF(value);
-        }
-        if (!old) {
-            fresh = 1;
-        } else if (!same && PySet_Add(moved, key) < 0) {
+            if (same || !vs) Py_INCREF(value);
+            PyObject *item = PyTuple_Pack(2, key, value);
+            int bad = !item || PyList_Append(changes, item) < 0 || (old && !same && PySet_Add(moved, key) < 0);
+            fresh |= !old;
+            Py_XDECREF(item);
             Py_DECREF(key);
             Py_DECREF(value);
-            goto done;
+            if (bad) goto done;
         }
-        int bad = PyDict_SetItem(tree, key, value) < 0; /* a repeated name: the last value, as json */
-        Py_DECREF(key);
-        Py_DECREF(value);
-        if (bad) goto done;
         p = skip_ws(p, end);
         if (p < end && *p == ',') {
             p = skip_ws(p + 1, end);
@@ -675,6 +678,16 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
     }
 tail:
     if (skip_ws(p, end) != end) goto subset;
+    /* base's items, less the ones not named here with their parent, then the changes */
+    tree = PyDict_Copy(base);
+    if (!tree) goto done;
+    for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);)
+        if (!seen[pos - 1] && PyDict_DelItem(tree, k) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(changes); i++) {
+        PyObject *item = PyList_GET_ITEM(changes, i);
+        if (PyDict_SetItem(tree, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) goto done;
+    }
+    if (PyDict_GET_SIZE(tree) != members) goto subset; /* a name given twice: the full read's order of values */
     result = Py_BuildValue("(OOO)", tree, moved, fresh ? Py_True : Py_False);
     goto done;
 not_utf8:
@@ -683,7 +696,9 @@ subset: /* not the subset: None, for the full parser to read (and report) */
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(seen);
     Py_XDECREF(tree);
+    Py_XDECREF(changes);
     Py_XDECREF(moved);
     PyBuffer_Release(&raw);
     return result;

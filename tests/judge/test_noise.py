@@ -506,7 +506,7 @@ def test_bench_tree_read_beside_the_npu_tree_is_the_full_read(cases):
         got = noise.tree_beside(raw, base)
         assert got is not None, case.name
         want = _bench_tree(case)
-        assert list(got[0].items()) == list(want.items()) and got[1] == noise.tree_diff(base, want), case.name
+        assert got[0] == want and got[1] == noise.tree_diff(base, want), case.name
         assert all(got[0][k] is base[k] for k in got[0] if k in base and got[0][k] == base[k])
         seen += 1
         moved += bool(got[1].moved) or not got[1].equal

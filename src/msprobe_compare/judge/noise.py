@@ -642,9 +642,11 @@ def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str |
 
 def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str | None], TreeDiff] | None:
     """A construct.json's bytes read beside `base`, the other side's tree, and the two trees' `tree_diff`, in one
-    pass in C: a parent that is the same text as in `base` is base's object (no second copy of the parents, and
-    the diff compares objects). None without C or for a file outside the plain subset the C reader takes (an
-    escape, a list of micro-steps, a value that is not a text or null, bytes that are not JSON), which
+    pass in C: the tree is a copy of `base` less the names the file lacks or gives another parent, then those
+    (so the names and parents both hold are base's objects, not a second copy of 281,000 of each, and its order
+    is base's, then the changed names'; the analysis looks names up, it does not walk the bench tree in order).
+    None without C or for a file outside the plain subset the C reader takes (an escape, a list of micro-steps, a
+    value that is not a text or null, a name given twice, bytes that are not JSON), which
     dumpjson.read_construct_json then reads or reports."""
     fast = _native()
     if fast is None or not hasattr(fast, "tree_beside") or type(base) is not dict:
