@@ -252,3 +252,39 @@ def test_xlsx_only_writes_no_report(run_cli):
 def test_script_cannot_close_its_element():
     script = html._asset("report.js")
     assert "</" not in script and "<!--" not in script
+
+
+def test_tree_links_through_the_entry_table_equal_the_dict(monkeypatch):
+    """The page's module tree (parent of each entry and of the modules that made no call) through the entry
+    table equals the plain dict path, on every construct.json of the fixtures with their entries and on a crafted
+    tree: a module that is its own parent, modules without calls (as children and as parents), no parent, an
+    empty name; with a repeated entry name the dict path is taken."""
+    from msprobe_compare.load.dumpjson import read_construct_json
+    from msprobe_compare.load.rows import flatten
+    from msprobe_compare.load.dumpjson import read_json
+
+    def same(entries, tree):
+        got, want = html._tree_links(entries, tree), html._tree_links(entries, tree, by_dict=True)
+        assert got[0].tolist() == want[0].tolist() and got[1] == want[1]
+        for name in [*entries, *want[1], "absent"]:
+            assert got[2].get(name, -1) == want[2].get(name, -1)
+        return got
+
+    checked = 0
+    for path in sorted(DATA.glob("pytorch/*/npu/step0/rank/construct.json"))[:8]:
+        tree = read_construct_json(path)
+        doc = read_json(path.parent / "dump.json")
+        entries = flatten(path.parent / "dump.json", doc["data"]).entries
+        same(entries, tree)
+        checked += bool(tree)
+    assert checked >= 3
+    entries = ["Module.a.forward.0", "Functional.relu.0.forward", "Module.b.forward.0", "", "Tensor.add.0.forward"]
+    tree = {"Module.a.forward.0": "Module.a.forward.0", "Functional.relu.0.forward": "Module.a.forward.0",
+            "Module.b.forward.0": "Module.root.forward.0", "Module.x.forward.0": "Module.y.forward.0",
+            "Module.z.forward.0": "Module.z.forward.0", "Tensor.add.0.forward": None, "": "Module.b.forward.0",
+            "Torch.mul.0.forward": "Module.root.forward.0"}  # fmt: skip
+    got = same(entries, tree)
+    assert got[1] == ["Module.x.forward.0", "Torch.mul.0.forward", "Module.root.forward.0", "Module.y.forward.0"]
+    assert got[0][0] == -1 and got[0][1] == 0 and got[0][3] == 2  # its own parent: none drawn
+    assert isinstance(html._tree_links(entries + ["Module.a.forward.0"], tree)[2], dict)  # repeated: the dict
+    same(entries + ["Module.a.forward.0"], tree)

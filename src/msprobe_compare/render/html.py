@@ -36,6 +36,7 @@ import numpy as np
 import orjson
 
 from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.noise import Names
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
@@ -403,7 +404,7 @@ def _num(x: float | None) -> Any:
     return x if math.isfinite(x) else repr(float(x))
 
 
-def _origin_json(o: Origin, position: dict[str, int]) -> dict[str, Any]:
+def _origin_json(o: Origin, position: _Places | dict[str, int]) -> dict[str, Any]:
     ev = o.evidence
     return {
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
@@ -420,7 +421,7 @@ def _evidence_json(ev) -> dict[str, Any]:
             "dtypes": list(ev.dtypes), "args": [story.arg_text(a) for a in ev.args], "text": story.evidence_text(ev)}  # fmt: skip
 
 
-def _suspect_json(s: Suspect, position: dict[str, int]) -> dict[str, Any]:
+def _suspect_json(s: Suspect, position: _Places | dict[str, int]) -> dict[str, Any]:
     return {"entry": s.entry, "pos": position.get(s.entry, -1), "phase": s.phase,
             "reason": story.suspect_reason_text(s), "description": story.suspect_description(s),
             "advice": story.suspect_advice(s), "evidence": _evidence_json(s.evidence)}  # fmt: skip
@@ -435,22 +436,63 @@ def _state_codes(states: list[CallState]) -> np.ndarray:
         return np.fromiter(map(STATE_CODE.__getitem__, states), np.uint8, len(states))
 
 
+def _tree_links(entries: list[str], tree: dict[str, str | None],
+                by_dict: bool = False) -> tuple[np.ndarray, list[str], Any]:  # fmt: skip
+    """The module tree as the page draws it: per entry, then per module of the tree that made no call of its own
+    (`extra`, in order of first appearance among the children, then the parents), the index of its parent (-1:
+    none); and each name's place (`.get(name, -1)`). Through one table of the entry names (`noise.Names`, in C)
+    where the names occur once; else, or with `by_dict`, through a dict (the last place of a repeated name)."""
+    keys, values = list(tree), [p or "" for p in tree.values()]  # no parent: falsy either way
+    n = len(entries)
+    names = None if by_dict else Names(entries)
+    if names is None or names.repeated:
+        position = dict(zip(entries, range(n)))
+        linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
+        linked &= np.fromiter(map(operator.ne, keys, values), dtype=bool, count=len(keys))
+        rows = np.flatnonzero(linked).tolist()
+        children, parents = list(map(keys.__getitem__, rows)), list(map(values.__getitem__, rows))
+        extra = [name for name in dict.fromkeys(chain(children, parents)) if name not in position]
+        position.update(zip(extra, range(n, n + len(extra))))
+        parent_idx = np.full(n + len(extra), -1, dtype=np.int64)
+        get = position.__getitem__
+        child_at = np.fromiter(map(get, children), np.int64, len(rows))
+        parent_idx[child_at] = np.fromiter(map(get, parents), np.int64, len(rows))
+        return parent_idx, extra, position
+    kf, vf = names.find(keys), names.find(values)
+    linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
+    # key != value: by place where both are entries (each name once), else as texts (neither an entry: few)
+    linked &= (kf != vf) | (kf < 0)
+    for i in np.flatnonzero(linked & (kf < 0) & (vf < 0)).tolist():
+        linked[i] = keys[i] != values[i]
+    rows = np.flatnonzero(linked)
+    kr, vr = kf[rows], vf[rows]
+    missing = chain((keys[i] for i in rows[kr < 0].tolist()), (values[i] for i in rows[vr < 0].tolist()))
+    extra = list(dict.fromkeys(missing))
+    at_extra = dict(zip(extra, range(n, n + len(extra))))
+    for i, r in zip(np.flatnonzero(kr < 0).tolist(), rows[kr < 0].tolist()):
+        kr[i] = at_extra[keys[r]]
+    for i, r in zip(np.flatnonzero(vr < 0).tolist(), rows[vr < 0].tolist()):
+        vr[i] = at_extra[values[r]]
+    parent_idx = np.full(n + len(extra), -1, dtype=np.int64)
+    parent_idx[kr] = vr
+    return parent_idx, extra, _Places(names, at_extra)
+
+
+class _Places:
+    """`.get(name, default)` over an entry table and the extra modules' places."""
+
+    def __init__(self, names: Names, extra: dict[str, int]) -> None:
+        self.names, self.extra = names, extra
+
+    def get(self, name: str, default: int = -1) -> int:
+        at = self.names.get(name)
+        return at if at >= 0 else self.extra.get(name, default)
+
+
 def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
     entries = list(rc.entries)
     n = len(entries)
-    position = dict(zip(entries, range(n)))
-    keys, values = list(rc.parents), [p or "" for p in rc.parents.values()]  # no parent: falsy either way
-    linked = np.fromiter(map(bool, values), dtype=bool, count=len(keys))
-    linked &= np.fromiter(map(operator.ne, keys, values), dtype=bool, count=len(keys))
-    rows = np.flatnonzero(linked).tolist()
-    children, parents = list(map(keys.__getitem__, rows)), list(map(values.__getitem__, rows))
-    # modules of the tree that made no call of their own
-    extra = [name for name in dict.fromkeys(chain(children, parents)) if name not in position]
-    position.update(zip(extra, range(n, n + len(extra))))
-    parent_idx = np.full(n + len(extra), -1, dtype=np.int64)
-    get = position.__getitem__
-    child_at = np.fromiter(map(get, children), np.int64, len(rows))
-    parent_idx[child_at] = np.fromiter(map(get, parents), np.int64, len(rows))
+    parent_idx, extra, position = _tree_links(entries, rc.parents)
     nan = np.full(n, np.nan)
     out = rc.out_scores if rc.out_scores is not None else nan
     ins = rc.in_scores if rc.in_scores is not None else nan
