@@ -906,7 +906,7 @@ def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.n
 def raw_args(table: RowTable) -> np.ndarray:
     """Each row's raw value in the first statistic column (object array; None where the row has none): the
     values of bool and str arguments, read from the table once for the analysis's two comparisons of them (the
-    pairing's `_values_differ`, rootcause's configuration rows) and kept on the table."""
+    pairing's `_values_differ`, rootcause's configuration rows) and kept on the table until `drop_raw_args`."""
     cached = getattr(table, "_raw_args", None)
     if cached is not None and len(cached) == len(table.names):
         return cached
@@ -918,6 +918,13 @@ def raw_args(table: RowTable) -> np.ndarray:
     except AttributeError:
         pass
     return out
+
+
+def drop_raw_args(*tables: RowTable) -> None:
+    """Forget the tables' `raw_args` (the analysis is done with them)."""
+    for table in tables:
+        if getattr(table, "_raw_args", None) is not None:
+            table._raw_args = None  # type: ignore[attr-defined]
 
 
 def _call_signature(table: RowTable, e: int) -> tuple:

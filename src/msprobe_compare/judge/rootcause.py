@@ -645,6 +645,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     lowest = float(unit.max()) if len(unit) else 0.0  # no NaN: the per-call maxima skip them
     shown = list(dict.fromkeys(names))
     metric = "difference: " + (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0])
+    noise.drop_raw_args(npu, bench)  # 8 bytes per row and side, of no use after the analysis
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
                      repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
