@@ -50,3 +50,20 @@ def test_text_codes_number_distinct_texts_in_order_of_appearance(use_native: str
     assert [distinct[c] for c in codes.tolist()] == texts
     empty, none = text_codes([])
     assert empty == [] and none.tolist() == []
+
+
+def test_entry_bounds_are_the_search_of_each_entry() -> None:
+    """RowTable.entry_bounds (running counts) equals a search of each entry in the sorted entry_index, with
+    entries without rows at the start, between and at the end, and with no rows at all."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from msprobe_compare.load.rows import RowTable
+
+    bounds = RowTable.entry_bounds.func  # type: ignore[attr-defined]
+    rng = np.random.default_rng(2)
+    for rows, n in ((0, 0), (0, 4), (1, 1), (50, 7), (1000, 300)):
+        ei = np.sort(rng.integers(1 if n > 1 else 0, max(n - 1, 1), rows)).astype(np.int32)
+        got = bounds(SimpleNamespace(entry_index=ei, entries=["e"] * n))
+        assert got.tolist() == np.searchsorted(ei, np.arange(n + 1)).tolist()

@@ -99,8 +99,13 @@ class RowTable:
 
     @functools.cached_property
     def entry_bounds(self) -> np.ndarray:
-        """Rows of entry e are [bounds[e], bounds[e + 1]) (rows are in entry order); computed once per table."""
-        return np.searchsorted(self.entry_index, np.arange(len(self.entries) + 1))
+        """Rows of entry e are [bounds[e], bounds[e + 1]) (rows are in entry order); computed once per table: the
+        running count of rows per entry (what a search of each entry in the sorted entry_index gives, in one pass)."""
+        n = len(self.entries)
+        counts = np.bincount(self.entry_index, minlength=n) if len(self.entry_index) else np.zeros(n, np.int64)
+        bounds = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(counts[:n], out=bounds[1:])
+        return bounds
 
     @functools.cached_property
     def phase_codes(self) -> np.ndarray:
