@@ -636,21 +636,21 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
                 break;
             }
         }
-        int same = key && (old == Py_None ? vs == NULL : (vs && same_text(old, vs, vn)));
-        if (same) { /* in order and the same parent: base's item as it is */
+        int in_order = key != NULL;
+        if (!in_order) { /* out of order or not in base: by hash */
+            key = PyUnicode_DecodeUTF8(ks, kn, "strict");
+            if (!key) goto not_utf8;
+            old = PyDict_GetItemWithError(base, key); /* borrowed */
+            if (!old && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+        }
+        int same = old == Py_None ? vs == NULL : (old && vs && same_text(old, vs, vn));
+        if (same && in_order) { /* base's item as it is */
             seen[at - 1] = 1;
             Py_DECREF(key);
         } else {
-            if (!key) { /* out of order or not in base: by hash */
-                key = PyUnicode_DecodeUTF8(ks, kn, "strict");
-                if (!key) goto not_utf8;
-                old = PyDict_GetItemWithError(base, key); /* borrowed */
-                if (!old && PyErr_Occurred()) {
-                    Py_DECREF(key);
-                    goto done;
-                }
-            }
-            same = old == Py_None ? vs == NULL : (old && vs && same_text(old, vs, vn));
             PyObject *value = same ? old : vs ? PyUnicode_DecodeUTF8(vs, vn, "strict") : Py_None;
             if (!value) {
                 Py_DECREF(key);

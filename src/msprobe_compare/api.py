@@ -143,12 +143,9 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
         if not tree[0] or not rootcause_on():  # the bench tree serves only the root cause's pairing
             tree.append(None)
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
-            tree.append(tree[0])
-        else:  # the root cause's module-local pairing (judge.noise.analysis_match)
-            bench, diff = _bench_tree(bench_tree, tree[0], console)
-            tree.extend((bench, diff) if diff is not None else (bench,))
-        if tree[1] is not None and len(tree) == 2:  # compared here, while the bench side may still be read
-            tree.append(tree_diff(tree[0], tree[1]))
+            tree.extend((tree[0], tree_diff(tree[0], tree[0])))
+        else:  # the root cause's module-local pairing (judge.noise.analysis_match), and the trees' diff, made
+            tree.extend(_bench_tree(bench_tree, tree[0], console))  # while the bench side may still be read
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
@@ -247,8 +244,8 @@ def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> Non
 
 def _bench_tree(path: Path, npu_tree: dict[str, str | None],
                 console: Console) -> tuple[dict[str, str | None] | None, TreeDiff | None]:  # fmt: skip
-    """The bench side's construct.json and its diff from the NPU tree: read beside the NPU tree in C where it can
-    be (noise.tree_beside: one pass, the parents shared), else as module_tree reads it (diff None: not made)."""
+    """The bench side's construct.json and its diff from the NPU tree (None, None without one): read beside the NPU
+    tree in C where it can be (noise.tree_beside: one pass, the parents shared), else as module_tree reads it."""
     if os.path.lexists(path):
         try:
             got = tree_beside(read_bytes(path), npu_tree)
@@ -256,7 +253,8 @@ def _bench_tree(path: Path, npu_tree: dict[str, str | None],
             got = None  # module_tree below says what is wrong with it
         if got is not None:
             return got
-    return module_tree(path, console), None
+    tree = module_tree(path, console)
+    return tree, tree_diff(npu_tree, tree) if tree is not None else None
 
 
 def module_tree(path: Path, console: Console) -> dict[str, str | None] | None:

@@ -51,12 +51,18 @@ def fast():
     return module
 
 
-def test_stat_measures_equal_numpy(fast, monkeypatch):
-    rng = np.random.default_rng(5)
-    npu, bench = _side(rng, 400), _side(rng, 300)
-    # near neighbours too: the Norm and Mean differences of real compares are small
+def _pair(rng: np.random.Generator, npu_rows: int, bench_rows: int):
+    """Two random sides (`_side`) whose first 200 bench rows are, statistic by statistic, half of them near
+    neighbours of the NPU rows: the Norm and Mean differences of real compares are small."""
+    npu, bench = _side(rng, npu_rows), _side(rng, bench_rows)
     bench.stats[:200] = np.where(rng.random((200, 4)) < 0.5, npu.stats[:200] * (1 + 1e-3 * rng.random((200, 4))),
                                  bench.stats[:200])  # fmt: skip
+    return npu, bench
+
+
+def test_stat_measures_equal_numpy(fast, monkeypatch):
+    rng = np.random.default_rng(5)
+    npu, bench = _pair(rng, 400, 300)
     match = rng.integers(-1, len(bench), len(npu))
     match[:150] = np.arange(150)
     for b, m in ((bench, match), (_side(rng, 0), np.full(len(npu), -1))):  # and no bench rows at all
@@ -291,11 +297,9 @@ def test_stat_calls_equal_the_numpy_sequence(fast, gaps):
     statistics, tensor and non-tensor rows, inputs, outputs, rows of neither, in-place artefacts, unpaired rows;
     with `gaps`, calls without rows (their fills)."""
     rng = np.random.default_rng(11)
-    npu, bench = _side(rng, 300), _side(rng, 250)
-    bench.stats[:200] = np.where(rng.random((200, 4)) < 0.5, npu.stats[:200] * (1 + 1e-3 * rng.random((200, 4))),
-                                 bench.stats[:200])  # fmt: skip
+    npu, bench = _pair(rng, 300, 250)
     match = rng.integers(-1, len(bench), len(npu))
-    match[:300] = np.arange(300)
+    match[:300] = np.arange(300)  # rows 250-299 point past the bench rows: both take them as unpaired
     n = len(npu)
     flags = np.where(rng.random(n) < 0.8, noise.ROW_TENSOR, 0).astype(np.uint8)
     flags |= rng.choice(np.array([noise.ROW_INPUT, noise.ROW_OUTPUT, 0], dtype=np.uint8), n, p=[0.5, 0.4, 0.1])

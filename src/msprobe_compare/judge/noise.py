@@ -286,7 +286,7 @@ def stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.
     (from row 0), `run_call` the call of each run (None: run t is call t). rootcause.analyse's numpy sequence
     (stat_measures, masks, `_PerEntry.max`/`any_of`) is its twin."""
     fast = _native()
-    if fast is None or not hasattr(fast, "stat_calls") or not len(npu):
+    if fast is None or not len(npu):
         return None
     n, m = len(npu), len(bench)
     nbits, nunit = stat_bits(npu), units(npu)
@@ -649,7 +649,7 @@ def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str 
     value that is not a text or null, a name given twice, bytes that are not JSON), which
     dumpjson.read_construct_json then reads or reports."""
     fast = _native()
-    if fast is None or not hasattr(fast, "tree_beside") or type(base) is not dict:
+    if fast is None or type(base) is not dict:
         return None
     got = fast.tree_beside(raw, base)
     if got is None:
