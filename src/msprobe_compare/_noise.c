@@ -97,6 +97,23 @@ static inline int finite_row(const double *v, const signed char *k) {
     return 1;
 }
 
+/* noise.finite_data for one row: no NaN/Inf in the data. Max and Min are elements of the tensor, so they say it
+ * where both are numeric; a Norm or Mean computed in the tensor's own low precision can overflow while every element
+ * is finite (an fp16 Norm of -1e4-masked scores is inf). Without a numeric Max and Min: every statistic, as
+ * finite_row */
+static inline int finite_data(const double *v, const signed char *k) {
+    if (k[0] <= K_NAN && k[1] <= K_NAN)
+        return k[0] != K_NAN && k[1] != K_NAN && fabs(v[0]) != INFINITY && fabs(v[1]) != INFINITY;
+    return finite_row(v, k);
+}
+
+/* noise.stat_valid for statistic c (2: Mean, 3: Norm) of a row whose data is finite: a value the data can have
+ * (not NaN/Inf; a Norm at least half the largest |element|: below it the dumper's precision under- or overflowed) */
+static inline int stat_valid(const double *v, const signed char *k, int c) {
+    if (k[c] > K_INT || fabs(v[c]) == INFINITY) return 0;
+    return c != 3 || !(fabs(v[3]) < 0.5 * nmax(fabs(v[0]), fabs(v[1])));
+}
+
 /* noise.stat_measures for NPU row i against bench row j (-1: none; m bench rows): the three measures and their
  * resolutions into d[3] and q[3], the two NaN/Inf flags; returns the row's unit roundoff */
 static inline double measure_row(const double *nvs, const signed char *nks, const double *bvs, const signed char *bks,
@@ -111,28 +128,38 @@ static inline double measure_row(const double *nvs, const signed char *nks, cons
     }
     const double *a = nvs + 4 * i, *b = bvs + 4 * j;
     const signed char *ka = nks + 4 * i, *kb = bks + 4 * j;
-    int fa = finite_row(a, ka), fb = finite_row(b, kb);
+    int fa = finite_data(a, ka), fb = finite_data(b, kb);
     int nfin = fa != fb, nfany = !(fa && fb);
     *nfin_out = nfin;
     *nfany_out = nfany;
     int ok = !nfany;
-    for (int c = 0; c < 4; c++) ok &= ka[c] <= K_INT && kb[c] <= K_INT;
+    for (int c = 0; c < 4; c++) ok &= ka[c] <= K_NAN && kb[c] <= K_NAN;
     if (!ok) {
         d[0] = d[1] = d[2] = nfin ? INFINITY : Py_NAN;
         q[0] = q[1] = q[2] = Py_NAN;
         return unit;
     }
     int bn = nbits[i], bbn = bbits[j];
-    double norm_n = fabs(a[3]), norm_b = fabs(b[3]);
-    double scale = nmax(norm_n, norm_b);
-    double safe = scale > 0 ? scale : 1.0;
-    d[0] = norm_n == norm_b ? 0.0 : fabs(norm_n - norm_b) / safe;
-    double rms = scale / sqrt(nmax(size[i], 1.0));
-    double safe_rms = rms > 0 ? rms : 1.0;
-    d[1] = a[2] == b[2] ? 0.0 : fabs(a[2] - b[2]) / safe_rms;
-    q[0] = nmax(ulp1(norm_n, bn), ulp1(norm_b, bbn)) / safe;
-    q[1] = nmax(ulp1(a[2], bn), ulp1(b[2], bbn)) / safe_rms;
+    int norm_a = stat_valid(a, ka, 3), norm_b_ok = stat_valid(b, kb, 3);
     double amax = nmax(nmax(fabs(a[0]), fabs(a[1])), nmax(fabs(b[0]), fabs(b[1])));
+    double norm_n = fabs(a[3]), norm_b = fabs(b[3]);
+    /* the scale of the Mean change: the larger valid Norm, else the largest element (a bound of the RMS) */
+    double scale = norm_a && norm_b_ok ? nmax(norm_n, norm_b) : norm_a ? norm_n : norm_b_ok ? norm_b : amax;
+    double safe = scale > 0 ? scale : 1.0;
+    if (norm_a && norm_b_ok) {
+        d[0] = norm_n == norm_b ? 0.0 : fabs(norm_n - norm_b) / safe;
+        q[0] = nmax(ulp1(norm_n, bn), ulp1(norm_b, bbn)) / safe;
+    } else { /* a Norm the dumper's precision could not hold: unknown, the other measures still judge */
+        d[0] = q[0] = Py_NAN;
+    }
+    double rms = scale / sqrt(norm_a || norm_b_ok ? nmax(size[i], 1.0) : 1.0);
+    double safe_rms = rms > 0 ? rms : 1.0;
+    if (stat_valid(a, ka, 2) && stat_valid(b, kb, 2)) {
+        d[1] = a[2] == b[2] ? 0.0 : fabs(a[2] - b[2]) / safe_rms;
+        q[1] = nmax(ulp1(a[2], bn), ulp1(b[2], bbn)) / safe_rms;
+    } else {
+        d[1] = q[1] = Py_NAN;
+    }
     double safe_amax = amax > 0 ? amax : 1.0;
     d[2] = nmax(fabs(a[0] - b[0]), fabs(a[1] - b[1])) / safe_amax;
     q[2] = nmax(ulp1(amax, bn), ulp1(amax, bbn)) / safe_amax;

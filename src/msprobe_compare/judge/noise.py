@@ -327,36 +327,42 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
     bv = bench.stats[cols] if bbits_all is not None else np.zeros((n, 4))
     bk = bench.stat_kind[cols] if bbits_all is not None else np.full((n, 4), StatKind.NONE, dtype=np.int8)
     nv, nk = npu.stats[part], npu.stat_kind[part]
-    ok = hit & _all_cols(nk <= StatKind.INT) & _all_cols(bk <= StatKind.INT)  # NUMBER or INT
+    ok = hit & _all_cols(nk <= StatKind.NAN) & _all_cols(bk <= StatKind.NAN)  # numeric (NaN only where invalid)
     nbits = nbits_all[part]
     bbits = bbits_all[cols] if bbits_all is not None else np.zeros(n)
     unit_out[part] = np.maximum(nunit[part], bunit[cols] if bunit is not None else 0.0)
     size = size_all[part]
+    norm_a, norm_b_ok = stat_valid(nv, nk, 3), stat_valid(bv, bk, 3)
+    mean_ok = stat_valid(nv, nk, 2) & stat_valid(bv, bk, 2)
     with np.errstate(all="ignore"):
+        amax = np.maximum(np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])),
+                          np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1])))
         norm_n, norm_b = np.abs(nv[:, 3]), np.abs(bv[:, 3])
-        scale = np.maximum(norm_n, norm_b)
+        # the scale of the Mean change: the larger valid Norm, else the largest element (a bound of the RMS)
+        scale = np.where(norm_a & norm_b_ok, np.maximum(norm_n, norm_b),
+                         np.where(norm_a, norm_n, np.where(norm_b_ok, norm_b, amax)))
         safe = np.where(scale > 0, scale, 1.0)
         d_norm = np.where(norm_n == norm_b, 0.0, np.abs(norm_n - norm_b) / safe)
-        rms = scale / np.sqrt(np.maximum(size, 1.0))
+        rms = scale / np.sqrt(np.where(norm_a | norm_b_ok, np.maximum(size, 1.0), 1.0))
         safe_rms = np.where(rms > 0, rms, 1.0)
         d_mean = np.where(nv[:, 2] == bv[:, 2], 0.0, np.abs(nv[:, 2] - bv[:, 2]) / safe_rms)
         q_norm = np.maximum(ulp(norm_n, nbits), ulp(norm_b, bbits)) / safe
         q_mean = np.maximum(ulp(nv[:, 2], nbits), ulp(bv[:, 2], bbits)) / safe_rms
-        amax = np.maximum(np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])),
-                          np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1])))
         safe_amax = np.where(amax > 0, amax, 1.0)
         d_ext = np.maximum(np.abs(nv[:, 0] - bv[:, 0]), np.abs(nv[:, 1] - bv[:, 1])) / safe_amax
         q_ext = np.maximum(ulp(amax, nbits), ulp(amax, bbits)) / safe_amax
-    finite_n = _finite(nv, nk)
-    finite_b = _finite(bv, bk)
+    finite_n = finite_data(nv, nk)
+    finite_b = finite_data(bv, bk)
     nonfinite = hit & (finite_n != finite_b)
     nonfinite_any = hit & ~(finite_n & finite_b)
     ok &= ~nonfinite_any
     nonfinite_out[part], nonfinite_any_out[part] = nonfinite, nonfinite_any
     diff, quant = diff_out[part], quant_out[part]  # views: written in place
+    # a Norm or Mean the dumper's precision could not hold is unknown for the row; the other measures still judge
+    valid = (norm_a & norm_b_ok, mean_ok, np.ones(n, dtype=bool))
     for k, (d, q) in enumerate(((d_norm, q_norm), (d_mean, q_mean), (d_ext, q_ext))):
-        diff[:, k] = np.where(ok, d, np.nan)
-        quant[:, k] = np.where(ok, q, np.nan)
+        diff[:, k] = np.where(ok & valid[k], d, np.nan)
+        quant[:, k] = np.where(ok & valid[k], q, np.nan)
     diff[nonfinite] = np.inf
 
 
@@ -367,8 +373,8 @@ def nonfinite_rows(npu: RowTable, bench: RowTable, match: np.ndarray) -> tuple[n
     if not len(bench):
         return np.zeros(len(npu), dtype=bool), np.zeros(len(npu), dtype=bool)
     cols = np.where(hit, match, 0)
-    finite_n = _finite(npu.stats, npu.stat_kind)
-    finite_b = _finite(bench.stats[cols], bench.stat_kind[cols])
+    finite_n = finite_data(npu.stats, npu.stat_kind)
+    finite_b = finite_data(bench.stats[cols], bench.stat_kind[cols])
     return hit & (finite_n != finite_b), hit & ~(finite_n & finite_b)
 
 
@@ -383,6 +389,30 @@ def _finite(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         infinite = (np.abs(values) == np.inf) & (kinds <= StatKind.INT)
     return ~_any_cols((kinds == StatKind.NAN) | infinite)
+
+
+def finite_data(values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """Per row of statistics (Max, Min, Mean, Norm): no NaN/Inf in the data. Max and Min are elements of the
+    tensor, so they tell where both are numeric: msprobe computes a bf16/fp16 tensor's Norm and Mean in that dtype,
+    and the Norm of finite attention scores masked with -1e4 is inf in fp16. Without a numeric Max and Min, every
+    statistic counts (`_finite`)."""
+    extremes = (kinds[:, 0] <= StatKind.NAN) & (kinds[:, 1] <= StatKind.NAN)
+    with np.errstate(invalid="ignore"):
+        by_extremes = ((kinds[:, 0] != StatKind.NAN) & (kinds[:, 1] != StatKind.NAN)
+                       & (np.abs(values[:, 0]) != np.inf) & (np.abs(values[:, 1]) != np.inf))  # fmt: skip
+    return np.where(extremes, by_extremes, _finite(values, kinds))
+
+
+def stat_valid(values: np.ndarray, kinds: np.ndarray, c: int) -> np.ndarray:
+    """Per row whose data is finite (`finite_data`): statistic `c` (2 Mean, 3 Norm) is a value the data can have:
+    not NaN/Inf, and a Norm at least half the largest |element| (below it the dumper's precision under- or
+    overflowed: a Norm is never below the largest element)."""
+    with np.errstate(invalid="ignore"):
+        ok = (kinds[:, c] <= StatKind.INT) & (np.abs(values[:, c]) != np.inf)
+        if c == 3:
+            largest = np.maximum(np.abs(values[:, 0]), np.abs(values[:, 1]))
+            ok &= ~(np.abs(values[:, 3]) < 0.5 * largest)
+    return ok
 
 
 def _all_cols(mask: np.ndarray) -> np.ndarray:

@@ -1,0 +1,119 @@
+"""The root cause's rules of issue #29, each on a small hand-made pair of dumps.
+
+- statistics computed in the tensor's own low precision: an Inf/NaN Norm or Mean (or a Norm below the largest
+  element) of a finite tensor is no NaN/Inf in the data; that measure is unknown, the others still judge.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from msprobe_compare.api import build_outcome
+from msprobe_compare.config import Options, load_config
+from msprobe_compare.judge import noise
+from msprobe_compare.judge.rootcause import CallState, OriginKind
+from msprobe_compare.load.rows import StatKind
+from msprobe_compare.log import Console
+
+
+def leaf(mx: float, mn: float, mean: float, norm: float, dtype: str = "torch.float32", shape=(4, 4)) -> dict:
+    return {"type": "torch.Tensor", "dtype": dtype, "shape": list(shape), "Max": mx, "Min": mn, "Mean": mean,
+            "Norm": norm, "requires_grad": False}  # fmt: skip
+
+
+def write_pair(tmp_path: Path, npu: dict, bench: dict, construct: dict | None = None, task: str = "statistics",
+               framework: str = "pytorch") -> None:  # fmt: skip
+    for side, data in (("npu", npu), ("bench", bench)):
+        d = tmp_path / side
+        d.mkdir()
+        (d / "dump.json").write_text(json.dumps({"task": task, "level": "mix", "framework": framework,
+                                                 "data": data}, allow_nan=True))  # fmt: skip
+        if construct is not None:
+            (d / "construct.json").write_text(json.dumps(construct))
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu/dump.json"),
+                                                       "bench_path": str(tmp_path / "bench/dump.json")}))  # fmt: skip
+
+
+def rootcause_of(tmp_path: Path, monkeypatch, tolerance: str | None = None):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(Path("compare.json"), Options(framework="pytorch", tolerance=tolerance))
+    return build_outcome(cfg, Console(stream=open("/dev/null", "w"))).rootcause
+
+
+# -- statistics computed in low precision ----------------------------------------------------------------------
+
+
+def _masked(scores_npu: dict, scores_bench: dict, later_npu: dict, later_bench: dict) -> tuple[dict, dict]:
+    """linear -> masked_fill(-1e4) -> softmax -> mul: the masked scores' statistics given per side."""
+
+    def side(scores: dict, later: dict, dtype: str) -> dict:
+        x = leaf(2.0, -2.0, 0.01, 8.0, dtype)
+        return {
+            "Functional.linear.0.forward": {"input_args": [x], "output": [leaf(3.0, -3.0, 0.02, 12.0, dtype)]},
+            "Tensor.masked_fill.0.forward": {"input_args": [leaf(3.0, -3.0, 0.02, 12.0, dtype)],
+                                             "output": [scores]},
+            "Functional.softmax.0.forward": {"input_args": [scores], "output": [leaf(1.0, 0.0, 0.25, 2.0, dtype)]},
+            "Tensor.__mul__.0.forward": {"input_args": [leaf(1.0, 0.0, 0.25, 2.0, dtype)], "output": [later]},
+        }  # fmt: skip
+
+    return side(scores_npu, later_npu, "torch.float16"), side(scores_bench, later_bench, "torch.float32")
+
+
+def test_fp16_norm_overflow_of_masked_scores_is_no_inf_in_the_data(tmp_path, monkeypatch):
+    """msprobe computes an fp16 tensor's Norm in fp16: masked scores (-1e4) have Norm inf, Max/Min finite."""
+    fine = leaf(1.0, 0.0, 0.25, 2.0)
+    npu, bench = _masked(leaf(3.0, -10000.0, -5000.0, math.inf, "torch.float16"), leaf(3.0, -10000.0, -5000.0, 113137.0),
+                         fine, fine)  # fmt: skip
+    write_pair(tmp_path, npu, bench)
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.origins == [] and rc.suspects == []
+    assert rc.states[rc.entries.index("Tensor.masked_fill.0.forward")] in (CallState.OK, CallState.NOISE)
+
+
+def test_a_real_overflow_after_the_masked_scores_is_still_found(tmp_path, monkeypatch):
+    fine = leaf(1.0, 0.0, 0.25, 2.0)
+    overflow = leaf(math.inf, 0.0, math.inf, math.inf, "torch.float16")
+    npu, bench = _masked(leaf(3.0, -10000.0, -5000.0, math.inf, "torch.float16"), leaf(3.0, -10000.0, -5000.0, 113137.0),
+                         overflow, fine)  # fmt: skip
+    write_pair(tmp_path, npu, bench)
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.first is not None and rc.first.entry == "Tensor.__mul__.0.forward" and rc.first.nonfinite
+    assert rc.first.kind is OriginKind.COMPUTATION
+
+
+def test_the_other_measures_still_judge_a_row_whose_norm_overflowed(tmp_path, monkeypatch):
+    """The Norm is unknown, the Max/Min change (x1.5 of the largest element) still names the call."""
+    npu, bench = _masked(leaf(4.5, -10000.0, -5000.0, math.inf, "torch.float16"), leaf(3.0, -10000.0, -5000.0, 113137.0),
+                         leaf(1.0, 0.0, 0.25, 2.0), leaf(1.0, 0.0, 0.25, 2.0))  # fmt: skip
+    npu["Tensor.masked_fill.0.forward"]["output"][0]["Min"] = -15000.0
+    write_pair(tmp_path, npu, bench)
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.first is not None and rc.first.entry == "Tensor.masked_fill.0.forward" and not rc.first.nonfinite
+    assert rc.first.evidence.metric == noise.STAT_NAMES[2]
+
+
+def test_finite_data_and_valid_statistics_row_by_row():
+    inf, nan = math.inf, math.nan
+    values = np.array([
+        [3.0, -1e4, -5e3, inf],  # fp16 Norm overflow: data finite, Norm invalid
+        [inf, 0.0, inf, inf],  # an Inf element
+        [nan, nan, nan, nan],  # NaN elements
+        [3.0, -3.0, nan, 12.0],  # Mean NaN with finite extremes: data finite, Mean invalid
+        [3.0, -3.0, 0.5, 0.0],  # Norm underflowed to 0 below the largest element
+        [3.0, -3.0, 0.5, 4.0],  # all valid
+    ])  # fmt: skip
+    kinds = np.full(values.shape, StatKind.NUMBER, dtype=np.int8)
+    kinds[2] = StatKind.NAN
+    kinds[3, 2] = StatKind.NAN
+    assert noise.finite_data(values, kinds).tolist() == [True, False, False, True, True, True]
+    assert noise.stat_valid(values, kinds, 3).tolist()[:1] + noise.stat_valid(values, kinds, 3).tolist()[3:] == [
+        False, True, False, True]  # fmt: skip
+    assert noise.stat_valid(values, kinds, 2).tolist()[3:] == [False, True, True]
+    # without numeric Max/Min every statistic counts, as before
+    none_kinds = kinds.copy()
+    none_kinds[0, :2] = StatKind.NONE
+    assert not noise.finite_data(values, none_kinds)[0]
