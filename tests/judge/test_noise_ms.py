@@ -61,7 +61,14 @@ def test_first_origin_is_the_bug(name, cases, monkeypatch):
         assert origins == [], [story.origin_description(o) for o in rc.origins]
         assert rc.suspects == [], [story.suspect_description(s) for s in rc.suspects]
         assert CallState.NOISE in rc.states and CallState.PROPAGATED not in rc.states
-        forward = [i for i, e in enumerate(rc.entries) if phase_of(e) == "forward" and ".backward." not in e]
+        # the forward pass: calls before the first backward call. The optimizer's calls after it (`Jit.SGD.0`) read
+        # bias gradients that are zero mathematically (a k-projection's bias before a softmax): pure rounding
+        # residue, 100% apart. They stood within the floor only while a float16 Norm that underflowed to 0 (an
+        # fp16 BiasAdd gradient of Max 3e-5) counted as a 100% difference upstream; that Norm is now unknown
+        # (issue #29: statistics the dumper's precision could not hold), and those calls stay `noise` by the rule
+        # for calls after the backward pass, not by their ratio
+        first_bwd = next((i for i, e in enumerate(rc.entries) if phase_of(e) != "forward"), len(rc.entries))
+        forward = [i for i, e in enumerate(rc.entries[:first_bwd]) if ".backward." not in e]
         assert np.nanmax(rc.ratios[forward]) <= noise.Tolerance().suspect  # measured: at most 1.0
         return
     assert origins and origins[0] in truth, [story.origin_description(o) for o in rc.origins]

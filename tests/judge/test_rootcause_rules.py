@@ -29,7 +29,7 @@ def write_pair(tmp_path: Path, npu: dict, bench: dict, construct: dict | None = 
                framework: str = "pytorch") -> None:  # fmt: skip
     for side, data in (("npu", npu), ("bench", bench)):
         d = tmp_path / side
-        d.mkdir()
+        d.mkdir(parents=True)
         (d / "dump.json").write_text(json.dumps({"task": task, "level": "mix", "framework": framework,
                                                  "data": data}, allow_nan=True))  # fmt: skip
         if construct is not None:
@@ -117,3 +117,107 @@ def test_finite_data_and_valid_statistics_row_by_row():
     none_kinds = kinds.copy()
     none_kinds[0, :2] = StatKind.NONE
     assert not noise.finite_data(values, none_kinds)[0]
+
+
+# -- the backward pass -----------------------------------------------------------------------------------------
+
+
+def _layers(n: int, bwd_out: list[float], dtype: str, forward_rel: float = 1e-3, grad_rel: float = 2e-3) -> dict:
+    """n layers of linear -> gelu; forward outputs `forward_rel` apart per layer from the bench (scale 1), the
+    incoming gradients of each backward call `grad_rel` apart, the output gradients of gelu k `bwd_out[k]` apart
+    (the bench side: all zeros). Values given as relative differences of the Norm."""
+
+    def t(norm: float, rel: float) -> dict:
+        v = norm * (1 + rel)
+        return leaf(v / 2, -v / 2, 0.01 * v, v, dtype, (8, 16))
+
+    data: dict = {}
+    for k in range(n):
+        data[f"Functional.linear.{k}.forward"] = {"input_args": [t(4.0, forward_rel * k)],
+                                                  "output": [t(5.0, forward_rel * (k + 1))]}
+        data[f"Functional.gelu.{k}.forward"] = {"input_args": [t(5.0, forward_rel * (k + 1))],
+                                                "output": [t(3.0, forward_rel * (k + 1))]}  # fmt: skip
+    for k in reversed(range(n)):
+        data[f"Functional.gelu.{k}.backward"] = {"input": [t(0.5, grad_rel)], "output": [t(0.4, bwd_out[k])]}
+        data[f"Functional.linear.{k}.backward"] = {"input": [t(0.4, bwd_out[k])],
+                                                   "output": [t(0.3, bwd_out[k]), t(0.2, bwd_out[k])]}  # fmt: skip
+    return data
+
+
+def _tree(n: int) -> dict:
+    tree: dict = {}
+    for k in range(n):
+        for phase in ("forward", "backward"):
+            module = f"Module.layers.{k}.Block.{phase}.0"
+            tree[module] = None
+            tree[f"Functional.linear.{k}.{phase}"] = module
+            tree[f"Functional.gelu.{k}.{phase}"] = module
+    return tree
+
+
+def _backward_case(tmp_path: Path, monkeypatch, bwd_out: list[float], construct: bool = True):
+    n = len(bwd_out)
+    npu = _layers(n, bwd_out, "torch.bfloat16")
+    bench = _layers(n, [0.0] * n, "torch.float32", forward_rel=0.0, grad_rel=0.0)
+    write_pair(tmp_path, npu, bench, _tree(n) if construct else None)
+    return rootcause_of(tmp_path, monkeypatch)
+
+
+def test_a_backward_only_bug_is_an_origin(tmp_path, monkeypatch):
+    """gelu 2's backward x1.1 while its forward is exact: 0.1 against its incoming gradients' 0.002."""
+    rc = _backward_case(tmp_path, monkeypatch, [2.2e-3, 2.1e-3, 0.1, 2.3e-3])
+    assert [o.entry for o in rc.origins][:1] == ["Functional.gelu.2.backward"], rc.origins
+    first = rc.first
+    assert first.kind is OriginKind.COMPUTATION and first.phase == "backward"
+    ev = first.evidence
+    assert ev.floor_source.kind.value == "backward peers" and ev.floor_source.peers == 3
+    assert ev.ratio is not None and ev.ratio > rc.tolerance.origin and ev.threshold == rc.tolerance.origin * ev.floor
+    # the backward calls after it inherit
+    assert rc.states[rc.entries.index("Functional.linear.2.backward")] is CallState.PROPAGATED
+
+
+def test_backward_noise_and_cancellation_name_nothing(tmp_path, monkeypatch):
+    """Noise-only gradients, and gradients that are rounding residue in every layer (a bias gradient before a
+    norm is zero mathematically: 100% apart everywhere), stand out against no peer."""
+    assert _backward_case(tmp_path / "a", monkeypatch, [2.2e-3, 2.1e-3, 3e-3, 2.3e-3]).origins == []
+    rc = _backward_case(tmp_path / "b", monkeypatch, [0.9, 0.6, 1.0, 0.8])
+    assert rc.origins == [] and rc.suspects == []
+
+
+def test_a_backward_call_with_too_few_peers_keeps_the_walk_rule(tmp_path, monkeypatch):
+    """Two layers: each backward call has one peer, too few to tell a bug from noise: not judged."""
+    rc = _backward_case(tmp_path, monkeypatch, [2.2e-3, 0.1])
+    assert rc.origins == []
+    assert rc.states[rc.entries.index("Functional.gelu.1.backward")] is CallState.NOISE
+
+
+def test_backward_peers_without_construct_json(tmp_path, monkeypatch):
+    """Without a module tree the calls of one API are each other's peers."""
+    rc = _backward_case(tmp_path, monkeypatch, [2.2e-3, 2.1e-3, 0.1, 2.3e-3], construct=False)
+    assert rc.first is not None and rc.first.entry == "Functional.gelu.2.backward"
+
+
+def test_a_forward_origin_leaves_the_backward_pass_propagated(tmp_path, monkeypatch):
+    n = 4
+    npu = _layers(n, [2.2e-3, 2.1e-3, 0.1, 2.3e-3], "torch.bfloat16")
+    npu["Functional.gelu.1.forward"]["output"][0] = leaf(1.8, -1.8, 0.036, 3.6, "torch.bfloat16", (8, 16))
+    bench = _layers(n, [0.0] * n, "torch.float32", forward_rel=0.0, grad_rel=0.0)
+    write_pair(tmp_path, npu, bench, _tree(n))
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert [o.entry for o in rc.origins] == ["Functional.gelu.1.forward"]
+    assert rc.states[rc.entries.index("Functional.gelu.2.backward")] is CallState.PROPAGATED
+
+
+def test_peer_keys_name_the_same_code_in_other_layers():
+    from msprobe_compare.judge import backward
+
+    assert backward.forward_of("Functional.linear.3.backward") == "Functional.linear.3.forward"
+    assert backward.forward_of("Module.fc.Linear.backward.0") == "Module.fc.Linear.forward.0"
+    assert backward.forward_of("Functional.linear.3.forward") is None
+    assert backward.kind_of("Module.blocks.11.attn.Attention.backward.0") == "Module.blocks.#.attn.Attention"
+    entries = ["Functional.linear.0.backward", "Functional.linear.1.backward", "Functional.linear.2.backward",
+               "Functional.linear.3.backward"]  # fmt: skip
+    parents = {entries[0]: "Module.blocks.0.attn.A.backward.0", entries[1]: "Module.blocks.0.attn.A.backward.0",
+               entries[2]: "Module.blocks.1.attn.A.backward.0", entries[3]: "Module.blocks.1.attn.A.backward.0"}
+    keys = backward.peer_keys(entries, np.arange(4), parents)
+    assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]  # q with q, k with k

@@ -33,7 +33,7 @@ from enum import Enum
 
 import numpy as np
 
-from msprobe_compare.judge import noise
+from msprobe_compare.judge import backward, noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind, name_flags
 from msprobe_compare.load.mode import Mode
@@ -67,6 +67,9 @@ class FloorKind(Enum):
     ELEMENT_ROUNDING = "element rounding"  # one rounding of each element (tensor measures) in `dtype`
     LOWEST_PRECISION = "lowest precision"  # `units` unit roundoffs of `dtype`, the lowest precision upstream (`at`)
     MIN_FLOOR = "min floor"  # --tolerance min_floor
+    # a backward call: its incoming gradients' and its forward call's differences, times `units`, the largest gain
+    # of its `peers` comparable backward calls (judge/backward.py)
+    BACKWARD_PEERS = "backward peers"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class FloorSource:
     at: str | None = None  # the call it came from
     dtype: str = ""  # "" where the dtype is not known
     units: float = 1.0
+    peers: int = 0  # BACKWARD_PEERS: how many calls it was compared with
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,7 @@ class RootCause:
     ratios: np.ndarray | None = None  # per entry, the larger of input and output difference over its floor
     repaired: int = 0  # calls the analysis paired differently from the result table (module-local pairing)
     lowest_precision: str = ""  # the coarsest floating dtype seen ("" when none)
+    backward: backward.BackwardJudgement | None = None  # the backward calls' gains over their own floors and peers
 
     @property
     def first(self) -> Origin | None:
@@ -517,6 +522,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     if k_cols == 3:
         weight[2] = tol.extremes
     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
+    bwd = backward.judge(entries, phase_code, parents or {}, in_d, out_d, q_all, ufl, weight, origin_margin,
+                         suspect_margin) if not md5 else None  # fmt: skip
     beyond = None
     if m is not None and m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
@@ -539,6 +546,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     quiet_e = ~(nf_in | nf_out | nf_in_any | cfg | (r_in > suspect_margin) | (r_out > suspect_margin)) & known
     if md5:
         quiet_e[:] = False
+    elif bwd is not None:
+        quiet_e &= ~bwd.above  # judged in the walk when nothing upstream was an origin
     quiet, skip = quiet_e[order], (~known & ~cfg)[order]
     differs_o = (in_diff | out_diff)[order]
     at = np.arange(n_entries)
@@ -575,6 +584,9 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
         elif nfin or nfany:
             state = CallState.PROPAGATED
+        elif inherited and not found and bwd is not None and bwd.above[e]:
+            origin = ctx.backward_origin(e, bwd)  # a backward call far above what its inputs and peers explain
+            state = CallState.ORIGIN
         elif inherited:
             state = (CallState.PROPAGATED if found else CallState.NOISE) if differs_e or cfg_e else CallState.OK
         elif cfg_e and (not found or not above[e]):
@@ -648,7 +660,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     noise.drop_raw_args(npu, bench)  # 8 bytes per row and side, of no use after the analysis
     return RootCause(list(entries), states, origins, metric, worst(in_d), worst(out_d), parents or {},
                      _innermost_suspects(suspects, origins, parents or {}), floors, tol, np.maximum(r_in, r_out),
-                     repaired, _DTYPE_OF_UNIT.get(lowest, ""))  # fmt: skip
+                     repaired, _DTYPE_OF_UNIT.get(lowest, ""), bwd)  # fmt: skip
 
 
 # The analysis runs in this process by default. A forked child beside measure, judge and the table writer costs
@@ -826,6 +838,29 @@ class _Context:
                           ev.floor, ev.floor_source, None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
         return Origin(self.entries[e], kind, PHASES[self.phases[e]], after, ev, args if kind is OriginKind.CONFIGURATION
                       else (), nonfinite)  # fmt: skip
+
+    def backward_origin(self, e: int, bwd: backward.BackwardJudgement) -> Origin:
+        """A backward call whose output gradients differ more than `origin` times what its incoming gradients and
+        its forward call's tensors explain, and more than its peers in other layers do (judge/backward.py)."""
+        c = int(bwd.measure[e])
+        ev = self.evidence(e, outputs=True)
+        floor = float(bwd.floor[e, c])
+        value = float(self.out_d[e, c])
+        src = FloorSource(FloorKind.BACKWARD_PEERS, units=float(bwd.peer_gain[e]), peers=int(bwd.peers[e]))
+        ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(value), float(self.margin * self.weight[c] * floor),
+                      self._deciding_row(e, c, True) or ev.first_row, floor, src,
+                      _num(value / floor) if floor > 0 else None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
+        return Origin(self.entries[e], OriginKind.COMPUTATION, PHASES[self.phases[e]], None, ev)
+
+    def _deciding_row(self, e: int, c: int, outputs: bool) -> str | None:
+        rows = self.rows(e)
+        state = self.o.npu.state[rows]
+        side = (state == State.OUTPUT) | (state == State.PARAMETERS_GRAD)
+        sel = rows[side if outputs else ~side]
+        vals = self.diff[sel, c] if len(sel) else np.zeros(0)
+        if not len(vals) or np.isnan(vals).all():
+            return None
+        return self.o.npu.names[int(sel[int(np.nanargmax(vals))])]
 
     def _nonfinite_row(self, e: int) -> str | None:
         for i in self.rows(e).tolist():
