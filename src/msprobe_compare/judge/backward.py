@@ -80,12 +80,11 @@ class BackwardJudgement:
     floor: np.ndarray  # (calls, measures)
     measure: np.ndarray  # int (calls,): the measure of the largest gain
     above: np.ndarray  # bool (calls,)
-    suspect: np.ndarray  # bool (calls,): above `suspect` times but not `margin` times
 
 
 def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | None], in_d: np.ndarray,
-          out_d: np.ndarray, q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray, margin: float,
-          suspect: float) -> BackwardJudgement:  # fmt: skip
+          out_d: np.ndarray, q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray,
+          margin: float) -> BackwardJudgement:  # fmt: skip
     """Gains of the backward calls over their own floors (their incoming gradients' and their forward calls'
     differences, the resolution of their rows, the precision floor), judged against their peers (module
     docstring)."""
@@ -96,10 +95,9 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     floor = np.full((n, k_cols), np.nan)
     measure = np.zeros(n, dtype=np.int64)
     above = np.zeros(n, dtype=bool)
-    below = np.zeros(n, dtype=bool)
     calls = np.flatnonzero(phase_code == PHASES.index("backward"))
     if not len(calls):
-        return BackwardJudgement(gain, peer_gain, peers, floor, measure, above, below)
+        return BackwardJudgement(gain, peer_gain, peers, floor, measure, above)
     index = {name: i for i, name in enumerate(entries)} if len(calls) else {}
     fwd = np.array([index.get(forward_of(entries[e]) or "", -1) for e in calls.tolist()], dtype=np.int64)
 
@@ -116,21 +114,24 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     g = r.max(axis=1)
     gain[calls] = g
     measure[calls] = r.argmax(axis=1)
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for pos, key in enumerate(peer_keys(entries, calls, parents)):
-        groups[key].append(pos)
-    for members in groups.values():
-        if len(members) <= MIN_PEERS:
-            continue
-        vals = g[members]
-        order = np.argsort(vals)
-        top, second = vals[order[-1]], vals[order[-2]]
-        for rank, pos in enumerate(members):
-            other = second if pos == members[int(order[-1])] else top
-            e = int(calls[pos])
-            peers[e] = len(members) - 1
-            peer_gain[e] = max(float(other), 1.0)
-            floor[e] = own[pos] * peer_gain[e]
-            above[e] = g[pos] > margin * peer_gain[e]
-            below[e] = not above[e] and g[pos] > suspect * peer_gain[e]
-    return BackwardJudgement(gain, peer_gain, peers, floor, measure, above, below)
+    if not (g > margin).any():  # no gain reaches the margin: nothing stands out, whatever the peers
+        return BackwardJudgement(gain, peer_gain, peers, floor, measure, above)
+    index_of: dict[tuple, int] = {}
+    codes = np.fromiter((index_of.setdefault(k, len(index_of)) for k in peer_keys(entries, calls, parents)),
+                        dtype=np.int64, count=len(calls))  # fmt: skip
+    size = np.bincount(codes)
+    by = np.lexsort((g, codes))  # by kind, then by gain: each kind's largest and second largest gain at its end
+    ends = np.cumsum(size) - 1
+    top_pos = by[ends]
+    top = g[top_pos]
+    second = g[by[np.maximum(ends - 1, 0)]]
+    judged = size[codes] > MIN_PEERS
+    pos = np.flatnonzero(judged)
+    code = codes[pos]
+    other = np.maximum(np.where(pos == top_pos[code], second[code], top[code]), 1.0)
+    e = calls[pos]
+    peers[e] = size[code] - 1
+    peer_gain[e] = other
+    floor[e] = own[pos] * other[:, None]
+    above[e] = g[pos] > margin * other
+    return BackwardJudgement(gain, peer_gain, peers, floor, measure, above)

@@ -522,8 +522,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     if k_cols == 3:
         weight[2] = tol.extremes
     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
-    bwd = backward.judge(entries, phase_code, parents or {}, in_d, out_d, q_all, ufl, weight, origin_margin,
-                         suspect_margin) if not md5 else None  # fmt: skip
+    bwd = backward.judge(entries, phase_code, parents or {}, in_d, out_d, q_all, ufl, weight,
+                         origin_margin) if not md5 else None  # fmt: skip
     beyond = None
     if m is not None and m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
