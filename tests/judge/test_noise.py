@@ -188,23 +188,43 @@ def test_an_extra_call_shifts_nothing_outside_its_module(case, monkeypatch):
     assert rc.origins == [] and rc.repaired > 0
 
 
-def test_md5_low_precision_difference_is_a_suspect(tmp_path, monkeypatch):
-    """md5 of a bf16 output that differs while the inputs agree: rounding or a bug, md5 cannot tell."""
+def _md5_pair(tmp_path: Path, out_norm: float | None) -> None:
+    """linear (fp32 input) -> relu, bf16 outputs whose md5 differ; `out_norm`: the npu output's recorded Norm
+    (the bench's is 1.0), None: no statistics recorded beside the md5."""
 
-    def leaf(md5: str, dtype: str) -> dict:
-        return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
-                "Norm": 1.0, "requires_grad": False, "md5": md5}  # fmt: skip
+    def leaf(md5: str, dtype: str, norm: float | None = 1.0) -> dict:
+        stats = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": norm} if norm is not None else {}
+        return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], **stats, "requires_grad": False, "md5": md5}
 
     for side, out in (("npu", "aaaa"), ("bench", "bbbb")):
         d = tmp_path / side
-        d.mkdir()
-        data = {"Functional.linear.0.forward": {"input_args": [leaf("1111", "torch.float32")],
-                                                "output": [leaf(out, "torch.bfloat16")]},
-                "Functional.relu.0.forward": {"input_args": [leaf(out, "torch.bfloat16")],
-                                              "output": [leaf(out + "r", "torch.bfloat16")]}}  # fmt: skip
+        d.mkdir(parents=True)
+        norm = (out_norm if side == "npu" else 1.0) if out_norm is not None else None
+        data = {"Functional.linear.0.forward": {"input_args": [leaf("1111", "torch.float32", 1.0 if norm else None)],
+                                                "output": [leaf(out, "torch.bfloat16", norm)]},
+                "Functional.relu.0.forward": {"input_args": [leaf(out, "torch.bfloat16", norm)],
+                                              "output": [leaf(out + "r", "torch.bfloat16", norm)]}}  # fmt: skip
         (d / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
     (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu/dump.json"),
                                                        "bench_path": str(tmp_path / "bench/dump.json")}))  # fmt: skip
+
+
+def test_md5_low_precision_difference_is_judged_by_its_statistics(tmp_path, monkeypatch):
+    """md5 of a bf16 output that differs while the inputs agree: rounding or a bug, md5 cannot tell; the
+    statistics an md5 dump records beside the md5 can (issue #29). Equal statistics: below one bf16 ulp of each,
+    noise (this case named a suspect before); a Norm 20% apart: an origin."""
+    _md5_pair(tmp_path / "same", 1.0)
+    rc = _outcome(tmp_path / "same", monkeypatch).rootcause
+    assert rc.origins == [] and rc.suspects == []
+    assert rc.states == [CallState.OK, CallState.OK]  # the statistics agree to the bit
+    _md5_pair(tmp_path / "apart", 1.2)
+    rc = _outcome(tmp_path / "apart", monkeypatch).rootcause
+    assert [o.entry for o in rc.origins] == ["Functional.linear.0.forward"] and not rc.origins[0].nonfinite
+
+
+def test_md5_low_precision_difference_without_statistics_is_a_suspect(tmp_path, monkeypatch):
+    """Without statistics beside the md5, md5 alone decides: under bf16 a suspect, with what to dump."""
+    _md5_pair(tmp_path, None)
     rc = _outcome(tmp_path, monkeypatch).rootcause
     assert rc.origins == [] and [s.entry for s in rc.suspects] == ["Functional.linear.0.forward"]
     assert "md5 cannot tell" in story.suspect_reason_text(rc.suspects[0])
