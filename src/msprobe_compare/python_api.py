@@ -247,6 +247,9 @@ def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, dif
                                              cfg.options.formats)  # fmt: skip
     found = [(r.written.first_origin, r.label) for r in run.ranks if r.written and r.written.first_origin]
     earliest = min(found, key=lambda item: item[0][0]) if found else None
+    source = report.collective_source([r for r in run.ranks if r.written])
+    if source is not None:  # a collective brings another rank's origin: that rank's origin is the answer
+        earliest = (source[1].written.first_origin, source[1].label)
     origins = {r.label: r.written.origins for r in run.ranks if r.written}
     return CompareResult(
         output_dir=out_dir,

@@ -221,3 +221,70 @@ def test_peer_keys_name_the_same_code_in_other_layers():
                entries[2]: "Module.blocks.1.attn.A.backward.0", entries[3]: "Module.blocks.1.attn.A.backward.0"}
     keys = backward.peer_keys(entries, np.arange(4), parents)
     assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]  # q with q, k with k
+
+
+# -- collectives -----------------------------------------------------------------------------------------------
+
+
+def _rank(bug: float, carried: float) -> dict:
+    """fp32, one rank: linear -> relu -> (backward) -> two gradient all_reduces. `bug`: this rank's linear
+    output x(1 + bug); `carried`: how far the all_reduces' outputs are apart (another rank's difference)."""
+
+    def t(norm: float, rel: float = 0.0) -> dict:
+        v = norm * (1 + rel)
+        return leaf(v / 2, -v / 2, 0.01 * v, v, "torch.float32", (16, 16))
+
+    return {
+        "Functional.linear.0.forward": {"input_args": [t(4.0)], "output": [t(5.0, bug)]},
+        "Functional.relu.0.forward": {"input_args": [t(5.0, bug)], "output": [t(3.0, bug)]},
+        "Functional.relu.0.backward": {"input": [t(0.5)], "output": [t(0.4, bug)]},
+        "Functional.linear.0.backward": {"input": [t(0.4, bug)], "output": [t(0.3, bug), t(0.2, bug)]},
+        "Distributed.all_reduce.0.forward": {"input_args": [t(0.2, bug)], "output": [t(0.4, carried or bug)]},
+        "Distributed.all_reduce.1.forward": {"input_args": [t(0.3, bug)], "output": [t(0.6, 10 * carried or bug)]},
+    }  # fmt: skip
+
+
+def _ranks(tmp_path: Path, carried: float) -> Path:
+    """Two ranks, the bug (x1.01) on rank 1; rank 0's all_reduces bring it `carried` apart."""
+    for side in ("npu", "bench"):
+        for r in (0, 1):
+            d = tmp_path / side / "step0" / f"rank{r}"
+            d.mkdir(parents=True)
+            data = _rank(0.0, 0.0) if side == "bench" else _rank(0.01 if r == 1 else 0.0, carried if r == 0 else 0.0)
+            (d / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                     "data": data}))  # fmt: skip
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": "./npu/step0", "bench_path": "./bench/step0"}))
+    return tmp_path
+
+
+def test_a_collective_that_carries_another_ranks_difference(tmp_path, monkeypatch):
+    """Rank 0's first all_reduce brings rank 1's error 4e-5 apart: under the 5e-5 minimum floor of fp32 compute,
+    far above what a sum adds (a collective's floor is the precision's)."""
+    _ranks(tmp_path, 4e-5)
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r0" / "compare.json").write_text(json.dumps({
+        "npu_path": str(tmp_path / "npu/step0/rank0/dump.json"),
+        "bench_path": str(tmp_path / "bench/step0/rank0/dump.json")}))  # fmt: skip
+    rc = rootcause_of(tmp_path / "r0", monkeypatch)
+    assert rc.first is not None and rc.first.entry == "Distributed.all_reduce.0.forward" and rc.first.collective
+    from msprobe_compare.render import story
+
+    assert "the collective brings another rank's difference" in story.origin_description(rc.first)
+
+
+def test_the_rank_whose_origin_a_collective_carries_is_named(tmp_path, run_cli):
+    _ranks(tmp_path, 4e-5)
+    run = run_cli(tmp_path, "pytorch", out_dir=tmp_path / "out")
+    assert run.code == 0, run.err
+    text = run.out + run.err
+    line = next(x for x in text.splitlines() if "Root cause across ranks" in x)
+    assert "rank1: Functional.linear.0.forward" in line
+    assert "rank0 first receives it at Distributed.all_reduce.0.forward" in line
+
+
+def test_python_api_names_the_source_rank(tmp_path, monkeypatch):
+    from msprobe_compare.python_api import compare
+
+    _ranks(tmp_path, 4e-5)
+    result = compare(tmp_path / "npu/step0", tmp_path / "bench/step0", tmp_path / "out", framework="pytorch")
+    assert result.first_origin.startswith("rank1: Functional.linear.0.forward")

@@ -130,6 +130,9 @@ class Origin:
     evidence: Evidence
     differing_args: tuple[str, ...] = ()  # configuration: the non-tensor arguments that differ
     nonfinite: bool = False  # a NaN/Inf appears here
+    # a collective (all_reduce, all_gather, ...) whose inputs agree on this rank and whose outputs differ: another
+    # rank's difference arrives here (render/ names the rank whose origin comes earlier, across step folders)
+    collective: bool = False
 
     on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
@@ -180,6 +183,17 @@ class RootCause:
     def compared_calls(self) -> int:
         """Calls with at least one compared row (the others have no bench counterpart); counted once."""
         return len(self.states) - self.states.count(CallState.UNKNOWN)
+
+
+# collective calls: their outputs carry the other ranks' data (docs/rootcause.md, Collectives)
+COLLECTIVE_APIS = ("Distributed.", "Communication.comm.", "Primitive.all_reduce.", "Primitive.all_gather.",
+                   "Primitive.reduce_scatter.", "Primitive.broadcast.", "Primitive.all_to_all.",
+                   "Primitive.neighbor_exchange.", "Primitive.reduce.")  # fmt: skip
+
+
+def collective_calls(entries: list[str]) -> np.ndarray:
+    """Per call: a collective communication call (COLLECTIVE_APIS), whose outputs carry the other ranks' data."""
+    return np.fromiter((e.startswith(COLLECTIVE_APIS) for e in entries), dtype=bool, count=len(entries))
 
 
 def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:
@@ -528,6 +542,11 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     u_floor = np.maximum(tol.floor_units * unit_o, 0.0 if md5 else tol.min_floor)
     ufl = np.empty(n_entries)
     ufl[order] = u_floor
+    # a collective adds no computation of its own beyond a sum (one rounding per rank): its floor is the precision's,
+    # not `min_floor`, so the first collective that carries another rank's small difference stands out
+    collective = collective_calls(entries) if n_entries else np.zeros(0, dtype=bool)
+    if collective.any():
+        ufl[order] = np.where(collective[order], tol.floor_units * unit_o, u_floor)
     usrc = np.empty(n_entries, dtype=np.intp)
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
@@ -596,6 +615,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
                 origin = ctx.origin(e, OriginKind.BOUNDARY, last_ok, nonfinite=True)
             elif not nfany:
                 origin = ctx.origin(e, OriginKind.COMPUTATION, None, nonfinite=True)
+                origin = replace(origin, collective=bool(collective[e]))  # a NaN/Inf another rank sends
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
         elif nfin or nfany:
             state = CallState.PROPAGATED
@@ -618,6 +638,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.ORIGIN
         elif rout > origin_margin:
             origin = ctx.origin(e, OriginKind.COMPUTATION, None)
+            if collective[e] and rin <= suspect_margin:  # inputs agree here: another rank's difference arrives
+                origin = replace(origin, collective=True)
             state = CallState.ORIGIN
         elif rin > suspect_margin or rout > suspect_margin:
             boundary = rin > suspect_margin and rin >= rout

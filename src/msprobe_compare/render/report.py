@@ -10,7 +10,7 @@ from typing import Any
 from msprobe_compare.judge.advisor import AdvisorResult
 from msprobe_compare.judge.gate import LevelCounts
 from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
-from msprobe_compare.judge.rootcause import RootCause
+from msprobe_compare.judge.rootcause import RootCause, collective_calls
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table
@@ -32,6 +32,10 @@ class Written:
     nothing_compared: bool = False  # no call could be compared (the root cause could not decide)
     first_suspect: tuple[int, str] | None = None  # (position, headline text) when a call is suspect (judge.rootcause)
     noise: bool = False  # some call differs within the noise floor
+    # the first origin: the collective call that brings it from another rank (None: its own), and how many collective
+    # calls come before it in execution order (its own place among them, for a collective): ranks line up by these
+    first_collective: str | None = None
+    collectives_before: int = 0
     files: tuple[Path, ...] = ()  # every file of the result set, as published
 
     @property
@@ -242,9 +246,19 @@ def _write_set(
     origin = (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
+    collective, before = _collective_place(rc)
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
                    html=html_path, nothing_compared=head is not None and head.state == "nothing",
-                   first_suspect=suspect, noise=rc is not None and story.has_noise(rc))  # fmt: skip
+                   first_suspect=suspect, noise=rc is not None and story.has_noise(rc), first_collective=collective,
+                   collectives_before=before)  # fmt: skip
+
+
+def _collective_place(rc: RootCause | None) -> tuple[str | None, int]:
+    """(the collective the first origin arrives through, None: its own; the collective calls before it)."""
+    if rc is None or rc.first is None:
+        return None, 0
+    at = rc.entries.index(rc.first.entry)
+    return rc.first.entry if rc.first.collective else None, int(collective_calls(rc.entries[:at]).sum())
 
 
 def log_directory_summary(console: Console, summary: Any) -> None:
@@ -268,8 +282,14 @@ def log_directory_summary(console: Console, summary: Any) -> None:
         total = sum((r.written.counts for r in written), LevelCounts())
         console.info(f"All ranks: {story.count_line(total)}")
     if found:
-        (_, text), label = min(found, key=lambda item: item[0][0])
-        console.warning(f"Earliest root cause across ranks: {label}: {text}")
+        source = collective_source(written)
+        if source is not None:
+            carried, origin = source
+            console.warning(f"Root cause across ranks: {origin.label}: {origin.written.first_origin[1]}; "
+                            f"{', '.join(f'{r.label} first receives it at {r.written.first_collective}' for r in carried)}")  # fmt: skip
+        else:
+            (_, text), label = min(found, key=lambda item: item[0][0])
+            console.warning(f"Earliest root cause across ranks: {label}: {text}")
     elif written and len(blind) == len(written):
         console.warning("Root cause: nothing compared in any rank.")
     elif written:
@@ -286,6 +306,19 @@ def log_directory_summary(console: Console, summary: Any) -> None:
     if failed or summary.unpaired:
         unpaired = f"; not paired: {', '.join(summary.unpaired)}" if summary.unpaired else ""
         console.error(f"{len(failed)} of {len(summary.ranks)} ranks failed{unpaired}")
+
+
+def collective_source(ranks: list[Any]) -> tuple[list[Any], Any] | None:
+    """Across ranks: the ranks whose first origin is a collective bringing another rank's difference, and the rank
+    whose own origin comes first (fewest collectives before it) among the others; None when there is no such pair.
+    `ranks`: api.RankOutcome with a `written`."""
+    carried = [r for r in ranks if r.written.first_origin and r.written.first_collective]
+    own = [r for r in ranks if r.written.first_origin and not r.written.first_collective]
+    if not carried or not own:
+        return None
+    origin = min(own, key=lambda r: (r.written.collectives_before, r.written.first_origin[0]))
+    carried = [r for r in carried if r.written.collectives_before >= origin.written.collectives_before]
+    return (carried, origin) if carried else None
 
 
 def write_origins_json(console: Console, out_dir: Path, per_rank: dict[str, list[dict[str, Any]]]) -> None:

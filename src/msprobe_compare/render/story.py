@@ -208,6 +208,9 @@ def origin_description(o: Origin) -> str:
         text = f"{before}before {entry}'s input{what}"
     elif o.kind is OriginKind.CONFIGURATION:
         text = f"{entry}: non-tensor arguments differ ({', '.join(o.differing_args)})"
+    elif o.collective:
+        what = "a NaN/Inf appears in its outputs" if o.nonfinite else "outputs differ"
+        text = f"{entry}: inputs agree on this rank, {what}: the collective brings another rank's difference"
     elif o.nonfinite:
         text = f"{entry}: NaN/Inf appears in its outputs, its inputs are finite"
     elif not o.evidence.inputs:
