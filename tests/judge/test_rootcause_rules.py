@@ -288,3 +288,73 @@ def test_python_api_names_the_source_rank(tmp_path, monkeypatch):
     _ranks(tmp_path, 4e-5)
     result = compare(tmp_path / "npu/step0", tmp_path / "bench/step0", tmp_path / "out", framework="pytorch")
     assert result.first_origin.startswith("rank1: Functional.linear.0.forward")
+
+
+# -- one-sided calls -------------------------------------------------------------------------------------------
+
+
+def _patch_embedding_pair(tmp_path: Path) -> None:
+    """A patch embedding written as permute + reshape + linear on the NPU side and conv2d + flatten + transpose on
+    the bench side, then attention with a permute on both: by name the NPU's patch permute pairs with the bench's
+    attention permute (other dims: a configuration origin)."""
+
+    def t(n: float, shape=(2, 16, 32)) -> dict:
+        return leaf(n / 2, -n / 2, 0.01 * n, n, "torch.float32", shape)
+
+    def arg(v: int) -> dict:
+        return {"type": "int", "value": v}
+
+    patch, attn = "Module.patch.PatchEmbed.forward.0", "Module.blocks.0.attn.Attention.forward.0"
+    npu = {
+        "Tensor.permute.0.forward": {"input_args": [t(5.0, (2, 4, 4, 3)), arg(0), arg(2), arg(3), arg(1)],
+                                     "output": [t(5.0, (2, 4, 3, 4))]},
+        "Tensor.reshape.0.forward": {"input_args": [t(5.0, (2, 4, 3, 4)), arg(2), arg(16), arg(3)],
+                                     "output": [t(5.0, (2, 16, 3))]},
+        "Functional.linear.0.forward": {"input_args": [t(5.0, (2, 16, 3))], "output": [t(7.0)]},
+        patch: {"input_args": [t(5.0, (2, 3, 4, 4))], "output": [t(7.0)]},
+        "Functional.linear.1.forward": {"input_args": [t(7.0)], "output": [t(8.0)]},
+        "Tensor.permute.1.forward": {"input_args": [t(8.0, (2, 16, 4, 8)), arg(0), arg(2), arg(1), arg(3)],
+                                     "output": [t(8.0, (2, 4, 16, 8))]},
+        attn: {"input_args": [t(7.0)], "output": [t(8.0, (2, 4, 16, 8))]},
+    }  # fmt: skip
+    bench = {
+        "Functional.conv2d.0.forward": {"input_args": [t(5.0, (2, 3, 4, 4))], "output": [t(7.0, (2, 32, 4, 4))]},
+        "Tensor.flatten.0.forward": {"input_args": [t(7.0, (2, 32, 4, 4)), arg(2)], "output": [t(7.0, (2, 32, 16))]},
+        "Tensor.transpose.0.forward": {"input_args": [t(7.0, (2, 32, 16)), arg(1), arg(2)], "output": [t(7.0)]},
+        patch: {"input_args": [t(5.0, (2, 3, 4, 4))], "output": [t(7.0)]},
+        "Functional.linear.0.forward": {"input_args": [t(7.0)], "output": [t(8.0)]},
+        "Tensor.permute.0.forward": {"input_args": [t(8.0, (2, 16, 4, 8)), arg(0), arg(2), arg(1), arg(3)],
+                                     "output": [t(8.0, (2, 4, 16, 8))]},
+        attn: {"input_args": [t(7.0)], "output": [t(8.0, (2, 4, 16, 8))]},
+    }  # fmt: skip
+    in_attn = {"Functional.linear.1.forward", "Tensor.permute.1.forward"}
+
+    def tree(data: dict, attention: set[str]) -> dict:
+        return {k: None if k.startswith("Module.") else (attn if k in attention else patch) for k in data}
+
+    write_pair(tmp_path, npu, bench)
+    (tmp_path / "npu" / "construct.json").write_text(json.dumps(tree(npu, in_attn)))
+    (tmp_path / "bench" / "construct.json").write_text(json.dumps(tree(bench, {"Functional.linear.0.forward",
+                                                                                  "Tensor.permute.0.forward"})))
+
+
+def test_a_call_on_one_side_only_inside_a_shared_module_is_one_sided(tmp_path, monkeypatch):
+    _patch_embedding_pair(tmp_path)
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.origins == [] and rc.suspects == []
+    state = dict(zip(rc.entries, rc.states))
+    for name in ("Tensor.permute.0.forward", "Tensor.reshape.0.forward", "Functional.linear.0.forward"):
+        assert state[name] is CallState.ONE_SIDED, name
+    # the module both sides run is still compared at its boundary, the attention's calls with their own
+    assert state["Module.patch.PatchEmbed.forward.0"] is CallState.OK
+    assert state["Tensor.permute.1.forward"] is CallState.OK and state["Functional.linear.1.forward"] is CallState.OK
+    assert rc.one_sided == 3 and rc.compared_calls == len(rc.entries) - 3
+    from msprobe_compare.render import story
+
+    assert "one-sided" in story.headline(rc, build_counts(tmp_path, monkeypatch)).text
+
+
+def build_counts(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return build_outcome(load_config(Path("compare.json"), Options(framework="pytorch")),
+                         Console(stream=open("/dev/null", "w"))).counts  # fmt: skip

@@ -693,9 +693,9 @@ def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str 
     return tree, diff
 
 
-def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
-                   bench_parents: dict[str, str | None] | None,
-                   trees: TreeDiff | None = None) -> tuple[np.ndarray, int]:  # fmt: skip
+def analysis_pairing(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
+                     bench_parents: dict[str, str | None] | None,
+                     trees: TreeDiff | None = None) -> tuple[np.ndarray, int, np.ndarray | None]:  # fmt: skip
     """Rows paired by (enclosing module, call, k-th call inside the module) and the row's place in its call.
 
     Only APIs whose counters were renumbered (an extra call on one side shifts the later ones) or whose calls sit
@@ -703,27 +703,37 @@ def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parent
     call count differs (a fused kernel on one side, its parts on the other) its calls are aligned by input shapes
     and arguments, and the rest stay unpaired; where the counts agree but the counters pair calls of differing
     signatures (an extra and a missing call inside one module), by signature (`_align_by_signature`). Returns the
-    bench row per NPU row (-1: none) and the number of calls paired differently from the table. `trees`: the two
-    trees' `tree_diff`, when the caller made it already (while the bench side was being read).
+    bench row per NPU row (-1: none), the number of calls paired differently from the table, and per NPU call
+    whether it is one-sided (None: none is): a call of a re-paired API inside a module call both sides have whose
+    (module, API) group the bench lacks, left unpaired. `trees`: the two trees' `tree_diff`, when the caller made
+    it already (while the bench side was being read).
     """
     if not npu_parents or not bench_parents or not len(npu) or not len(bench):
-        return match, 0
+        return match, 0, None
     sides = _Sides(npu, bench)
     if sides.same() and (trees.equal if trees is not None else npu_parents == bench_parents):
-        out, moved = match, None
+        out, moved, sided = match, None, None
     else:
         trees = trees if trees is not None else tree_diff(npu_parents, bench_parents)
-        out, moved = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, sides, trees.moved)
+        out, moved, sided = _repair_renumbered(npu, bench, match, npu_parents, bench_parents, sides, trees.moved)
     out, moved = _align_by_signature(npu, bench, match, out, moved, npu_parents, bench_parents, sides)
-    return out, int(np.count_nonzero(moved)) if moved is not None else 0
+    return out, int(np.count_nonzero(moved)) if moved is not None else 0, sided
+
+
+def analysis_match(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None] | None,
+                   bench_parents: dict[str, str | None] | None,
+                   trees: TreeDiff | None = None) -> tuple[np.ndarray, int]:  # fmt: skip
+    """`analysis_pairing`'s rows and count of calls paired otherwise than in the table."""
+    out, repaired, _ = analysis_pairing(npu, bench, match, npu_parents, bench_parents, trees)
+    return out, repaired
 
 
 def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_parents: dict[str, str | None],
                        bench_parents: dict[str, str | None], sides: _Sides,
-                       moved: Iterable[str]) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+                       moved: Iterable[str]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:  # fmt: skip
     """analysis_match for the APIs renumbered between the sides or moved under another module: their calls
     re-paired by (module, API, k-th call). Returns the rows' bench rows and, per NPU call, whether it is paired
-    otherwise than in the table (None: no call is)."""
+    otherwise than in the table (None: no call is) and whether it is one-sided (None: none is)."""
     n_entries = len(npu.entries)
     nset, bset = sides.npu, sides.bench  # membership by name: `in`
     only_n, only_b = sides.only_npu(), sides.only_bench()
@@ -738,7 +748,7 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
     # construct.json then puts a name under another module on each side (`moved`: tree_diff's)
     stems |= {call_key(k) for k in moved if k in nset and k in bset}
     if not stems:
-        return match, None
+        return match, None, None
     nsub, bsub = _calls_of(nset, stems), _calls_of(bset, stems)
     ng = _Groups([npu.entries[e] for e in nsub], npu_parents)
     bg = _Groups([bench.entries[b] for b in bsub], bench_parents)
@@ -759,14 +769,20 @@ def _repair_renumbered(npu: RowTable, bench: RowTable, match: np.ndarray, npu_pa
     table_pair = _first_pairs(npu, bench, match, nsub_a)
     keep = np.ones(n_entries, dtype=bool)
     names_b = np.array([bench.entries[b] if b >= 0 else None for b in paired[nsub_a].tolist()], dtype=object)
-    # a call whose (module, API) group has no counterpart at all (its module is renamed on one side) keeps the
-    # table's pairing by name
-    keep[nsub_a] = ~has | ((names_b == np.array(ng.entries, dtype=object)) &
-                           (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
+    # a call whose (module, API) group has no counterpart at all keeps the table's pairing by name where its module
+    # is renamed on one side; inside a module call both sides have (or at the top), it is one-sided: never paired
+    # with a call elsewhere (issue #29), nor with a bench call the re-pairing gives to another NPU call
+    one_sided = ~has & np.fromiter((p is None or p in bset for p in map(npu_parents.get, ng.entries)), dtype=bool,
+                                   count=len(nsub))  # fmt: skip
+    claimed = np.isin(table_pair[nsub_a], paired[nsub_a][paired[nsub_a] >= 0])
+    keep[nsub_a] = (~has & ~one_sided & ~claimed) | (has & (names_b == np.array(ng.entries, dtype=object)) &
+                                                     (table_pair[nsub_a] == paired[nsub_a]))  # fmt: skip
     out = np.where(keep[ei], match, -1)
     changed = np.flatnonzero(~keep & (paired >= 0)).tolist()
     _pair_rows(npu, bench, out, zip(changed, paired[changed].tolist()))
-    return out, ~keep & ((paired >= 0) | (table_pair >= 0))
+    sided = np.zeros(n_entries, dtype=bool)
+    sided[nsub_a[~has & (one_sided | claimed)]] = True
+    return out, ~keep & ((paired >= 0) | (table_pair >= 0)), sided
 
 
 def _first_pairs(npu: RowTable, bench: RowTable, match: np.ndarray, calls: np.ndarray) -> np.ndarray:

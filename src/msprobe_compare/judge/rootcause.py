@@ -50,6 +50,7 @@ class CallState(Enum):
     UNKNOWN = "unknown"  # nothing comparable (unmatched rows only)
     NOISE = "noise"  # differs within what precision explains
     SUSPECT = "suspect"  # above the floor, not by a margin the precision supports
+    ONE_SIDED = "one-sided"  # a call on one side only, inside a module call both sides have: never paired elsewhere
 
 
 class OriginKind(Enum):
@@ -182,7 +183,12 @@ class RootCause:
     @functools.cached_property
     def compared_calls(self) -> int:
         """Calls with at least one compared row (the others have no bench counterpart); counted once."""
-        return len(self.states) - self.states.count(CallState.UNKNOWN)
+        return len(self.states) - self.states.count(CallState.UNKNOWN) - self.one_sided
+
+    @functools.cached_property
+    def one_sided(self) -> int:
+        """Calls on one side only inside module calls both sides have (left unpaired); counted once."""
+        return self.states.count(CallState.ONE_SIDED)
 
 
 # collective calls: their outputs carry the other ranks' data (docs/rootcause.md, Collectives)
@@ -475,7 +481,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     npu, bench = o.npu, o.bench
     entries = npu.entries
     n_entries = len(entries)
-    match, repaired = noise.analysis_match(npu, bench, o.match, parents, bench_parents, trees)
+    match, repaired, one_sided = noise.analysis_pairing(npu, bench, o.match, parents, bench_parents, trees)
     scalar = npu.dtype_mask(_is_scalar)
     tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
     # md5 decides in fp32 (equal or not); under bf16/fp16 every call differs from the first rounded one, so an md5
@@ -680,6 +686,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
         states_o[walked] = walked_states
     by_entry = np.empty(n_entries, dtype=object)
     by_entry[order] = states_o
+    if one_sided is not None:  # unknown for want of a counterpart: say why
+        by_entry[one_sided & (by_entry == CallState.UNKNOWN)] = CallState.ONE_SIDED
     states: list[CallState] = by_entry.tolist()
 
     origins = _innermost(candidates, parents or {})

@@ -46,7 +46,7 @@ from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, ch
 
 KIND_STR = KIND_OTHER  # text codes of the payload start here (assets/report.js: K_STR)
 STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3,
-              CallState.NOISE: 4, CallState.SUSPECT: 5}
+              CallState.NOISE: 4, CallState.SUSPECT: 5, CallState.ONE_SIDED: 6}
 BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
 COMPRESS_ABOVE = 64 * 1024  # payload bytes; smaller reports stay uncompressed
 ZLIB_LEVEL = 1  # the payload is mostly float mantissas: higher levels cost time and gain little

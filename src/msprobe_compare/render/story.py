@@ -69,8 +69,11 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
                                 f"{_plural(uncompared, 'call')} the parallel layout adds have no counterpart, as "
                                 "expected).")  # fmt: skip
     if uncompared:
+        sided = (f", {_plural(rc.one_sided, 'call')} of them on the NPU side only inside modules both sides run "
+                 "(one-sided)") if rc.one_sided else ""  # fmt: skip
         return Headline("partial", f"no origin among the {_plural(rc.compared_calls, 'compared call')}; "
-                                   f"{_plural(uncompared, 'call')} could not be compared (no bench counterpart)")
+                                   f"{_plural(uncompared, 'call')} could not be compared (no bench counterpart"
+                                   f"{sided})")  # fmt: skip
     if noisy:
         n = sum(s is CallState.NOISE for s in rc.states)
         low = f" (lowest precision {rc.lowest_precision})" if rc.lowest_precision else ""

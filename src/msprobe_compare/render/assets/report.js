@@ -5,9 +5,9 @@
 'use strict';
 (function () {
   const K_FLOAT = 0, K_INT = 1, K_PCT = 2, K_STR = 3;
-  const STATE_NAMES = ['ok', 'origin', 'propagated', 'unknown', 'noise', 'suspect'];
+  const STATE_NAMES = ['ok', 'origin', 'propagated', 'unknown', 'noise', 'suspect', 'one-sided'];
   const COLOUR_NAMES = ['none', 'yellow', 'red'];
-  const SEVERITY = [1, 5, 3, 0, 2, 4]; // by state code: origin > suspect > propagated > noise > ok > unknown
+  const SEVERITY = [1, 5, 3, 0, 2, 4, 0]; // by state code: origin > suspect > propagated > noise > ok > unknown, one-sided
   const MAX_SCROLL_PX = 8e6; // browsers cap element heights; larger tables scroll proportionally
   const TREE_CHUNK = 200;
   const TYPES = { i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array, i4: Int32Array, u4: Uint32Array,
@@ -818,7 +818,7 @@
   }
 
   const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1 };
-  const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e', '#8bc34a', '#8e24aa'];
+  const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e', '#8bc34a', '#8e24aa', '#5c6bc0'];
 
   function plotRange(out) {
     let lo = Infinity, hi = -Infinity;
@@ -921,7 +921,7 @@
     }
     P.buckets = best; P.nb = nb;
     const size = nb >= (last - first + 1) * 4 ? 5 : 3;
-    for (let order = 0; order < 6; order++) { // unknown and ok first, origins on top
+    for (let order = 0; order < 6; order++) { // unknown, one-sided and ok first, origins on top
       for (let bk = 0; bk < nb; bk++) {
         const k = best[bk];
         if (k < 0 || SEVERITY[R.states[k]] !== order) continue;
