@@ -59,6 +59,10 @@ class Tolerance:
     # times above the share upstream is an origin (two independent measures agree)
     excess_units: float = EXCESS_UNITS
     tensor_confirm: float = 1.6
+    # the unit roundoff a matmul-class op (linear, conv, matmul, attention) of an fp32 dump may have run at: TF32
+    # (PyTorch's default for cuDNN convolutions on Ampere and later) and Ascend's HF32 keep 10 mantissa bits, and
+    # nothing in the dump says so; such an op's outputs are compared with at least `floor_units` of it
+    reduced_matmul: float = 2.0**-11
 
     @classmethod
     def parse(cls, text: str | None) -> Tolerance:
@@ -99,6 +103,26 @@ LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low preci
 # a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)
 _FLOAT_DTYPE_NAME = re.compile(r"(?:torch\.|mindspore\.)?(?:b?float(?:16|32|64)?|half|double|bf16|fp(?:16|32))",
                                re.I)
+
+
+# matmul-class APIs and module classes (their last name part, lower case): an fp32 one may run at TF32/HF32
+MATMUL_CLASS = re.compile(r"(?:linear|conv(?:_?transpose)?[123]?d?|_*r?matmul_*|mm|bmm|addmm|baddbmm|addbmm|einsum|"
+                          r"scaled_dot_product_attention|\w*fusion_attention|\w*flash_attention|dense|batchmatmul|"
+                          r"conv2dtranspose|conv[123]dtranspose)", re.I)  # fmt: skip
+
+
+def matmul_calls(entries: list[str]) -> np.ndarray:
+    """Per call: an API or module class of the matmul class (MATMUL_CLASS): `Functional.linear.3.forward`,
+    `Module.fc.Linear.forward.0`, `Primitive.matmul.MatMul.2.forward`."""
+    out = np.zeros(len(entries), dtype=bool)
+    for e, name in enumerate(entries):
+        parts = name.split(".")
+        if parts[0] in ("Module", "Cell"):
+            cls = parts[-3] if parts[-2] in ("forward", "backward") else parts[-2]
+        else:
+            cls = parts[-3] if len(parts) >= 3 else ""
+        out[e] = MATMUL_CLASS.fullmatch(cls) is not None
+    return out
 
 
 def is_float_dtype_name(text: str) -> bool:

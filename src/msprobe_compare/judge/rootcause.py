@@ -68,6 +68,7 @@ class FloorKind(Enum):
     ELEMENT_ROUNDING = "element rounding"  # one rounding of each element (tensor measures) in `dtype`
     LOWEST_PRECISION = "lowest precision"  # `units` unit roundoffs of `dtype`, the lowest precision upstream (`at`)
     MIN_FLOOR = "min floor"  # --tolerance min_floor
+    REDUCED_MATMUL = "reduced matmul"  # `units` x the unit roundoff TF32/HF32 matmuls may run at (reduced_matmul)
     # a backward call: its incoming gradients' and its forward call's differences, times `units`, the largest gain
     # of its `peers` comparable backward calls (judge/backward.py)
     BACKWARD_PEERS = "backward peers"
@@ -459,6 +460,24 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
     return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, nonfinite, nonfinite_any, ("md5 differs",))
 
 
+def _reduced_matmul(entries: list[str], out_d: np.ndarray, ufl: np.ndarray, tol: Tolerance,
+                    margin: float) -> np.ndarray:  # fmt: skip
+    """The matmul-class calls (noise.matmul_calls) whose outputs stand above `margin` times their precision floor:
+    their floor raised to `floor_units` x `reduced_matmul` in place (an fp32 matmul may have run at TF32/HF32).
+    Only those calls' names are read. Returns them."""
+    if not len(entries):
+        return np.zeros(0, dtype=np.intp)
+    with np.errstate(invalid="ignore"):
+        above = np.flatnonzero(_max_cols(np.where(np.isfinite(out_d), out_d, 0.0)) > margin * ufl)
+    floor = tol.floor_units * tol.reduced_matmul
+    above = above[ufl[above] < floor]
+    if not len(above):
+        return above
+    hit = above[noise.matmul_calls([entries[e] for e in above.tolist()])]
+    ufl[hit] = floor
+    return hit
+
+
 def md5_by_statistics(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> bool:
     """An md5 dump whose paired tensors include bf16/fp16 ones (md5 cannot tell rounding from a bug there) and
     whose tensor rows carry numeric statistics on both sides: judged as a statistics dump."""
@@ -553,6 +572,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     collective = collective_calls(entries) if n_entries else np.zeros(0, dtype=bool)
     if collective.any():
         ufl[order] = np.where(collective[order], tol.floor_units * unit_o, u_floor)
+    reduced = _reduced_matmul(entries, out_d, ufl, tol, suspect_margin) if not md5 else np.zeros(0, dtype=np.intp)
     usrc = np.empty(n_entries, dtype=np.intp)
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     # candidates per component: 0 prior (upstream), 1 own inputs (outputs only), 2 resolution, 3 precision/min
@@ -577,7 +597,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     above = np.zeros(n_entries, dtype=bool)  # per call, worst_in > suspect_margin * first_origin_floor (first origin)
     ctx = _Context(o, match, diff, names, nonfinite, red, entries, phase_code, in_d, out_d, floor_in, floor_out,
                    base_in, base_out, c_in, c_out, prior_src, usrc, unit, origin_margin, config, tol, weight,
-                   beyond)  # fmt: skip
+                   beyond, reduced)  # fmt: skip
     dtype_step = _dtype_step(o, match, tensor_row, differs, red) if md5 else None
     # calls with nothing that can make an origin or suspect (no NaN/Inf, no differing argument, below the suspect
     # margin) and calls with nothing compared: their state follows from three switches of the walk alone (a
@@ -797,7 +817,7 @@ class _Context:
 
     def __init__(self, o, match, diff, names, nonfinite, red, entries, phases, in_d, out_d, floor_in, floor_out,
                  base_in, base_out, c_in, c_out, prior_src, usrc, unit, margin, config, tol, weight,
-                 beyond=None) -> None:  # fmt: skip
+                 beyond=None, reduced: np.ndarray | None = None) -> None:  # fmt: skip
         self.o, self.match, self.diff, self.entries = o, match, diff, entries
         self.names, self.nonfinite = names, nonfinite  # the measures' names; per row, NaN/Inf on one side only
         self.phases = phases  # PHASES index per call
@@ -805,6 +825,7 @@ class _Context:
         self.base_in, self.base_out, self.c_in, self.c_out = base_in, base_out, c_in, c_out
         self.prior_src, self.usrc, self.unit, self.margin, self.config = prior_src, usrc, unit, margin, config
         self.tol, self.weight, self.beyond = tol, weight, beyond
+        self.reduced: set[int] = set(reduced.tolist()) if reduced is not None else set()  # the reduced-matmul floor's
         self.starts = o.npu.entry_bounds if red.in_order else None  # rows of entry e: [starts[e], starts[e + 1])
 
     def rows(self, e: int) -> np.ndarray:
@@ -824,6 +845,8 @@ class _Context:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
             kind = FloorKind.STAT_ULP if self.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
+        if e in self.reduced:
+            return FloorSource(FloorKind.REDUCED_MATMUL, units=self.tol.floor_units)
         u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
         if u and self.tol.floor_units * u >= self.tol.min_floor:
             return FloorSource(FloorKind.LOWEST_PRECISION, self.entries[self.usrc[e]], _DTYPE_OF_UNIT.get(u, ""),

@@ -254,6 +254,9 @@ def floor_source_text(src: FloorSource | None) -> str:
     if src.kind is FloorKind.LOWEST_PRECISION:
         times = f"{src.units:g} x " if src.units != 1 else ""
         return f"{times}unit roundoff of {src.dtype or 'low precision'}, the lowest precision upstream (from {src.at})"
+    if src.kind is FloorKind.REDUCED_MATMUL:
+        times = f"{src.units:g} x " if src.units != 1 else ""
+        return f"{times}unit roundoff of TF32/HF32 (10 mantissa bits), which an fp32 matmul or convolution may run at"
     if src.kind is FloorKind.BACKWARD_PEERS:
         return (f"its incoming gradients and its forward call's tensors, x{src.units:.3g}: the largest gain of "
                 f"{src.peers} comparable backward calls in other layers")  # fmt: skip

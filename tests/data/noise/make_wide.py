@@ -84,7 +84,7 @@ def dump_main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     # the original functions, captured before msprobe wraps them: calls through these are not dumped
     O = dict(linear=F.linear, conv2d=F.conv2d, matmul=torch.matmul, softmax=torch.softmax, gelu=F.gelu,
-             silu=F.silu, relu=F.relu, tanh=torch.tanh, mul=torch.mul, sub=torch.sub, add=torch.add,
+             silu=F.silu, relu=F.relu, torch_relu=torch.relu, tanh=torch.tanh, mul=torch.mul, sub=torch.sub, add=torch.add,
              unfold=F.unfold, to=torch.Tensor.to, reshape=torch.Tensor.reshape, detach=torch.Tensor.detach,
              requires_grad_=torch.Tensor.requires_grad_, setitem=torch.Tensor.__setitem__, grad=torch.autograd.grad)
 
@@ -170,6 +170,9 @@ def dump_main(argv: list[str]) -> None:
     def buggy(name, kind, factor):
         home = torch if name in ("tanh", "matmul") else F
         orig = getattr(home, name)
+        if name == "relu":  # F.relu calls torch.relu, which the dumper wraps: call the captured one
+            def orig(input, inplace=False):
+                return O["torch_relu"](input)
 
         def wrapped(*a, **kw):
             if not armed["on"]:
