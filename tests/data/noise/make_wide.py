@@ -5,14 +5,14 @@ and bug kinds (forward and backward) that the mlp/tfm/llm x amp/splitk/fused cas
 Two modes.
 
 1. One dump (needs mindstudio-probe 8.3.3 and torch 2.13 CPU in a separate virtualenv):
-       python3 -m venv /work/refvenv && /work/refvenv/bin/pip install mindstudio-probe==8.3.3 torch==2.13.0
-       /work/refvenv/bin/python make_wide.py --model gqa --side npu --noise fp16mask --bug scale --layer 3 --out DIR
+       python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install mindstudio-probe==8.3.3 torch==2.13.0
+       /tmp/refvenv/bin/python make_wide.py --model gqa --side npu --noise fp16mask --bug scale --layer 3 --out DIR
    The `dist` model runs under torchrun (2 ranks, gloo):
-       /work/refvenv/bin/torchrun --standalone --nproc_per_node 2 make_wide.py --model dist --side npu ... --out DIR
+       /tmp/refvenv/bin/torchrun --standalone --nproc_per_node 2 make_wide.py --model dist --side npu ... --out DIR
 
 2. Every case, their TRUTH.json and the two archives (`build`; runs the dumps through the reference virtualenv and
    the twin compares through ours):
-       python make_wide.py build --work /tmp/wide --ref /work/refvenv/bin/python --ours /work/venv/bin/python
+       python make_wide.py build --work /tmp/wide --ref /tmp/refvenv/bin/python --ours python3
 
 Models (one training step, level mix, torch.set_num_threads(1), fixed seeds):
   convbn  4 x Conv2d-BatchNorm2d-ReLU (max pool after the 2nd), global average pool, Linear; SGD
@@ -609,8 +609,8 @@ print(json.dumps({"origins": [{"entry": o.entry, "kind": str(o.kind), "phase": s
 def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_wide.py build")
     p.add_argument("--work", default="/tmp/wide")
-    p.add_argument("--ref", default="/work/refvenv/bin/python")
-    p.add_argument("--ours", default="/work/venv/bin/python")
+    p.add_argument("--ref", default="/tmp/refvenv/bin/python")
+    p.add_argument("--ours", default="python3")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-pack", action="store_true")
