@@ -171,7 +171,8 @@ def test_a_backward_only_bug_is_an_origin(tmp_path, monkeypatch):
     assert first.kind is OriginKind.COMPUTATION and first.phase == "backward"
     ev = first.evidence
     assert ev.floor_source.kind.value == "backward peers" and ev.floor_source.peers == 3
-    assert ev.ratio is not None and ev.ratio > rc.tolerance.origin and ev.threshold == rc.tolerance.origin * ev.floor
+    assert ev.ratio is not None and ev.ratio > rc.tolerance.backward_origin
+    assert ev.threshold == rc.tolerance.backward_origin * ev.floor
     # the backward calls after it inherit
     assert rc.states[rc.entries.index("Functional.linear.2.backward")] is CallState.PROPAGATED
 

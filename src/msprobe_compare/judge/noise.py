@@ -63,6 +63,9 @@ class Tolerance:
     # (PyTorch's default for cuDNN convolutions on Ampere and later) and Ascend's HF32 keep 10 mantissa bits, and
     # nothing in the dump says so; such an op's outputs are compared with at least `floor_units` of it
     reduced_matmul: float = 2.0**-11
+    # a backward call is an origin when its gain exceeds this many times the largest gain of its peers in other layers
+    # (judge/backward.py): noise-only gains over the peers' reach 1.89 on the cases, backward bugs stand at 14-1056
+    backward_origin: float = 4.0
 
     @classmethod
     def parse(cls, text: str | None) -> Tolerance:

@@ -460,6 +460,21 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
     return noise.RowMeasures(diff[:, None], np.zeros((n, 1)), unit, nonfinite, nonfinite_any, ("md5 differs",))
 
 
+def _first_outputs(npu: RowTable, diff: np.ndarray, phase_code: np.ndarray) -> np.ndarray:
+    """Per backward call, the measures of its first output row (`output.0`: the gradient of its forward call's first
+    input, the one the network passes on; NaN where it has none or it is not measured); -inf for the other calls.
+    A backward call's other outputs are parameter gradients, sums over the batch whose cancellation varies from
+    layer to layer (a BatchNorm bias gradient), judged through this one."""
+    out = np.full((len(npu.entries), diff.shape[1]), -np.inf)
+    rows = np.flatnonzero(npu.state == State.OUTPUT)
+    if not len(rows):
+        return out
+    calls, first = np.unique(npu.entry_index[rows], return_index=True)
+    keep = phase_code[calls] == PHASES.index("backward")
+    out[calls[keep]] = diff[rows[first[keep]]]
+    return out
+
+
 def _reduced_matmul(entries: list[str], out_d: np.ndarray, ufl: np.ndarray, tol: Tolerance,
                     margin: float) -> np.ndarray:  # fmt: skip
     """The matmul-class calls (noise.matmul_calls) whose outputs stand above `margin` times their precision floor:
@@ -582,8 +597,8 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     if k_cols == 3:
         weight[2] = tol.extremes
     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
-    bwd = backward.judge(entries, phase_code, parents or {}, in_d, out_d, q_all, ufl, weight,
-                         origin_margin) if not md5 else None  # fmt: skip
+    bwd = backward.judge(entries, phase_code, parents or {}, in_d, _first_outputs(npu, diff, phase_code), q_all, ufl,
+                         weight, tol.backward_origin) if not md5 else None  # fmt: skip
     beyond = None
     if m is not None and m.beyond is not None and n_entries:
         upstream = np.empty(n_entries)
@@ -645,6 +660,10 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             state = CallState.ORIGIN if origin else CallState.PROPAGATED
         elif nfin or nfany:
             state = CallState.PROPAGATED
+        elif inherited and not found and collective[e] and rout > origin_margin and rin <= suspect_margin:
+            # after the backward pass began (gradients all-reduced): another rank's difference arrives here
+            origin = replace(ctx.origin(e, OriginKind.COMPUTATION, None), collective=True)
+            state = CallState.ORIGIN
         elif inherited and not found and bwd is not None and bwd.above[e]:
             origin = ctx.backward_origin(e, bwd)  # a backward call far above what its inputs and peers explain
             state = CallState.ORIGIN
@@ -915,7 +934,7 @@ class _Context:
         floor = float(bwd.floor[e, c])
         value = float(self.out_d[e, c])
         src = FloorSource(FloorKind.BACKWARD_PEERS, units=float(bwd.peer_gain[e]), peers=int(bwd.peers[e]))
-        ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(value), float(self.margin * self.weight[c] * floor),
+        ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(value), float(self.tol.backward_origin * floor),
                       self._deciding_row(e, c, True) or ev.first_row, floor, src,
                       _num(value / floor) if floor > 0 else None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
         return Origin(self.entries[e], OriginKind.COMPUTATION, PHASES[self.phases[e]], None, ev)
