@@ -13,6 +13,8 @@ Two modes.
 2. Every case, their TRUTH.json and the two archives (`build`; runs the dumps through the reference virtualenv and
    the twin compares through ours):
        python make_wide.py build --work /tmp/wide --ref /tmp/refvenv/bin/python --ours python3
+   `--set more` makes the `wide2_*` cases instead (MORE_CASES: other seeds and sizes by --seed, --data-seed, --width,
+   --layers, --batch) and packs them into noise_wide_more.tar.xz, all TUNE.
 
 Models (one training step, level mix, torch.set_num_threads(1), fixed seeds):
   convbn  4 x Conv2d-BatchNorm2d-ReLU (max pool after the 2nd), global average pool, Linear; SGD
@@ -57,6 +59,9 @@ MODELS = ["convbn", "vit", "moe", "rnn", "gqa", "dist"]
 NOISES = ["none", "bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo"]
 BUGS = ["none", "scale", "nan", "softmaxdim", "eps", "gradact", "gradlin"]
 TASKS = ["statistics", "tensor", "md5"]
+DEFAULT_LAYERS = {"convbn": 4, "vit": 3, "moe": 3, "rnn": 6, "gqa": 4}
+DEFAULT_BATCH = {"convbn": 4, "vit": 4, "moe": 2, "rnn": 4, "gqa": 2, "dist": 16}
+VARIANT = {"seed": 1234, "data_seed": 4321, "width": 32, "layers": 0, "batch": 0}  # dump_main's defaults
 
 
 # --------------------------------------------------------------------------------------------- one dump (refvenv)
@@ -70,7 +75,16 @@ def dump_main(argv: list[str]) -> None:
     p.add_argument("--factor", type=float, default=1.1)
     p.add_argument("--task", default="statistics", choices=TASKS)
     p.add_argument("--out", required=True)
+    # size and seed variants (noise_wide_more); the defaults reproduce the wide_* cases byte for byte
+    p.add_argument("--seed", type=int, default=1234, help="weights (msprobe seed_all)")
+    p.add_argument("--data-seed", type=int, default=4321, help="the batch (dist: + rank)")
+    p.add_argument("--width", type=int, default=32, help="model width (convbn: channels width/2, width)")
+    p.add_argument("--layers", type=int, default=0, help="blocks / conv layers / time steps (0: the family's)")
+    p.add_argument("--batch", type=int, default=0, help="batch size (0: the family's)")
     args = p.parse_args(argv)
+    W = args.width
+    NL = args.layers or DEFAULT_LAYERS.get(args.model, 0)
+    NB = args.batch or DEFAULT_BATCH[args.model]
     npu = args.side == "npu"
     noise = args.noise if npu else "none"
     bug = args.bug if npu else "none"
@@ -226,7 +240,7 @@ def dump_main(argv: list[str]) -> None:
     cfg_path = args.out.rstrip("/") + f"_config{rank}.json"
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
-    seed_all(seed=1234, mode=False)
+    seed_all(seed=args.seed, mode=False)
     debugger = PrecisionDebugger(config_path=cfg_path)
     L = args.layer
 
@@ -235,19 +249,20 @@ def dump_main(argv: list[str]) -> None:
 
     # ------------------------------------------------------------------------------------------------ models
     class ConvBN(nn.Module):
-        def __init__(self):
+        def __init__(self, w=32, n=4):
             super().__init__()
-            ch = [3, 16, 16, 32, 32]
-            self.convs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 3, padding=1) for k in range(4)])
+            ch = [3] + [w // 2 if k < n // 2 else w for k in range(n)]
+            self.n = n
+            self.convs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 3, padding=1) for k in range(n)])
             self.bns = nn.ModuleList([nn.BatchNorm2d(ch[k + 1], eps=1e-2 if at("eps", k) else 1e-5)
-                                      for k in range(4)])
-            self.acts = nn.ModuleList([nn.ReLU() for _ in range(4)])
+                                      for k in range(n)])
+            self.acts = nn.ModuleList([nn.ReLU() for _ in range(n)])
             self.pool = nn.MaxPool2d(2)
             self.gap = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Linear(32, 10)
+            self.fc = nn.Linear(ch[-1], 10)
 
         def forward(self, x):
-            for k in range(4):
+            for k in range(self.n):
                 x = self.acts[k](self.bns[k](self.convs[k](x)))
                 if k == 1:
                     x = self.pool(x)
@@ -288,11 +303,11 @@ def dump_main(argv: list[str]) -> None:
             return x + self.mlp(self.ln2(x))
 
     class ViT(nn.Module):
-        def __init__(self, d=32):
+        def __init__(self, d=32, n=3):
             super().__init__()
             self.patch = nn.Conv2d(3, d, 4, stride=4)
             self.pos = nn.Parameter(torch.randn(1, 16, d) * 0.02)
-            self.blocks = nn.ModuleList([ViTBlock(d, k) for k in range(3)])
+            self.blocks = nn.ModuleList([ViTBlock(d, k) for k in range(n)])
             self.ln = nn.LayerNorm(d)
             self.head = nn.Linear(d, 10)
 
@@ -321,10 +336,10 @@ def dump_main(argv: list[str]) -> None:
             return x + y
 
     class MoE(nn.Module):
-        def __init__(self, d=32, vocab=32):
+        def __init__(self, d=32, vocab=32, n=3):
             super().__init__()
             self.emb = nn.Embedding(vocab, d)
-            self.blocks = nn.ModuleList([MoEBlock(d, k) for k in range(3)])
+            self.blocks = nn.ModuleList([MoEBlock(d, k) for k in range(n)])
             self.ln = nn.LayerNorm(d)
             self.head = nn.Linear(d, vocab)
 
@@ -433,54 +448,54 @@ def dump_main(argv: list[str]) -> None:
             return self.head(self.norm(x))
 
     class DistMLP(nn.Module):
-        def __init__(self):
+        def __init__(self, h=64):
             super().__init__()
-            self.fc1, self.act1 = nn.Linear(32, 64), nn.ReLU()
-            self.fc2, self.act2 = nn.Linear(64, 64), nn.ReLU()
-            self.head = nn.Linear(64, 10)
+            self.fc1, self.act1 = nn.Linear(32, h), nn.ReLU()
+            self.fc2, self.act2 = nn.Linear(h, h), nn.ReLU()
+            self.head = nn.Linear(h, 10)
 
         def forward(self, x):
             h = self.act1(self.fc1(x))
             h = h + self.act2(self.fc2(h))
             return self.head(h)
 
-    G = torch.Generator().manual_seed(4321)
+    G = torch.Generator().manual_seed(args.data_seed)
     lm = False
     if args.model == "convbn":
-        model = ConvBN()
-        x, y = torch.randn(4, 3, 12, 12, generator=G), torch.randint(0, 10, (4,), generator=G)
+        model = ConvBN(W, NL)
+        x, y = torch.randn(NB, 3, 12, 12, generator=G), torch.randint(0, 10, (NB,), generator=G)
         target = {"scale": model.convs[L], "nan": model.convs[L], "gradact": model.acts[L]}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     elif args.model == "vit":
-        model = ViT()
-        x, y = torch.randn(4, 3, 16, 16, generator=G), torch.randint(0, 10, (4,), generator=G)
-        b = model.blocks[min(L, 2)]
+        model = ViT(W, NL)
+        x, y = torch.randn(NB, 3, 16, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
+        b = model.blocks[min(L, NL - 1)]
         target = {"scale": b.mlp.fc1, "nan": b.attn.proj, "gradact": b.mlp.act, "gradlin": b.mlp.fc2}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "moe":
-        model = MoE()
-        x = torch.randint(0, 32, (2, 9), generator=G)
+        model = MoE(W, n=NL)
+        x = torch.randint(0, 32, (NB, 9), generator=G)
         x, y, lm = x[:, :-1], x[:, 1:], True
-        b = model.blocks[min(L, 2)]
+        b = model.blocks[min(L, NL - 1)]
         target = {"scale": b.experts[1].fc1, "nan": b.experts[2].fc2, "gradact": b.experts[0].act,
                   "gradlin": b.experts[3].fc2}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "rnn":
-        model = GRU()
-        x, y = torch.randn(4, 6, 16, generator=G), torch.randint(0, 10, (4,), generator=G)
+        model = GRU(d=W, steps=NL)
+        x, y = torch.randn(NB, NL, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
         target = {"scale": model.hh, "nan": model.hh, "gradact": model.act, "gradlin": model.hh}.get(bug)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     elif args.model == "gqa":
-        model = Decoder()
-        x = torch.randint(0, 64, (2, 9), generator=G)
+        model = Decoder(W, n=NL)
+        x = torch.randint(0, 64, (NB, 9), generator=G)
         x, y, lm = x[:, :-1], x[:, 1:], True
-        b = model.layers[min(L, 3)]
+        b = model.layers[min(L, NL - 1)]
         target = {"scale": b.mlp.down, "nan": b.attn.o, "gradact": b.mlp.act, "gradlin": b.attn.o}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     else:
-        model = DistMLP()
-        Gr = torch.Generator().manual_seed(4321 + rank)
-        x, y = torch.randn(16, 32, generator=Gr), torch.randint(0, 10, (16,), generator=Gr)
+        model = DistMLP(2 * W)
+        Gr = torch.Generator().manual_seed(args.data_seed + rank)
+        x, y = torch.randn(NB, 32, generator=Gr), torch.randint(0, 10, (NB,), generator=Gr)
         target = model.fc2 if bug in ("scale", "nan") else None
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
@@ -523,15 +538,34 @@ def F_(f: float) -> str:
     return str(f).replace(".", "p")
 
 
+def variant_tag(c: dict) -> str:
+    """`_s<seed>[_d<data seed>][_w<width>][_n<layers>][_b<batch>]`: the non-default variant values ('' if none)."""
+    v = c.get("variant", {})
+    tag = ""
+    for key, letter in (("seed", "s"), ("data_seed", "d"), ("width", "w"), ("layers", "n"), ("batch", "b")):
+        if key in v and v[key] != VARIANT[key] and not (key == "data_seed" and v[key] == v.get("seed")):
+            tag += f"_{letter}{v[key]}"  # `_s<n>` alone: weights and batch seeded alike
+    return tag
+
+
 def case_name(c: dict) -> str:
     task = {"statistics": "stat"}.get(c["task"], c["task"])
     bug = c["bug"] + (f"_{F_(c['factor'])}" if c["bug"] == "scale" else "")
     layer = "" if c["bug"] == "none" else f"_L{c['layer']}"
-    return f"wide_{c['model']}_{c['noise']}_{bug}{layer}_{task}"
+    prefix = "wide2" if c.get("set") == "more" else "wide"
+    return f"{prefix}_{c['model']}_{c['noise']}_{bug}{layer}{variant_tag(c)}_{task}"
 
 
 def C(model, noise, bug="none", layer=0, task="statistics", factor=1.1):
     return {"model": model, "noise": noise, "bug": bug, "layer": layer, "task": task, "factor": factor}
+
+
+def C2(model, noise, bug="none", layer=0, task="statistics", factor=1.1, **variant):
+    """A `wide2_*` case (noise_wide_more.tar.xz, all TUNE): another seed and size (keys of VARIANT)."""
+    assert set(variant) <= set(VARIANT), variant
+    c = C(model, noise, bug, layer, task, factor)
+    c.update(set="more", variant=variant)
+    return c
 
 
 # family x noise: every combination has its noise-only case
@@ -567,6 +601,48 @@ DIST_CASES = [C("dist", "none", "scale", 0, factor=1.05), C("dist", "tf32", "sca
               C("dist", "tf32", "none")]
 
 
+# noise_wide_more.tar.xz (a second TUNE batch, mostly noise only): every family x every noise source it has, at two
+# other seeds and sizes (A: seed 11, width 48, batch x2; B: seed 23, width 24, one layer less); a few tensor and md5
+# noise-only runs; bugs at layers the wide_* cases do not use; two more dist cases.
+MORE_NOISES = {"convbn": ["bf16", "tf32", "convalgo"], "vit": ["bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo"],
+               "moe": ["bf16", "tf32", "softmaxalgo"], "rnn": ["bf16", "tf32"],
+               "gqa": ["bf16", "fp16mask", "tf32", "softmaxalgo"]}
+
+
+def VA(m):
+    return dict(seed=11, data_seed=11, width=48, batch=2 * DEFAULT_BATCH[m])
+
+
+def VB(m):
+    return dict(seed=23, data_seed=23, width=24, layers=DEFAULT_LAYERS[m] - 1)
+
+
+def VT(m):  # small tensor cases
+    return dict(seed=31, data_seed=31, width=16, layers=2, batch=2)
+
+
+MORE_CASES = (
+    [C2(m, n, **VA(m)) for m, ns in MORE_NOISES.items() for n in ns]
+    + [C2(m, n, **VB(m)) for m, ns in MORE_NOISES.items() for n in ns]
+    + [C2("convbn", "convalgo", task="tensor", **VT("convbn")), C2("vit", "fp16mask", task="tensor", **VT("vit")),
+       C2("moe", "softmaxalgo", task="tensor", **VT("moe")),
+       C2("rnn", "bf16", task="md5", seed=31, data_seed=31), C2("gqa", "fp16mask", task="md5", **VB("gqa")),
+       C2("convbn", "tf32", task="md5", **VA("convbn"))]
+    + [C2("convbn", "bf16", "scale", 1, factor=1.05, **VA("convbn")), C2("vit", "tf32", "scale", 2, **VA("vit")),
+       C2("moe", "bf16", "nan", 0, **VB("moe")), C2("gqa", "bf16", "softmaxdim", 2, **VA("gqa")),
+       C2("rnn", "bf16", "eps", 2, **VA("rnn")), C2("moe", "tf32", "gradact", 1, **VA("moe")),
+       C2("vit", "bf16", "gradlin", 0, **VB("vit")), C2("gqa", "tf32", "gradlin", 1, **VB("gqa")),
+       C2("convbn", "tf32", "nan", 1, **VB("convbn")), C2("rnn", "tf32", "gradact", 3, **VB("rnn"))]
+    + [C2("dist", "bf16", "scale", 0, seed=11, data_seed=11, width=48), C2("dist", "bf16", "none", seed=11, data_seed=11, width=48)]
+)
+
+
+def more_cases() -> list[dict]:
+    names = [case_name(c) for c in MORE_CASES]
+    assert len(set(names)) == len(names), [n for n in names if names.count(n) > 1]
+    return list(MORE_CASES)
+
+
 def all_cases() -> list[dict]:
     out = [C(m, n) for m, ns in COMBOS.items() for n in ns] + BUG_CASES + MODE_CASES + DIST_CASES
     names = [case_name(c) for c in out]
@@ -577,6 +653,8 @@ def all_cases() -> list[dict]:
 def heldout(name: str) -> bool:
     """The split rule: the cases are grouped by bug kind (`none` is a kind), each group sorted by the sha256 hex
     digest of the case name, and the 2nd and 4th of every 5 (positions 1 and 3 modulo 5) are held aside: ~40%."""
+    if name.startswith("wide2_"):
+        return False  # noise_wide_more: all TUNE
     groups: dict[str, list[str]] = {}
     for c in all_cases():
         groups.setdefault(c["bug"], []).append(case_name(c))
@@ -587,10 +665,11 @@ def heldout(name: str) -> bool:
     raise KeyError(name)
 
 
-def run_key(model, side, noise, bug, layer, task, factor) -> str:
+def run_key(model, side, noise, bug, layer, task, factor, vtag="") -> str:
     if side == "bench":
-        return f"{model}_bench_{task}"
-    return f"{model}_npu_{noise}_{bug}_{layer if bug != 'none' else 0}_{F_(factor) if bug == 'scale' else ''}_{task}"
+        return f"{model}_bench{vtag}_{task}"
+    return (f"{model}_npu_{noise}_{bug}_{layer if bug != 'none' else 0}_{F_(factor) if bug == 'scale' else ''}"
+            f"{vtag}_{task}")
 
 
 OUR_SNIPPET = r"""
@@ -614,31 +693,36 @@ def build_main(argv: list[str]) -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-pack", action="store_true")
+    p.add_argument("--set", default="wide", choices=["wide", "more"],
+                   help="wide: the wide_* cases (noise_wide + heldout); more: the wide2_* cases (noise_wide_more)")
     a = p.parse_args(argv)
     work = Path(a.work)
     runs, cases = work / "runs", work / "cases"
     runs.mkdir(parents=True, exist_ok=True)
     me = Path(__file__).resolve()
-    todo = all_cases()
+    todo = all_cases() if a.set == "wide" else more_cases()
     if a.only:
         keep = set(a.only.split(","))
         todo = [c for c in todo if case_name(c) in keep]
 
     need: dict[str, list[str]] = {}
 
-    def want(model, side, noise, bug, layer, task, factor):
-        key = run_key(model, side, noise, bug, layer, task, factor)
+    def want(model, side, noise, bug, layer, task, factor, c):
+        vtag = variant_tag(c)
+        key = run_key(model, side, noise, bug, layer, task, factor, vtag)
         if key not in need:
             cmd = ["--model", model, "--side", side, "--noise", noise, "--bug", bug, "--layer", str(layer),
                    "--factor", str(factor), "--task", task, "--out", str(runs / key)]
+            for k, v in c.get("variant", {}).items():
+                cmd += [f"--{k.replace('_', '-')}", str(v)]
             need[key] = cmd
         return key
 
     plan = []
     for c in todo:
         m, n, b, l, t, f = c["model"], c["noise"], c["bug"], c["layer"], c["task"], c["factor"]
-        plan.append((c, want(m, "npu", n, b, l, t, f), want(m, "bench", n, "none", 0, t, f),
-                     want(m, "npu", n, "none", 0, t, f)))
+        plan.append((c, want(m, "npu", n, b, l, t, f, c), want(m, "bench", n, "none", 0, t, f, c),
+                     want(m, "npu", n, "none", 0, t, f, c)))
 
     def do(item):
         key, cmd = item
@@ -684,8 +768,11 @@ def build_main(argv: list[str]) -> None:
 
     if not a.no_pack:
         here = me.parent
-        for archive, held in (("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)):
-            names = sorted(x.name for x in cases.iterdir() if heldout(x.name) == held)
+        packs = ((("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)) if a.set == "wide"
+                 else (("noise_wide_more.tar.xz", False),))
+        for archive, held in packs:
+            names = sorted(x.name for x in cases.iterdir()
+                           if x.name.startswith("wide2_" if a.set == "more" else "wide_") and heldout(x.name) == held)
             subprocess.run(["tar", "-cJf", str(here / archive), "-C", str(cases), *names], check=True)
             print(f"{archive}: {len(names)} cases, {(here / archive).stat().st_size} bytes")
 
@@ -795,6 +882,8 @@ def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[st
              "task": {"statistics": "stat"}.get(c["task"], c["task"]),
              "phase": "backward" if c["bug"].startswith("grad") else ("forward" if c["bug"] != "none" else None),
              "split": "held-aside" if heldout(name) else "tune"}
+    if c.get("variant"):
+        truth["variant"] = {**VARIANT, **c["variant"]}
     if c["bug"] == "none" and c["model"] != "dist":
         truth["origin"] = []
         truth["how"] = "noise only"
