@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""The root-cause analysis's cost: the same compare with the analysis on and off (MSPROBE_BENCH_NO_ROOTCAUSE=1),
-alternating, N runs each; user+sys CPU of the process tree (os.wait4), wall and peak memory, medians and the
-on/off ratios. `--base SRC` adds a variant: the analysis on with another checkout's src/ (the package before a
-change); `--fork` one with the analysis in a forked child beside the rest of the compare (MSPROBE_BENCH_FORK_ROOTCAUSE=1;
-in-process is the default).
+"""The root-cause analysis's cost: the same compare with the analysis on and off (bench/without_rootcause.py:
+`api.build_outcome(..., root_cause=False)`), alternating, N runs each; user+sys CPU of the process tree (os.wait4),
+wall and peak memory, medians and the on/off ratios. `--base SRC` adds a variant: the analysis on with another
+checkout's src/ (the package before a change). (A forked analysis was measured with `--fork` until issue #29; see
+docs/rootcause.md, Speed.)
 
 Peak memory is the largest peak RSS of any one process of the tree (os.wait4); `--sample 0.2` samples the summed Pss
 of the whole tree every 0.2 s instead. Sampling costs the measured runs: reading smaps_rollup walks a process's page
 tables, and on this 2-core machine the sampler takes CPU from the compare and its forked writer, more from the
 larger of the two variants (the analysis on), so the speed ratio is measured without it by default.
 
-    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv|xlsx|default|...] [--base OTHER/src] [--fork]
+    python3 bench/rootcause_ab.py [--pair DIR] [--runs 5] [--format csv|xlsx|default|...] [--base OTHER/src]
                                   [--sample SECONDS]
 """
 
@@ -38,14 +38,15 @@ def main() -> None:
     ap.add_argument("--format", default="csv", help="the compare's --format (default: csv); 'default': none given, "
                     "the formats a user's run writes (xlsx and html)")
     ap.add_argument("--base", type=Path, help="another src/ folder: a third variant, the analysis on there")
-    ap.add_argument("--fork", action="store_true", help="a variant with the analysis in a forked child")
     ap.add_argument("--sample", type=float, default=0.0,
                     help="sample the tree's summed Pss every SECONDS (default 0: peak RSS from os.wait4, no sampling)")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="rootcause_ab_"))
-    cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"),
-           "-o", str(out), "-s"] + ([] if args.format == "default" else ["--format", args.format])  # fmt: skip
-    variants = ["off", "on"] + (["base"] if args.base else []) + (["fork"] if args.fork else [])
+    argv = ["-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"), "-o", str(out), "-s"] + (
+        [] if args.format == "default" else ["--format", args.format])  # fmt: skip
+    cmd = [sys.executable, "-m", "msprobe_compare"] + argv
+    off_cmd = [sys.executable, str(Path(__file__).resolve().parent / "without_rootcause.py")] + argv
+    variants = ["off", "on"] + (["base"] if args.base else [])
     memory = "tree Pss" if args.sample else "peak RSS"
     runs: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
     try:
@@ -54,12 +55,8 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 env = dict(os.environ, PYTHONPATH=str(args.base if variant == "base" else SRC))
-                env.pop("MSPROBE_BENCH_FORK_ROOTCAUSE", None)
-                if variant == "off":
-                    env["MSPROBE_BENCH_NO_ROOTCAUSE"] = "1"
-                elif variant == "fork":
-                    env["MSPROBE_BENCH_FORK_ROOTCAUSE"] = "1"
-                r = run_child(cmd, None, os.devnull, None, sample=args.sample or None, env=env)
+                r = run_child(off_cmd if variant == "off" else cmd, None, os.devnull, None, sample=args.sample or None,
+                              env=env)  # fmt: skip
                 if r["rc"] != 0:
                     sys.exit(f"{variant} run failed (exit {r['rc']})")
                 peak = (r["tree_pss_kb"] if args.sample else r["maxrss_kb"]) / 1024

@@ -107,3 +107,37 @@ def test_the_checker_sees_what_it_must(tmp_path: Path) -> None:
                                              ("api", TOP), ("errors", 0)])  # fmt: skip
 def test_ranks(module: str, expected: int) -> None:
     assert rank(module) == expected
+
+
+def test_judge_writes_nothing_onto_other_objects() -> None:
+    """judge/ assigns attributes only on its own objects (`self`, `cls`): the root cause keeps what it computes
+    (stat bits, argument values) in its own records, not on load/'s row tables (issue #29)."""
+    bad = []
+    for path in sorted((SRC / PKG / "judge").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])  # fmt: skip
+            for t in targets:
+                if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "cls")):
+                    bad.append(f"{path.name}:{node.lineno}: {ast.unparse(t)}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                bad.append(f"{path.name}:{node.lineno}: setattr")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_benchmark_switch_in_the_package() -> None:
+    """No environment variable of the benchmarks steers a production path (bench/ holds its own drivers)."""
+    found = [f"{p.relative_to(SRC)}" for p in sorted((SRC / PKG).rglob("*.py")) if "MSPROBE_BENCH" in p.read_text()]
+    assert not found, found
+
+
+def test_the_analysis_pairing_lives_in_pair() -> None:
+    """One home for every way rows are paired: the root cause's call matcher is pair/calls.py, and judge/ holds
+    no pairing of its own (no module there defines the matcher's entry points)."""
+    judge_defs = set()
+    for path in sorted((SRC / PKG / "judge").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        judge_defs |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert not judge_defs & {"analysis_pairing", "analysis_match", "tree_diff", "tree_beside", "call_keys", "Names"}
+    calls = ast.parse((SRC / PKG / "pair" / "calls.py").read_text(encoding="utf-8"))
+    assert {"analysis_pairing", "tree_beside", "Names"} <= {n.name for n in calls.body if hasattr(n, "name")}

@@ -15,7 +15,8 @@ from msprobe_compare.errors import CompareError, InputError
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.rootcause import analyse_later
-from msprobe_compare.judge.noise import Tolerance, TreeDiff, tree_beside, tree_diff
+from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.pair.calls import TreeDiff, tree_beside, tree_diff
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
     LayerFiles,
@@ -105,8 +106,10 @@ def _mapped_keys(opts: Options, npu: RowTable, bench: RowTable, console: Console
     return None
 
 
-def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
-    """Everything up to, not including, writing the result files (-lm saves its data mapping here)."""
+def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = True) -> CompareOutcome:
+    """Everything up to, not including, writing the result files (-lm saves its data mapping here). `root_cause`
+    False: no root-cause analysis, nor the bench construct.json it alone reads (bench/rootcause_ab.py measures what
+    the analysis costs so)."""
     check_input_file(cfg.npu_path, "npu_path")
     check_input_file(cfg.bench_path, "bench_path")
     npu_dump, npu_entries = open_dump(cfg.npu_path)  # headers now; entries streamed by flatten
@@ -140,11 +143,11 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
             tree.append(bench if bench is not None else module_tree(bench_tree, console))
             return
         tree.append(module_tree(npu_tree, console))
-        if not tree[0] or not rootcause_on():  # the bench tree serves only the root cause's pairing
+        if not tree[0] or not root_cause:  # the bench tree serves only the root cause's pairing
             tree.append(None)
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
             tree.extend((tree[0], tree_diff(tree[0], tree[0])))
-        else:  # the root cause's module-local pairing (judge.noise.analysis_match), and the trees' diff, made
+        else:  # the root cause's module-local pairing (pair.calls.analysis_pairing), and the trees' diff, made
             tree.extend(_bench_tree(bench_tree, tree[0], console))  # while the bench side may still be read
 
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
@@ -196,12 +199,12 @@ def build_outcome(cfg: CompareConfig, console: Console) -> CompareOutcome:
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     tolerance = Tolerance.parse(opts.tolerance)
     analysis = None
-    if rootcause_on():  # started now: a large compare's analysis runs in a child while the rows are measured
+    if root_cause:  # started before the rows are measured (analyse_later: in-process unless asked to fork)
         analysis = analyse_later(Measured(mode, npu, bench, match, tensors=tensors), tree[0],
                                  tree[1] if plain else None, tolerance, tree[2] if plain and len(tree) > 2 else None)
     measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
-                     tolerance=tolerance, rootcause_on=rootcause_on(), analysis=analysis)  # fmt: skip
+                     tolerance=tolerance, rootcause_on=root_cause, analysis=analysis)  # fmt: skip
     return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
 
 
@@ -210,14 +213,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.samefile(b)
     except OSError:
         return False
-
-
-NO_ROOTCAUSE_ENV = "MSPROBE_BENCH_NO_ROOTCAUSE"  # "1": no root-cause analysis (bench/README.md: its cost, measured)
-
-
-def rootcause_on() -> bool:
-    """False only when a benchmark turns the analysis off to measure what it costs; never for users' runs."""
-    return os.environ.get(NO_ROOTCAUSE_ENV) != "1"
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
@@ -245,7 +240,7 @@ def _warn_empty_entries(npu: RowTable, bench: RowTable, console: Console) -> Non
 def _bench_tree(path: Path, npu_tree: dict[str, str | None],
                 console: Console) -> tuple[dict[str, str | None] | None, TreeDiff | None]:  # fmt: skip
     """The bench side's construct.json and its diff from the NPU tree (None, None without one): read beside the NPU
-    tree in C where it can be (noise.tree_beside: one pass, the parents shared), else as module_tree reads it."""
+    tree in C where it can be (pair.calls.tree_beside: one pass, the parents shared), else as module_tree reads it."""
     if os.path.lexists(path):
         try:
             got = tree_beside(read_bytes(path), npu_tree)

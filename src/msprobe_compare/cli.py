@@ -161,7 +161,8 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
                    help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "
                         "(keys: origin, suspect, tensor_origin, tensor_suspect, floor_units, min_floor, "
-                        "extremes; see docs/rootcause.md)")  # fmt: skip
+                        "extremes, excess_units, tensor_confirm, reduced_matmul, backward_origin; see "
+                        "docs/rootcause.md)")  # fmt: skip
 
 
 def _parser_26() -> argparse.ArgumentParser:

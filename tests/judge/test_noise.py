@@ -23,6 +23,7 @@ from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.errors import UsageError
 from msprobe_compare.judge import noise
+from msprobe_compare.pair import calls as pairing
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.log import Console
@@ -126,7 +127,7 @@ def test_module_local_pairing_under_fused_attention(cases, monkeypatch):
     rc = o.rootcause
     assert rc.repaired > 0 and rc.origins == []
     npu, bench = o.npu, o.bench
-    match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(cases / "tfm_fused_nobug_stat"))
+    match, _ = pairing.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(cases / "tfm_fused_nobug_stat"))
     pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
     # block 0: q, k, v, then the output's transpose (the bench's transpose.3 is k.T for its matmul)
     assert pairs["Tensor.transpose.3.forward.input.0"] == "Tensor.transpose.4.forward.input.0"
@@ -240,8 +241,8 @@ def test_statistic_resolution_is_one_ulp_of_its_dtype():
     assert noise.precision("torch.bfloat16") == (2.0**-8, 7) and noise.precision("BFloat16") == (2.0**-8, 7)
     assert noise.precision("torch.float16")[0] == 2.0**-11 and noise.precision("Float32")[0] == 2.0**-24
     assert noise.precision("torch.int64") == (0.0, 0) and noise.precision("<class 'float'>") == (0.0, 0)
-    assert noise.call_key("Functional.linear.3.forward") == "Functional.linear..forward"
-    assert noise.call_key("Module.a.Linear.forward.0") == "Module.a.Linear.forward."
+    assert pairing.call_key("Functional.linear.3.forward") == "Functional.linear..forward"
+    assert pairing.call_key("Module.a.Linear.forward.0") == "Module.a.Linear.forward."
 
 
 def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
@@ -340,12 +341,12 @@ def test_repairing_when_both_sides_keep_the_same_names(cases, monkeypatch, tmp_p
     assert rc.origins == [] and rc.suspects == [], [story.item_description(x) for x in rc.origins + rc.suspects]
     assert rc.repaired >= 20  # linear.4 .. linear.23 of the npu, each with its module call's neighbours
     npu, bench = o.npu, o.bench
-    match, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
+    match, _ = pairing.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
     # the trees compared where they are read (api, while the bench side is read) give the same pairing
-    trees = noise.tree_diff(rc.parents, _bench_tree(case))
+    trees = pairing.tree_diff(rc.parents, _bench_tree(case))
     assert not trees.equal and "Functional.linear.4.forward" in trees.moved
     assert all(rc.parents[k] != _bench_tree(case)[k] for k in trees.moved)
-    again, _ = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case), trees)
+    again, _ = pairing.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case), trees)
     assert np.array_equal(again, match)
     pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
     assert pairs["Functional.linear.3.forward.input.0"] == "Functional.linear.3.forward.input.0"
@@ -403,7 +404,7 @@ def test_extra_and_missing_call_inside_one_module_align_by_signature(cases, monk
     assert rc.repaired == 10  # block 1's five transposes, forward and backward
     assert "10 calls paired by enclosing module and call signature for the analysis" in story.noise_model_line(rc)
     npu, bench = o.npu, o.bench
-    match, n = noise.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
+    match, n = pairing.analysis_match(npu, bench, o.match, rc.parents, _bench_tree(case))
     assert n == 10
     pairs = {npu.names[i]: bench.names[j] for i, j in enumerate(match.tolist()) if j >= 0}
     assert not any(k.startswith("Tensor.transpose.5.") for k in pairs)  # the extra call, forward and backward
@@ -419,7 +420,7 @@ def test_extra_and_missing_call_inside_one_module_align_by_signature(cases, monk
     assert table["Tensor.transpose.5.forward.input.1"] == "Tensor.transpose.5.forward.input.1"
     assert table["Tensor.transpose.6.forward.input.0"] == "Tensor.transpose.6.forward.input.0"
     # bounded: beyond the signature budget the calls pair by counter, and the shift shows as differing arguments
-    monkeypatch.setattr(noise, "SIGNATURE_ROWS", 10)
+    monkeypatch.setattr(pairing, "SIGNATURE_ROWS", 10)
     rc = _outcome(case, monkeypatch).rootcause
     assert rc.repaired == 0 and [x.entry for x in rc.origins] == ["Tensor.transpose.5.forward",
                                                                   "Tensor.transpose.8.forward"]  # fmt: skip
@@ -432,7 +433,7 @@ def test_signature_alignment_leaves_aligned_calls_alone(name, cases, monkeypatch
     import shutil
 
     o = _outcome(cases / name, monkeypatch)
-    match, n = noise.analysis_match(o.npu, o.bench, o.match, o.rootcause.parents, _bench_tree(cases / name))
+    match, n = pairing.analysis_match(o.npu, o.bench, o.match, o.rootcause.parents, _bench_tree(cases / name))
     assert n == 0 and o.rootcause.repaired == 0 and (match == o.match).all()
     same = tmp_path / "same"
     shutil.copytree(cases / name, same)
@@ -459,24 +460,15 @@ def test_native_row_passes_give_the_numpy_answer(name, cases, monkeypatch):
     assert answer() == native
 
 
-def test_analysis_forks_only_when_a_benchmark_asks(cases, monkeypatch):
-    """In-process by default at any size (a forked child costs a second copy of the pages it touches); FORK_ENV="1"
-    forks it from FORK_MIN_ROWS rows on."""
-    from msprobe_compare.judge import rootcause
-    from msprobe_compare.runtime import can_fork
-
-    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1)
-    monkeypatch.delenv(rootcause.FORK_ENV, raising=False)
+def test_analysis_forks_only_when_asked(cases, monkeypatch):
+    """In-process by default at any size (a forked child costs a second copy of the pages it touches); no
+    environment switch steers it (issue #29): `analyse_later(..., fork=True)` forks."""
     here = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch)
     assert not here.analysis.forked
-    if not can_fork():
-        pytest.skip("no fork here (one core, or other threads running)")
-    monkeypatch.setenv(rootcause.FORK_ENV, "1")
-    forked = _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch)
-    assert forked.analysis.forked
-    assert repr(forked.rootcause.origins) == repr(here.rootcause.origins)
-    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1 << 60)
-    assert not _outcome(cases / "tfm_amp_scale1p1_L1_stat", monkeypatch).analysis.forked
+    import msprobe_compare.api as api
+
+    src = Path(api.__file__).read_text() + Path(api.__file__).with_name("judge").joinpath("rootcause.py").read_text()
+    assert "os.environ" not in src and "MSPROBE_BENCH" not in src
 
 
 @pytest.mark.parametrize("name", ["tfm_amp_scale1p1_L1_stat", "tfm_amp_nobug_stat", TENSOR_CASE])
@@ -501,7 +493,6 @@ def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypat
         return (rc.entries, rc.states, repr(rc.origins), repr(rc.suspects), rc.metric, rc.repaired,
                 rc.lowest_precision, rc.parents, rc.tolerance, arrays)
 
-    monkeypatch.setattr(rootcause, "FORK_MIN_ROWS", 1 << 60)
     here = _outcome(cases / name, monkeypatch)
     assert isinstance(here.analysis, Later) and not here.analysis.forked
     import msprobe_compare.api as api
@@ -514,7 +505,7 @@ def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypat
 
 
 def test_bench_tree_read_beside_the_npu_tree_is_the_full_read(cases):
-    """Every noise case's bench construct.json read beside its NPU tree (noise.tree_beside, what the compare
+    """Every noise case's bench construct.json read beside its NPU tree (pairing.tree_beside, what the compare
     does): the tree and diff of the full read and tree_diff, with fused kernels' extra and missing calls; the
     parents both trees hold are the NPU tree's objects."""
     from msprobe_compare.load.dumpjson import read_construct_json
@@ -525,10 +516,10 @@ def test_bench_tree_read_beside_the_npu_tree_is_the_full_read(cases):
     for case in sorted(p for p in cases.iterdir() if (p / "bench/step0/rank/construct.json").is_file()):
         base = read_construct_json(case / "npu/step0/rank/construct.json")
         raw = (case / "bench/step0/rank/construct.json").read_bytes()
-        got = noise.tree_beside(raw, base)
+        got = pairing.tree_beside(raw, base)
         assert got is not None, case.name
         want = _bench_tree(case)
-        assert got[0] == want and got[1] == noise.tree_diff(base, want), case.name
+        assert got[0] == want and got[1] == pairing.tree_diff(base, want), case.name
         assert all(got[0][k] is base[k] for k in got[0] if k in base and got[0][k] == base[k])
         seen += 1
         moved += bool(got[1].moved) or not got[1].equal

@@ -19,6 +19,7 @@ from conftest import DATA, extract_archive
 from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.judge import noise
+from msprobe_compare.pair import calls as pairing
 from msprobe_compare.judge.rootcause import CallState, OriginKind
 from msprobe_compare.load.rows import phase_of
 from msprobe_compare.log import Console
@@ -98,9 +99,9 @@ def test_cast_target_dtype_is_precision_not_configuration(cases, monkeypatch):
     the other: the precision the runs differ in, not a differing argument."""
     rc = _rootcause(cases / "ms_mlp_fp16_none_mix_stat", monkeypatch)
     assert rc.states[rc.entries.index("Tensor.to.0.forward")] in (CallState.NOISE, CallState.OK)
-    assert noise.is_float_dtype_name("Float16") and noise.is_float_dtype_name("torch.bfloat16")
-    assert noise.is_float_dtype_name("BFloat16") and not noise.is_float_dtype_name("Int32")
-    assert not noise.is_float_dtype_name("tanh") and not noise.is_float_dtype_name("float_mode")
+    assert pairing.is_float_dtype_name("Float16") and pairing.is_float_dtype_name("torch.bfloat16")
+    assert pairing.is_float_dtype_name("BFloat16") and not pairing.is_float_dtype_name("Int32")
+    assert not pairing.is_float_dtype_name("tanh") and not pairing.is_float_dtype_name("float_mode")
 
 
 def test_float32_statistics_recorded_in_float16(cases, monkeypatch):

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from msprobe_compare.judge import noise
-from msprobe_compare.judge.rootcause import _PerEntry
+from msprobe_compare.pair import calls as pairing
+from msprobe_compare.judge.calls import _PerEntry
 from msprobe_compare.load.rows import name_flags, phase_codes
 from msprobe_compare.load.rows import flatten
 from native_helpers import native_module
@@ -120,7 +121,7 @@ def test_phase_codes_equal_python(fast, monkeypatch):
 
 
 def test_running_floor_equals_numpy(fast, monkeypatch):
-    from msprobe_compare.judge.rootcause import running_floor
+    from msprobe_compare.judge.floors import running_floor
 
     rng = np.random.default_rng(9)
     for calls, k in ((1, 3), (700, 3), (300, 1)):
@@ -136,15 +137,15 @@ def test_running_floor_equals_numpy(fast, monkeypatch):
 
 
 def test_names_index_equals_the_dict(monkeypatch):
-    """`noise.Names` over `_join.NameIndex` and over a dict: the same first positions, absences and repeats."""
+    """`pairing.Names` over `_join.NameIndex` and over a dict: the same first positions, absences and repeats."""
     native_module("_join")
     names = ["Functional.linear.0.forward", "Tensor.add.0.forward", "Module.é.Linear.forward.0", "ß", "",
              "Tensor.add.0.forward", "Functional.linear.1.forward", "x" * 300]  # fmt: skip
     keys = names[::-1] + ["absent", "Functional.linear.0.forwar", "\\ud800", "\ud800", "é"]
-    got = noise.Names(names)
+    got = pairing.Names(names)
     assert got._index is not None  # the C table
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
-    want = noise.Names(names)
+    want = pairing.Names(names)
     assert want._index is None
     assert _same(got.find(keys), want.find(keys))
     assert got.find(keys).tolist()[:8] == [7, 6, 1, 4, 3, 2, 1, 0]  # a repeated name: its first place
@@ -163,7 +164,7 @@ def test_names_index_refuses_a_changed_list():
         index.get("a")
     with pytest.raises(UnicodeEncodeError):  # a name without a UTF-8 form: Names takes its dict
         join.NameIndex(["\ud800"])
-    assert noise.Names(["\ud800", "a"]).find(["a", "\ud800"]).tolist() == [1, 0]
+    assert pairing.Names(["\ud800", "a"]).find(["a", "\ud800"]).tolist() == [1, 0]
 
 
 @pytest.mark.parametrize("low_dtype", ["torch.float16", "torch.bfloat16"])
@@ -193,7 +194,7 @@ def test_statistic_bits_equal_numpy(fast, monkeypatch, low_dtype):
 
 
 def test_margins_equal_numpy(fast, monkeypatch):
-    from msprobe_compare.judge.rootcause import margins
+    from msprobe_compare.judge.floors import margins
 
     rng = np.random.default_rng(4)
     for calls, k in ((500, 3), (200, 1)):
@@ -217,11 +218,11 @@ def test_children_equal_python(fast, monkeypatch):
             "Module.b.forward.0": "Module.a.forward.0", "Tensor.add.0.forward": "Module.b.forward.0",
             "Torch.cat.0.forward": None, "Module.é.forward.0": "Module.b.forward.0"}  # fmt: skip
     for modules in ({None}, {"Module.b.forward.0", "absent"}, set(), frozenset({"Module.a.forward.0", None})):
-        got = noise.children(tree, modules)
+        got = pairing.children(tree, modules)
         monkeypatch.setenv("MSPROBE_NATIVE", "0")
-        assert got == noise.children(tree, modules)
+        assert got == pairing.children(tree, modules)
         monkeypatch.delenv("MSPROBE_NATIVE")
-    assert noise.children(tree, {"Module.b.forward.0"}) == [("Tensor.add.0.forward", "Module.b.forward.0"),
+    assert pairing.children(tree, {"Module.b.forward.0"}) == [("Tensor.add.0.forward", "Module.b.forward.0"),
                                                              ("Module.é.forward.0", "Module.b.forward.0")]  # fmt: skip
     with pytest.raises(TypeError):
         fast.children(tree, ["not a set"])
@@ -238,15 +239,15 @@ def test_sides_positions_equal_first_positions(native, monkeypatch):
              (["a", "b"], [])]  # fmt: skip
     through = 0
     for n, b in cases:
-        sides = noise._Sides(SimpleNamespace(entries=n), SimpleNamespace(entries=b))
+        sides = pairing._Sides(SimpleNamespace(entries=n), SimpleNamespace(entries=b))
         assert sides.bench_of_npu.tolist() == [b.index(x) if x in b else -1 for x in n]
         assert sides.npu_of_bench.tolist() == [n.index(x) if x in n else -1 for x in b]
         assert sides.same() == (set(n) == set(b)) and sides.only_npu() == set(n) - set(b)
         assert [x in sides.npu for x in ("a", "q", "none")] == [x in n for x in ("a", "q", "none")]
         # the NPU side's Names, read through the bench side's where names occur once: as its own table
         keys = n[::-1] + b + ["none", "", "y"]
-        own = noise.Names(n)
-        through += type(sides.npu) is not noise.Names
+        own = pairing.Names(n)
+        through += type(sides.npu) is not pairing.Names
         assert sides.npu.find(keys).tolist() == own.find(keys).tolist() == [n.index(x) if x in n else -1 for x in keys]
         assert sides.npu.repeated == own.repeated and [sides.npu.get(k) for k in keys + [None]] == [
             own.get(k) for k in keys + [None]]  # fmt: skip
@@ -259,10 +260,10 @@ def test_call_keys_equal_the_patterns(fast, monkeypatch):
              "a.forward.", "a.forward.x1", "a.٣.forward", "a.².forward", "Module.b.forward.٣٤", "forward", "",
              "a.1.2.forward", "a.forward.1.forward.2", "Module.é.forward.0", "x.backward.3.forward", "a.3.Forward",
              "Module.a.parameters_grad", "a.0.backward.1"]  # fmt: skip
-    got = noise.call_keys(names)
+    got = pairing.call_keys(names)
     assert got == [fast.call_keys([n])[0] for n in names]
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
-    assert got == noise.call_keys(names)  # the regex passes over the joined names
+    assert got == pairing.call_keys(names)  # the regex passes over the joined names
     assert got[:4] == ["Functional.linear..forward", "Module.a.Linear.forward.", "Module.a.Linear.backward.",
                        "Tensor.add..backward"]  # fmt: skip
     assert fast.call_keys(["a.1.forward", "b\nc"]) is None  # a line break: the per-name rule
@@ -318,7 +319,7 @@ def test_stat_calls_equal_the_numpy_sequence(fast, gaps):
 
 
 def test_raw_args_are_the_raw_cells_of_column_0():
-    """`noise.raw_args`: per row the raw value of the first statistic column, as `RawCells[(row, 0)]` gives it,
+    """`pairing.raw_args`: per row the raw value of the first statistic column, as `RawCells[(row, 0)]` gives it,
     None for rows without one (numeric statistics, or a raw value in another column only)."""
     leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
             "Norm": 1.2}  # fmt: skip
@@ -328,15 +329,15 @@ def test_raw_args_are_the_raw_cells_of_column_0():
                                              "output": [dict(leaf, Max=True, Min=False)]},
             "Functional.relu.0.forward": {"input_args": [dict(leaf, Mean=True)], "output": [leaf]}}  # fmt: skip
     table = flatten(Path("dump.json"), data)
-    got = noise.raw_args(table)
+    got = pairing.raw_args(table)
     want = [table.raw[(r, 0)] if (r, 0) in table.raw else None for r in range(len(table))]
-    assert got.tolist() == want and noise.raw_args(table) is got  # kept on the table
+    assert got.tolist() == want and pairing.raw_args(table).tolist() == want  # read anew: RawArgs keeps it per analysis
     assert "mean" in want and False in want and sum(v is not None for v in want) >= 3
     assert any((r, 2) in table.raw and want[r] is None for r in range(len(table)))  # raw in another column only
 
 
 def _tree_twin(raw: bytes, base: dict):
-    """read_construct_json's tree of `raw` and its tree_diff from `base`: what noise.tree_beside must give."""
+    """read_construct_json's tree of `raw` and its tree_diff from `base`: what pairing.tree_beside must give."""
     import tempfile
 
     from msprobe_compare.load.dumpjson import read_construct_json
@@ -345,7 +346,7 @@ def _tree_twin(raw: bytes, base: dict):
         path = Path(d) / "construct.json"
         path.write_bytes(raw)
         tree = read_construct_json(path)
-    return tree, noise.tree_diff(base, tree)
+    return tree, pairing.tree_diff(base, tree)
 
 
 def _trees_equal(got, want) -> bool:
@@ -367,7 +368,7 @@ def test_tree_beside_equals_the_full_read_on_every_fixture_pair(fast):
         if not bench.is_file():
             continue
         base = read_construct_json(npu)
-        got = noise.tree_beside(bench.read_bytes(), base)
+        got = pairing.tree_beside(bench.read_bytes(), base)
         want = _tree_twin(bench.read_bytes(), base)
         if got is None:  # outside the plain subset (a micro-step list, ...): the full read takes it
             assert b"[" in bench.read_bytes() or "megatron_micro_step_number" in json.loads(bench.read_bytes())
@@ -399,10 +400,10 @@ def test_tree_beside_takes_the_plain_subset_only(fast):
              b"{}", b" { } \n",
              variant([(f"Tensor.add.{i}.forward", "Module.a.forward.0") for i in range(200)] + items)]  # fmt: skip
     for raw in cases:
-        got = noise.tree_beside(raw, base)
+        got = pairing.tree_beside(raw, base)
         assert got is not None and _trees_equal(got, _tree_twin(raw, base)), raw
     for raw in (b'{"a\\u00e9": null}', b'{"a": ["Module.a.forward.0"]}', b'{"a": 1}', b'{"a": true}',
                 b'{"a": "\xff"}', b'{"a": null', b'{"a": null} x', b'{"a" null}', b'{"a": null,}', b"[]", b"",
                 b'{"megatron_micro_step_number": null}', b'{"a": "b\tc"}',
                 b'{"Module.a.forward.0": null, "Module.a.forward.0": "x"}'):  # fmt: skip
-        assert noise.tree_beside(raw, base) is None, raw
+        assert pairing.tree_beside(raw, base) is None, raw

@@ -141,11 +141,11 @@ def test_advisor_file_has_root_cause_section(run_cli):
 @pytest.mark.parametrize("case", sorted(BOUNDARIES) + sorted(COMPUTATIONS))
 def test_segment_reductions_equal_the_unordered_path(case, monkeypatch):
     """Per-entry reductions over contiguous row segments (rows in entry order) give what ufunc.at gives."""
-    from msprobe_compare.judge import rootcause
+    from msprobe_compare.judge import calls, rootcause
 
     outcome = outcome_of(case, monkeypatch)
     fast = rootcause.analyse(outcome, outcome.rootcause.parents)
-    monkeypatch.setattr(rootcause, "_in_entry_order", lambda ei: False)
+    monkeypatch.setattr(calls, "_in_entry_order", lambda ei: False)
     slow = rootcause.analyse(outcome, outcome.rootcause.parents)
     assert fast.states == slow.states and fast.origins == slow.origins
     assert np.array_equal(fast.in_scores, slow.in_scores, equal_nan=True)

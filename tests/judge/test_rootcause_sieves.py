@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from msprobe_compare.judge import rootcause
+from msprobe_compare.judge import calls
 from msprobe_compare.load.rows import is_inplace
 
 NAMES = [
@@ -27,7 +27,7 @@ NAMES = [
 def test_inplace_entries_equal_the_per_name_rule(native: str, monkeypatch) -> None:
     monkeypatch.setenv("MSPROBE_NATIVE", native)  # in C (_noise.phase_flags) or by string methods
     names = list(NAMES) + ["Tensor.add_é.0.forward", "Tensor.mul_.0.forward.é", "é_.x", "add_", "add_.x"]
-    got = rootcause._inplace_entries(names).tolist()  # a new list: the flags are kept for the last list only
+    got = calls._inplace_entries(names).tolist()  # a new list: the flags are kept for the last list only
     assert got == [("_." in n) and is_inplace(n) for n in names]
     assert got[-5:] == [False, False, True, False, True]
     assert got[:3] == [True, False, True]

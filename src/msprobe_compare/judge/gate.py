@@ -12,7 +12,7 @@ import numpy as np
 
 from msprobe_compare.judge.accuracy import Accuracy
 from msprobe_compare.judge.highlight import Colour, Marks
-from msprobe_compare.judge.rootcause import inplace_artifacts
+from msprobe_compare.judge.calls import inplace_artifacts
 from msprobe_compare.judge.verdict import BaseVerdict, Result
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.rows import RowTable, empty_entries

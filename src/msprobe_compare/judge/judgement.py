@@ -16,7 +16,8 @@ from msprobe_compare.judge.accuracy import Accuracy, accuracy_column
 from msprobe_compare.judge.advisor import AdvisorResult, advise
 from msprobe_compare.judge.gate import LevelCounts, RowLevels, level_counts, row_levels
 from msprobe_compare.judge.highlight import HighlightInputs, Marks, highlight, stat_max
-from msprobe_compare.judge.noise import Tolerance, TreeDiff
+from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.pair.calls import TreeDiff
 from msprobe_compare.judge.rootcause import RootCause, analyse
 from msprobe_compare.judge.verdict import BaseVerdict, Msg, Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.mode import Mode
@@ -55,8 +56,9 @@ def judge(
 ) -> Judgement:
     """Judge one compare. `layout_only`: rows of calls a parallel layout adds (listed, not flagged; md5 rows left
     without counterpart become N/A); `qualify`: a last step on the root cause (origins qualified by rank);
-    `rootcause_on` False (a benchmark measuring the analysis's cost, never a user's run): no root-cause analysis;
-    `trees`: the two module trees' `noise.tree_diff`, made while reading (else made here when needed);
+    `rootcause_on` False (`api.build_outcome(..., root_cause=False)`: bench/rootcause_ab.py measures the analysis's
+    cost so): no root-cause analysis;
+    `trees`: the two module trees' `pair.calls.tree_diff`, made while reading (else made here when needed);
     `analysis`: the root cause, started already (`rootcause.analyse_later`)."""
     npu, bench, match = m.npu, m.bench, m.match
     accuracy = unmatched = marks = advice = None

@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.judge.noise import Names
+from msprobe_compare.pair.calls import Names
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
@@ -440,7 +440,7 @@ def _tree_links(entries: list[str], tree: dict[str, str | None],
                 by_dict: bool = False) -> tuple[np.ndarray, list[str], Any]:  # fmt: skip
     """The module tree as the page draws it: per entry, then per module of the tree that made no call of its own
     (`extra`, in order of first appearance among the children, then the parents), the index of its parent (-1:
-    none); and each name's place (`.get(name, -1)`). Through one table of the entry names (`noise.Names`, in C)
+    none); and each name's place (`.get(name, -1)`). Through one table of the entry names (`pair.calls.Names`, in C)
     where the names occur once; else, or with `by_dict`, through a dict (the last place of a repeated name)."""
     keys, values = list(tree), [p or "" for p in tree.values()]  # no parent: falsy either way
     n = len(entries)

@@ -10,7 +10,8 @@ from typing import Any
 from msprobe_compare.judge.advisor import AdvisorResult
 from msprobe_compare.judge.gate import LevelCounts
 from msprobe_compare.render.diff_analyze import origin_items, write_diff_analyze
-from msprobe_compare.judge.rootcause import RootCause, collective_calls
+from msprobe_compare.judge.floors import collective_calls
+from msprobe_compare.judge.rootcause import RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table

@@ -1,0 +1,232 @@
+"""The noise floor of each call along execution order (issue #13, #29): the largest difference seen before it (the
+noise propagated so far), the resolution of its own rows, the unit roundoff of the lowest precision upstream (at
+least `min_floor`; a collective's without it; an fp32 matmul's at least TF32's), and for its outputs its own
+inputs' difference; then each call's differences over those floors (its margins). docs/rootcause.md, "The noise
+model". The walk (judge/rootcause.py) reads the result (`Floors`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from msprobe_compare.judge import noise
+from msprobe_compare.judge.calls import CallTable, RowPlan, _max_cols, _PerEntry
+from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.load.rows import PHASES, RowTable
+from msprobe_compare.records import dataclass
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Per call, in entry order unless said: `order` (execution order: forward and backward calls as dumped, then
+    parameter gradients), the running floor `prior` (calls, measures) and the call that set it, the precision floor
+    `ufl` and the call where that precision first appeared (`usrc`), the matmul calls given TF32's floor
+    (`reduced`), the collectives, the measures' weights (Max/Min x `extremes`), the floors of inputs and outputs and
+    each call's largest difference over them (`r_in`, `r_out`, with the measure `c_in`, `c_out`), the largest input
+    difference (`worst_in`), and tensor mode's shares of elements beyond rounding (`beyond`)."""
+
+    order: np.ndarray
+    grads: np.ndarray
+    prior: np.ndarray
+    prior_src: np.ndarray
+    ufl: np.ndarray
+    usrc: np.ndarray
+    reduced: np.ndarray
+    collective: np.ndarray
+    weight: np.ndarray
+    floor_in: np.ndarray
+    floor_out: np.ndarray
+    r_in: np.ndarray
+    r_out: np.ndarray
+    c_in: np.ndarray
+    c_out: np.ndarray
+    worst_in: np.ndarray
+    beyond: _Beyond | None
+
+    def bases(self, calls: CallTable) -> tuple[tuple, tuple]:
+        """The candidates of the input and output floors, in the order the evidence names them: 0 upstream, 1 own
+        inputs (outputs only), 2 resolution, 3 precision or minimum."""
+        return (self.prior, None, calls.q_in, self.ufl), (self.prior, _FiniteOrZero(calls.in_d), calls.q_all, self.ufl)
+
+
+def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance) -> Floors:
+    """The floors and margins of every call (Floors)."""
+    n_entries = len(npu.entries)
+    grads = npu.phase_codes == PHASES.index("parameters_grad")
+    order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
+    prior, prior_src = running_floor(calls.in_d, calls.out_d, order)
+    ufl, usrc, unit_o = _precision_floor(calls.unit, order, plan.md5, tol)
+    collective = collective_calls(npu.entries) if n_entries else np.zeros(0, dtype=bool)
+    if collective.any():  # a sum adds one rounding per rank: the precision's floor, not `min_floor`
+        ufl[order] = np.where(collective[order], tol.floor_units * unit_o, ufl[order])
+    reduced = (_reduced_matmul(npu.entries, calls.out_d, ufl, tol, calls.suspect_margin) if not plan.md5
+               else np.zeros(0, dtype=np.intp))  # fmt: skip
+    k_cols = calls.diff.shape[1]
+    weight = np.ones(k_cols)
+    if k_cols == 3:  # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
+        weight[2] = tol.extremes
+    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(calls.in_d, calls.out_d, prior, calls.q_in,
+                                                                      calls.q_all, ufl, weight)  # fmt: skip
+    beyond = None
+    m = calls.m
+    if m is not None and m.beyond is not None and n_entries:
+        upstream = np.empty(n_entries)
+        upstream[order] = tol.excess_units * unit_o
+        beyond = _beyond_floor(m, plan.red, plan.tin & ~calls.artifact, plan.tout, order, npu.shape, upstream)
+    return Floors(order, grads, prior, prior_src, ufl, usrc, reduced, collective, weight, floor_in, floor_out, r_in,
+                  r_out, c_in, c_out, worst_in, beyond)  # fmt: skip
+
+
+def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool,
+                     tol: Tolerance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per call, `floor_units` x the unit roundoff of the lowest precision upstream (at least `min_floor`, but for
+    md5), the call where that precision first appeared, and the running unit roundoff in execution order."""
+    n_entries = len(unit)
+    unit_o = np.maximum.accumulate(unit[order]) if n_entries else unit
+    record = unit[order] > np.r_[0.0, unit_o[:-1]] if n_entries else unit  # where a lower precision first appears
+    unit_src_o = (np.maximum.accumulate(np.where(record, np.arange(n_entries), -1)) if n_entries
+                  else np.zeros(0, dtype=np.intp))  # fmt: skip
+    ufl = np.empty(n_entries)
+    ufl[order] = np.maximum(tol.floor_units * unit_o, 0.0 if md5 else tol.min_floor)
+    usrc = np.empty(n_entries, dtype=np.intp)
+    usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
+    return ufl, usrc, unit_o
+
+
+def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.ndarray, q_all: np.ndarray,
+            ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """Per call: the noise floor of its inputs (upstream, resolution, precision) and of its outputs (its own inputs
+    too), each (calls, measures); the largest difference over its floor (times the measure's weight) of its inputs
+    and of its outputs, and the measure that has it; the largest input difference (NaN: -inf)."""
+    n_entries, k_cols = in_d.shape
+    fast = noise._native() if n_entries else None
+    if fast is not None:  # one pass over the calls, in C (the numpy code below is its twin)
+        c = np.ascontiguousarray
+        floor_in, floor_out = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols))
+        r_in, r_out = np.empty(n_entries), np.empty(n_entries)
+        c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
+        worst_in = np.empty(n_entries)
+        fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, q_in, q_all, ufl, weight)),
+                     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)  # fmt: skip
+        return floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in
+    floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
+    floor_out = np.maximum(np.maximum(np.maximum(prior, finite_or_zero(in_d)), q_all), ufl[:, None])
+    with np.errstate(all="ignore"):
+        r_in_c = np.where(in_d > 0, in_d / np.where(floor_in > 0, floor_in * weight, np.inf), 0.0)
+        r_out_c = np.where(out_d > 0, out_d / np.where(floor_out > 0, floor_out * weight, np.inf), 0.0)
+    r_in_c[~np.isfinite(in_d)] = 0.0
+    r_out_c[~np.isfinite(out_d)] = 0.0
+    c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
+    worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
+    return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out, worst_in
+
+
+def finite_or_zero(a: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(a), a, 0.0)
+
+
+class _FiniteOrZero:
+    """`finite_or_zero(values)` read element by element (the evidence asks for a few calls only)."""
+
+    ndim = 2
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __getitem__(self, at: tuple[int, int]) -> float:
+        v = float(self.values[at])
+        return v if math.isfinite(v) else 0.0
+
+
+def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call and measure, the largest finite input or output difference of the calls before it in execution
+    order (`order`; 0 for the first) and the call that set it (the last to reach that value; -1: none above 0)."""
+    n_entries, k_cols = in_d.shape
+    fast = noise._native() if n_entries else None
+    if fast is not None:  # one pass in execution order, in C (the numpy code below is its twin)
+        prior, prior_src = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols), dtype=np.int64)
+        fast.running_floor(np.ascontiguousarray(in_d, dtype=np.float64), np.ascontiguousarray(out_d, dtype=np.float64),
+                           np.ascontiguousarray(order, dtype=np.intp), prior, prior_src)  # fmt: skip
+        return prior, prior_src
+    seen = np.maximum(finite_or_zero(in_d), finite_or_zero(out_d))[order]  # (calls, measures) in execution order
+    cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
+    prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
+    pos = np.arange(n_entries)[:, None]
+    setter = (np.maximum.accumulate(np.where((seen >= cum) & (seen > 0), pos, -1), axis=0) if n_entries
+              else np.zeros(seen.shape, dtype=np.intp))  # fmt: skip
+    prior_src_o = np.vstack([np.full((1, k_cols), -1), setter[:-1]]) if n_entries else setter
+    del seen, cum, setter
+    prior = np.empty_like(prior_o)
+    prior[order] = prior_o
+    prior_src = np.empty_like(prior_src_o)
+    prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
+    return prior, prior_src
+
+
+# collective calls: their outputs carry the other ranks' data (docs/rootcause.md, Collectives)
+COLLECTIVE_APIS = ("Distributed.", "Communication.comm.", "Primitive.all_reduce.", "Primitive.all_gather.",
+                   "Primitive.reduce_scatter.", "Primitive.broadcast.", "Primitive.all_to_all.",
+                   "Primitive.neighbor_exchange.", "Primitive.reduce.")  # fmt: skip
+
+
+def collective_calls(entries: list[str]) -> np.ndarray:
+    """Per call: a collective communication call (COLLECTIVE_APIS), whose outputs carry the other ranks' data."""
+    return np.fromiter((e.startswith(COLLECTIVE_APIS) for e in entries), dtype=bool, count=len(entries))
+
+
+def _reduced_matmul(entries: list[str], out_d: np.ndarray, ufl: np.ndarray, tol: Tolerance,
+                    margin: float) -> np.ndarray:  # fmt: skip
+    """The matmul-class calls (noise.matmul_calls) whose outputs stand above `margin` times their precision floor:
+    their floor raised to `floor_units` x `reduced_matmul` in place (an fp32 matmul may have run at TF32/HF32).
+    Only those calls' names are read. Returns them."""
+    if not len(entries):
+        return np.zeros(0, dtype=np.intp)
+    with np.errstate(invalid="ignore"):
+        above = np.flatnonzero(_max_cols(np.where(np.isfinite(out_d), out_d, 0.0)) > margin * ufl)
+    floor = tol.floor_units * tol.reduced_matmul
+    above = above[ufl[above] < floor]
+    if not len(above):
+        return above
+    hit = above[noise.matmul_calls([entries[e] for e in above.tolist()])]
+    ufl[hit] = floor
+    return hit
+
+
+@dataclass(frozen=True)
+class _Beyond:
+    """Per call, the share of elements beyond rounding (tensor mode) of its inputs and outputs, the floor each is
+    compared with (the largest share upstream, for outputs also its own inputs', at least one element), and the
+    relative error that counted as beyond."""
+
+    inputs: np.ndarray
+    outputs: np.ndarray
+    floor_in: np.ndarray
+    floor_out: np.ndarray
+    tol: np.ndarray
+    upstream: np.ndarray  # bool: some share was measured upstream (the first low-precision op has only its own)
+
+
+def _beyond_floor(m: noise.RowMeasures, red: _PerEntry, tin: np.ndarray, tout: np.ndarray, order: np.ndarray,
+                  shapes: list[str], upstream: np.ndarray) -> _Beyond:  # fmt: skip
+    """`upstream`: per call, the tolerance the lowest precision upstream asks for (excess_units x its unit
+    roundoff); a row measured at a finer one (an fp32 op downstream of bf16 ones) counts the upstream rounding
+    as beyond, and is left out."""
+    share = m.beyond
+    assert share is not None and m.beyond_tol is not None
+    with np.errstate(invalid="ignore"):
+        measured = ~np.isnan(share) & (m.beyond_tol >= upstream[red.ei] * (1 - 1e-9))
+    ex_in = np.maximum(red.max(tin & measured, share), 0.0)  # 0: none measured
+    ex_out = np.maximum(red.max(tout & measured, share), 0.0)
+    seen = np.maximum(ex_in, ex_out)[order]
+    prior_o = np.r_[0.0, np.maximum.accumulate(seen)[:-1]]
+    prior = np.empty_like(prior_o)
+    prior[order] = prior_o
+    # one element of the call's largest share unit (its smallest measured tensor): a share cannot be finer
+    size = np.fromiter(map(noise.numel, shapes), dtype=np.float64, count=len(share)) if len(share) else share
+    one = red.max((tin | tout) & measured, 1.0 / np.maximum(size, 1.0), 0.0)
+    floor_in = np.maximum(prior, one)
+    floor_out = np.maximum(floor_in, ex_in)
+    tol = red.max((tin | tout) & measured, m.beyond_tol, 0.0)
+    return _Beyond(ex_in, ex_out, floor_in, floor_out, tol, prior > 0)
