@@ -24,11 +24,22 @@ from msprobe_compare.log import Console
 from msprobe_compare.render import story
 
 ARCHIVE = DATA / "noise" / "noise_wide.tar.xz"
+MORE = DATA / "noise" / "noise_wide_more.tar.xz"  # a second TUNE batch: other seeds and sizes, mostly noise only
+# the two cases of MORE the rule does not get right, and why (docs/rootcause.md, Results)
+KNOWN = {
+    # 2 blocks: the Linear backward has one peer, too few to tell a bug from noise (backward.MIN_PEERS)
+    "wide2_vit_bf16_gradlin_L0_s23_w24_n2_stat": "missed",
+    # rank 0 under bf16: the first all_reduce carries rank 1's x1.1 1.55x above its own inputs' noise, under the
+    # margin; the third (5.5% apart) is named
+    "wide2_dist_bf16_scale_1p1_L0_s11_w48_stat": "later all_reduce",
+}
 
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory) -> Path:
-    return extract_archive(ARCHIVE, tmp_path_factory.mktemp("wide"))
+    root = tmp_path_factory.mktemp("wide")
+    extract_archive(ARCHIVE, root)
+    return extract_archive(MORE, root)
 
 
 def _units(case: Path) -> list[tuple[str, Path, list[str]]]:
@@ -52,14 +63,17 @@ def _rootcause(compare_json: Path, monkeypatch):
     return build_outcome(cfg, Console(stream=open("/dev/null", "w"))).rootcause
 
 
-def _names() -> list[str]:
+def _names(*archives: Path) -> list[str]:
     import tarfile
 
-    with tarfile.open(ARCHIVE) as tar:
-        return sorted({m.name.split("/")[0] for m in tar.getmembers() if m.name.endswith("TRUTH.json")})
+    out: set[str] = set()
+    for archive in archives or (ARCHIVE, MORE):
+        with tarfile.open(archive) as tar:
+            out |= {m.name.split("/")[0] for m in tar.getmembers() if m.name.endswith("TRUTH.json")}
+    return sorted(out)
 
 
-@pytest.mark.parametrize("name", _names())
+@pytest.mark.parametrize("name", [n for n in _names() if n not in KNOWN])
 def test_first_origin_is_the_bug_and_noise_names_nothing(name, cases, monkeypatch):
     for rank, compare_json, truth in _units(cases / name):
         rc = _rootcause(compare_json, monkeypatch)
@@ -73,7 +87,7 @@ def test_first_origin_is_the_bug_and_noise_names_nothing(name, cases, monkeypatc
 
 def test_backward_only_bugs_are_backward_origins(cases, monkeypatch):
     found = {}
-    for name in _names():
+    for name in _names(ARCHIVE):
         truth = json.loads((cases / name / "TRUTH.json").read_text())
         if truth.get("phase") != "backward":
             continue
@@ -90,3 +104,14 @@ def test_rank0_names_the_first_all_reduce_and_the_run_names_rank1(cases, run_cli
     line = next(x for x in (run.out + run.err).splitlines() if "Root cause across ranks" in x)
     assert "rank1: Functional.linear.1.forward" in line
     assert "rank0 first receives it at Distributed.all_reduce.0.forward" in line
+
+
+def test_the_known_misses_stay_as_documented(cases, monkeypatch):
+    """The two cases of the second batch not got right: no wrong op is named in either."""
+    [(_, vit, _)] = _units(cases / "wide2_vit_bf16_gradlin_L0_s23_w24_n2_stat")
+    rc = _rootcause(vit, monkeypatch)
+    assert rc.origins == [] and rc.suspects == []
+    units = dict((rank, (path, truth)) for rank, path, truth in _units(cases / "wide2_dist_bf16_scale_1p1_L0_s11_w48_stat"))
+    rank0 = _rootcause(units["rank0"][0], monkeypatch).first
+    assert rank0.collective and rank0.entry.startswith("Distributed.all_reduce.")
+    assert _rootcause(units["rank1"][0], monkeypatch).first.entry in units["rank1"][1]

@@ -411,3 +411,25 @@ def test_matmul_class_names():
              "Functional.scaled_dot_product_attention.0.forward", "Torch.bmm.0.forward", "Module.fc.Linear.parameters_grad",
              "Functional.layer_norm.0.forward", "Module.blocks.0.Block.forward.0", "Tensor.__mul__.0.forward"]  # fmt: skip
     assert noise.matmul_calls(names).tolist() == [True] * 9 + [False] * 3
+
+
+def test_tf32_noise_passes_on_downstream(tmp_path, monkeypatch):
+    """A TF32 convolution whose noise (3.6e-5 of its largest element, inputs exact) is under the fp32 minimum
+    floor, then a LayerNorm that makes it 1.4e-4 of its own largest element (a per-row normalisation scales small
+    rows up): the convolution's precision passes on as a bf16 op's does, so the LayerNorm is not a suspect."""
+
+    def t(ext: float, dtype: str = "torch.float32") -> dict:
+        return leaf(3.0 * (1 + ext), -3.0 * (1 + ext), 0.01, 20.0, dtype, (2, 16, 24))
+
+    def side(noise: bool) -> dict:
+        return {
+            "Functional.conv2d.0.forward": {"input_args": [t(0.0)], "output": [t(3.6e-5 if noise else 0.0)]},
+            "Functional.layer_norm.0.forward": {"input_args": [t(3.6e-5 if noise else 0.0)],
+                                                "output": [t(1.39e-4 if noise else 0.0)]},
+        }  # fmt: skip
+
+    write_pair(tmp_path, side(True), side(False))
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.origins == [] and rc.suspects == []
+    rc = rootcause_of(tmp_path, monkeypatch, tolerance="reduced_matmul=1e-9")
+    assert [s.entry for s in rc.suspects] == ["Functional.layer_norm.0.forward"]

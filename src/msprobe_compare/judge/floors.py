@@ -57,12 +57,14 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
     grads = npu.phase_codes == PHASES.index("parameters_grad")
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
     prior, prior_src = running_floor(calls.in_d, calls.out_d, order)
-    ufl, usrc, unit_o = _precision_floor(calls.unit, order, plan.md5, tol)
     collective = collective_calls(npu.entries) if n_entries else np.zeros(0, dtype=bool)
-    if collective.any():  # a sum adds one rounding per rank: the precision's floor, not `min_floor`
-        ufl[order] = np.where(collective[order], tol.floor_units * unit_o, ufl[order])
-    reduced = (_reduced_matmul(npu.entries, calls.out_d, ufl, tol, calls.suspect_margin) if not plan.md5
+    ufl, usrc, unit_o = _precision_floor(calls.unit, order, plan.md5, collective, tol)
+    reduced = (_reduced_matmul(npu.entries, calls.in_d, calls.out_d, ufl, tol) if not plan.md5
                else np.zeros(0, dtype=np.intp))  # fmt: skip
+    if len(reduced):  # a matmul that ran at TF32/HF32 passes its precision on, as a bf16 op does
+        unit = calls.unit.copy()
+        unit[reduced] = np.maximum(unit[reduced], tol.reduced_matmul)
+        ufl, usrc, unit_o = _precision_floor(unit, order, plan.md5, collective, tol)
     k_cols = calls.diff.shape[1]
     weight = np.ones(k_cols)
     if k_cols == 3:  # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
@@ -79,10 +81,11 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
                   r_out, c_in, c_out, worst_in, beyond)  # fmt: skip
 
 
-def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool,
+def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool, collective: np.ndarray,
                      tol: Tolerance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Per call, `floor_units` x the unit roundoff of the lowest precision upstream (at least `min_floor`, but for
-    md5), the call where that precision first appeared, and the running unit roundoff in execution order."""
+    md5 and for collectives: a sum adds one rounding per rank), the call where that precision first appeared, and
+    the running unit roundoff in execution order."""
     n_entries = len(unit)
     unit_o = np.maximum.accumulate(unit[order]) if n_entries else unit
     record = unit[order] > np.r_[0.0, unit_o[:-1]] if n_entries else unit  # where a lower precision first appears
@@ -90,6 +93,8 @@ def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool,
                   else np.zeros(0, dtype=np.intp))  # fmt: skip
     ufl = np.empty(n_entries)
     ufl[order] = np.maximum(tol.floor_units * unit_o, 0.0 if md5 else tol.min_floor)
+    if collective.any():
+        ufl[order] = np.where(collective[order], tol.floor_units * unit_o, ufl[order])
     usrc = np.empty(n_entries, dtype=np.intp)
     usrc[order] = order[np.maximum(unit_src_o, 0).astype(np.intp)] if n_entries else usrc
     return ufl, usrc, unit_o
@@ -176,22 +181,26 @@ def collective_calls(entries: list[str]) -> np.ndarray:
     return np.fromiter((e.startswith(COLLECTIVE_APIS) for e in entries), dtype=bool, count=len(entries))
 
 
-def _reduced_matmul(entries: list[str], out_d: np.ndarray, ufl: np.ndarray, tol: Tolerance,
-                    margin: float) -> np.ndarray:  # fmt: skip
-    """The matmul-class calls (noise.matmul_calls) whose outputs stand above `margin` times their precision floor:
-    their floor raised to `floor_units` x `reduced_matmul` in place (an fp32 matmul may have run at TF32/HF32).
-    Only those calls' names are read. Returns them."""
+# the difference an fp32 matmul adds beyond its inputs' that says it ran at TF32/HF32: 1/16 of TF32's unit roundoff
+# (3e-5). fp32 accumulation-order noise stays below about sqrt(K) x 2^-24 (8e-6 for K = 16,384 terms); TF32-style
+# convolutions and linears of the cases add 2e-5 to 3.5e-4 (the Max/Min measure; docs/rootcause.md)
+REDUCED_EVIDENCE = 1 / 16
+
+
+def _reduced_matmul(entries: list[str], in_d: np.ndarray, out_d: np.ndarray, ufl: np.ndarray,
+                    tol: Tolerance) -> np.ndarray:  # fmt: skip
+    """The matmul-class calls (noise.matmul_calls) of a precision finer than TF32's whose outputs differ by more
+    than REDUCED_EVIDENCE x `reduced_matmul` and more than their inputs: they ran at TF32/HF32 (an fp32 dump does
+    not say so), and their unit roundoff is TF32's from there on. Only those calls' names are read."""
     if not len(entries):
         return np.zeros(0, dtype=np.intp)
-    with np.errstate(invalid="ignore"):
-        above = np.flatnonzero(_max_cols(np.where(np.isfinite(out_d), out_d, 0.0)) > margin * ufl)
+    out = _max_cols(np.where(np.isfinite(out_d), out_d, 0.0))
+    ins = _max_cols(np.where(np.isfinite(in_d), in_d, 0.0))
     floor = tol.floor_units * tol.reduced_matmul
-    above = above[ufl[above] < floor]
+    above = np.flatnonzero((out > REDUCED_EVIDENCE * floor) & (out > ins) & (ufl < floor))
     if not len(above):
         return above
-    hit = above[noise.matmul_calls([entries[e] for e in above.tolist()])]
-    ufl[hit] = floor
-    return hit
+    return above[noise.matmul_calls([entries[e] for e in above.tolist()])]
 
 
 @dataclass(frozen=True)

@@ -455,8 +455,9 @@ class _Context:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
             kind = FloorKind.STAT_ULP if self.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
-        if e in self.reduced:
-            return FloorSource(FloorKind.REDUCED_MATMUL, units=self.tol.floor_units)
+        if int(self.usrc[e]) in self.reduced:  # TF32/HF32 at this matmul or upstream
+            at = int(self.usrc[e])
+            return FloorSource(FloorKind.REDUCED_MATMUL, self.entries[at] if at != e else None, units=self.tol.floor_units)
         u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
         if u and self.tol.floor_units * u >= self.tol.min_floor:
             return FloorSource(FloorKind.LOWEST_PRECISION, self.entries[self.usrc[e]], _DTYPE_OF_UNIT.get(u, ""),
