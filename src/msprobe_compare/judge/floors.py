@@ -8,6 +8,7 @@ model". The walk (judge/rootcause.py) reads the result (`Floors`).
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -178,7 +179,10 @@ COLLECTIVE_APIS = ("Distributed.", "Communication.comm.", "Primitive.all_reduce.
 
 def collective_calls(entries: list[str]) -> np.ndarray:
     """Per call: a collective communication call (COLLECTIVE_APIS), whose outputs carry the other ranks' data."""
-    return np.fromiter((e.startswith(COLLECTIVE_APIS) for e in entries), dtype=bool, count=len(entries))
+    if not {"D", "C", "P"} & set(map(operator.itemgetter(0), filter(None, entries))):  # none can be one
+        return np.zeros(len(entries), dtype=bool)
+    starts = operator.methodcaller("startswith", COLLECTIVE_APIS)
+    return np.fromiter(map(starts, entries), dtype=bool, count=len(entries))
 
 
 # the difference an fp32 matmul adds beyond its inputs' that says it ran at TF32/HF32: 1/16 of TF32's unit roundoff
