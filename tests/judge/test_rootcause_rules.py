@@ -218,11 +218,15 @@ def test_peer_keys_name_the_same_code_in_other_layers():
     assert backward.kind_of("Module.blocks.11.attn.Attention.backward.0") == "Module.blocks.#.attn.Attention.backward."
     assert backward.kind_of("Functional.linear.3.backward") == "Functional.linear..backward"
     entries = ["Functional.linear.0.backward", "Functional.linear.1.backward", "Functional.linear.2.backward",
-               "Functional.linear.3.backward"]  # fmt: skip
+               "Functional.gelu.0.backward", "Functional.linear.3.backward"]  # fmt: skip
     parents = {entries[0]: "Module.blocks.0.attn.A.backward.0", entries[1]: "Module.blocks.0.attn.A.backward.0",
-               entries[2]: "Module.blocks.1.attn.A.backward.0", entries[3]: "Module.blocks.1.attn.A.backward.0"}
-    keys = backward.peer_keys(entries, np.arange(4), parents)
-    assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]  # q with q, k with k
+               entries[2]: "Module.blocks.1.attn.A.backward.0", entries[3]: "Module.blocks.1.attn.A.backward.0",
+               entries[4]: "Module.head.H.backward.0"}  # fmt: skip
+    keys = backward.peer_keys(entries, np.arange(5), parents)
+    # linears under attention modules of every layer are peers; a gelu there, or a linear elsewhere, is not
+    assert keys[0] == keys[1] == keys[2] and len({keys[0], keys[3], keys[4]}) == 3
+    assert backward.layers(entries, np.array([0, 4]), parents, np.arange(5)).tolist() == [2, 1]
+    assert backward.layers(entries, np.array([0]), {}, np.arange(5)).tolist() == [4]  # no tree: the API's calls
     assert backward._forward_names(["Functional.linear.3.backward", "Module.fc.Linear.backward.0"]) == [
         "Functional.linear.3.forward", "Module.fc.Linear.forward.0"]  # fmt: skip
     top = backward.peer_keys(["Functional.relu.0.backward", "Functional.relu.1.backward"], np.arange(2), {})

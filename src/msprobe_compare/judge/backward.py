@@ -8,10 +8,10 @@ largest over the measures, Max/Min weighted as in the forward walk).
 
 Across devices some backward outputs are pure rounding residue (a bias gradient before a softmax or a norm is zero
 mathematically), so their gain is large in every layer. A gain is therefore judged against its **peers**: the
-backward calls of the same API or module class at the same place of the same module template in other layers
+backward calls of the same API or module class under the same module template in other layers
 (`blocks.0.attn` and `blocks.3.attn`). A call stands out when its gain exceeds the margin times the largest gain of
-its peers (and the margin itself); a call with fewer than MIN_PEERS peers is not judged here (the walk's rule,
-`propagated`/`noise` after the first difference, stays).
+its peers (and the margin itself); a call whose kind the run has in fewer than MIN_PEERS + 1 layers is not judged
+here (the walk's rule, `propagated`/`noise` after the first difference, stays).
 """
 
 from __future__ import annotations
@@ -77,32 +77,41 @@ def kind_of(name: str) -> str:
     return kinds([name])[0]
 
 
-def peer_keys(entries: list[str], calls: np.ndarray, parents: dict[str, str | None],
-              call_kinds: list[str] | None = None) -> np.ndarray:  # fmt: skip
-    """Per call of `calls` (indices into entries), a code of (its kind, its parent's template, the how-many-th call
-    of its kind inside that parent call): calls with one code are the same code in another layer; a call without
-    parent has ordinal 0 (every such call of the kind is a peer). `call_kinds`: their `kinds`, when known. The parts
-    are coded as integers (strings hashed once each, no tuples)."""
+def peer_keys(entries: list[str], calls: np.ndarray, parents: dict[str, str | None]) -> np.ndarray:
+    """Per call of `calls` (indices into entries), a code of (its kind, its parent's template): calls with one code
+    are the same code in other layers (or, without a parent, every call of the kind)."""
     names = _pick(entries, calls)
     if not names:
         return np.zeros(0, dtype=np.int64)
-    kind = _codes(call_kinds if call_kinds is not None else kinds(names))
-    parent: list[str | None] = list(map(parents.get, names))
-    parent_code = _codes(parent)  # None is one code too
-    distinct: list[str | None] = list(dict.fromkeys(parent))
-    text = [p or "" for p in distinct]
-    template_of = _codes(_templates(text))  # per distinct parent
-    template = template_of[parent_code]
-    pair_id = np.unique(kind * (int(parent_code.max()) + 1) + parent_code, return_inverse=True)[1].ravel()
-    order = np.argsort(pair_id, kind="stable")  # calls of one (kind, parent) together, in execution order
-    counts = np.bincount(pair_id)
-    start = np.r_[0, np.cumsum(counts)[:-1]]
-    ordinal = np.empty(len(names), dtype=np.int64)
-    ordinal[order] = np.arange(len(names)) - start[pair_id[order]]
-    if None in distinct:  # no module to count inside
-        ordinal[parent_code == distinct.index(None)] = 0
-    key = (kind * (int(template.max()) + 1) + template) * (int(ordinal.max()) + 1) + ordinal
-    return np.unique(key, return_inverse=True)[1].ravel()
+    parent = list(map(parents.get, names))
+    return _codes(list(zip(kinds(names), _templates([p or "" for p in parent]))))
+
+
+def layers(entries: list[str], calls: np.ndarray, parents: dict[str, str | None],
+           backward_calls: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per call of `calls`, how many calls of its kind the run has where it has one: the module calls of its
+    parent's template (the layers), or, without a parent, the calls of its kind among the `backward_calls` without
+    one."""
+    names = _pick(entries, calls)
+    parent = list(map(parents.get, names))
+    out = np.zeros(len(names), dtype=np.int64)
+    if any(p is not None for p in parent):
+        modules = list(dict.fromkeys(filter(None, parents.values())))
+        count: dict[str, int] = {}
+        for t in _templates(modules):
+            count[t] = count.get(t, 0) + 1
+        mine = _templates([p or "" for p in parent])
+        out[:] = [count.get(t, 0) if p is not None else 0 for t, p in zip(mine, parent)]
+    top = [i for i, p in enumerate(parent) if p is None]
+    if top:  # every call of the kind without a parent is a peer
+        every = _pick(entries, backward_calls)
+        alone = [n for n, p in zip(every, map(parents.get, every)) if p is None]
+        count = {}
+        for k in kinds(alone):
+            count[k] = count.get(k, 0) + 1
+        for i, k in zip(top, kinds([names[i] for i in top])):
+            out[i] = count.get(k, 0)
+    return out
 
 
 def _pick(entries: list[str], calls: np.ndarray) -> list[str]:
@@ -138,8 +147,8 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     """Gains of the backward calls over their own floors (their incoming gradients' and their forward calls'
     differences, the resolution of their rows, the precision floor), judged against their peers (module
     docstring). Gains are first taken without the forward calls' tensors (an upper bound: the floor can only
-    rise); only the calls of a kind one of whose gains reaches the margin are looked at further (on a 1M-row
-    compare, 1,021 of 136,989 backward calls reach it), and only those above 1 need their forward calls."""
+    rise); a peer's gain counts from 1 up, so only the calls above 1 are looked at further (on a 1M-row compare,
+    1,204 of 136,989 backward calls)."""
     n, k_cols = out_d.shape
     gain = np.full(n, np.nan)
     peer_gain = np.full(n, np.nan)
@@ -153,32 +162,28 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     gain[calls], measure[calls] = g0, m0
     if not (g0 > margin).any():  # no gain reaches the margin: nothing stands out, whatever the peers
         return out
-    names = _pick(entries, calls)
-    call_kinds = kinds(names)
-    wanted = {call_kinds[i] for i in np.flatnonzero(g0 > margin).tolist()}
-    sel = np.flatnonzero(np.fromiter(map(wanted.__contains__, call_kinds), dtype=bool, count=len(calls)))
-    sub = calls[sel]
-    g, m, own = _gains(sub, None, in_d, out_d, q_all, ufl, weight)
-    # the forward tensors only lower a gain, and a peer's gain counts from 1 up: only the gains above 1 need them
-    loud = np.flatnonzero(g > 1.0)
-    fwd = Names(entries).find(_forward_names(_pick(entries, sub[loud])))
-    g[loud], m[loud], own[loud] = _gains(sub[loud], fwd, in_d, out_d, q_all, ufl, weight)
-    gain[sub], measure[sub] = g, m
-    codes = peer_keys(entries, sub, parents, [call_kinds[i] for i in sel.tolist()])
+    loud = calls[g0 > 1.0]
+    fwd = Names(entries).find(_forward_names(_pick(entries, loud)))
+    g, m, own = _gains(loud, fwd, in_d, out_d, q_all, ufl, weight)
+    gain[loud], measure[loud] = g, m
+    if not (g > margin).any():
+        return out
+    codes = peer_keys(entries, loud, parents)
+    by = np.lexsort((g, codes))  # by key, then by gain: each key's largest and second largest gain at its end
     size = np.bincount(codes)
-    by = np.lexsort((g, codes))  # by kind, then by gain: each kind's largest and second largest gain at its end
     ends = np.cumsum(size) - 1
     top_pos = by[ends]
-    top = g[top_pos]
-    second = g[by[np.maximum(ends - 1, 0)]]
-    pos = np.flatnonzero(size[codes] > MIN_PEERS)
-    code = codes[pos]
-    other = np.maximum(np.where(pos == top_pos[code], second[code], top[code]), 1.0)
-    e = sub[pos]
-    peers[e] = size[code] - 1
-    peer_gain[e] = other
-    floor[e] = own[pos] * other[:, None]
-    above[e] = g[pos] > margin * other
+    second = np.where(size > 1, g[by[np.maximum(ends - 1, 0)]], 0.0)
+    cand = np.flatnonzero(g > margin)
+    code = codes[cand]
+    other = np.maximum(np.where(cand == top_pos[code], second[code], g[top_pos[code]]), 1.0)
+    count = layers(entries, loud[cand], parents, calls)
+    judged = count > MIN_PEERS
+    e = loud[cand[judged]]
+    peers[e] = count[judged] - 1
+    peer_gain[e] = other[judged]
+    floor[e] = own[cand[judged]] * other[judged][:, None]
+    above[e] = g[cand[judged]] > margin * other[judged]
     return out
 
 
