@@ -442,3 +442,35 @@ def test_tf32_noise_passes_on_downstream(tmp_path, monkeypatch):
     assert rc.origins == [] and rc.suspects == []
     rc = rootcause_of(tmp_path, monkeypatch, tolerance="reduced_matmul=1e-9")
     assert [s.entry for s in rc.suspects] == ["Functional.layer_norm.0.forward"]
+
+
+def _weight_grads(bug_layer: int | None, dtype: str) -> dict:
+    """4 Linear modules: forward, backward (incoming gradients 2e-3 apart), and their parameter gradients (the
+    weight's 2.2e-3 apart, the bias's 0.5: a sum over the batch near zero); the weight gradient of `bug_layer` is
+    x1.1 (its input gradient exact)."""
+
+    def t(norm: float, rel: float, shape=(16, 16)) -> dict:
+        v = norm * (1 + rel)
+        return leaf(v / 4, -v / 4, 0.01 * v, v, dtype, shape)
+
+    noisy = dtype != "torch.float32"
+    data: dict = {}
+    for k in range(4):
+        data[f"Module.layers.{k}.fc.Linear.forward.0"] = {"input_args": [t(4.0, 1e-3 * noisy)],
+                                                          "output": [t(5.0, 1e-3 * noisy)]}  # fmt: skip
+    for k in reversed(range(4)):
+        data[f"Module.layers.{k}.fc.Linear.backward.0"] = {"input": [t(0.5, 2e-3 * noisy)],
+                                                           "output": [t(0.4, 2.1e-3 * noisy)]}  # fmt: skip
+    for k in range(4):
+        w = 0.1 if k == bug_layer else 2.2e-3 * noisy
+        data[f"Module.layers.{k}.fc.Linear.parameters_grad"] = {"weight": t(0.3, w), "bias": t(0.01, 0.5 * noisy, (16,))}
+    return data
+
+
+def test_a_weight_gradient_bug_is_an_origin(tmp_path, monkeypatch):
+    write_pair(tmp_path, _weight_grads(2, "torch.bfloat16"), _weight_grads(None, "torch.float32"))
+    rc = rootcause_of(tmp_path, monkeypatch)
+    assert rc.first is not None and rc.first.entry == "Module.layers.2.fc.Linear.parameters_grad"
+    assert rc.first.phase == "parameters_grad" and rc.first.evidence.floor_source.kind.value == "backward peers"
+    write_pair(tmp_path / "noise", _weight_grads(None, "torch.bfloat16"), _weight_grads(None, "torch.float32"))
+    assert rootcause_of(tmp_path / "noise", monkeypatch).origins == []  # bias gradients 50% apart: no origin

@@ -22,6 +22,7 @@ import re
 
 import numpy as np
 
+from msprobe_compare.judge.noise import matmul_calls
 from msprobe_compare.load.rows import PHASES
 from msprobe_compare.pair.calls import Names, call_keys
 from msprobe_compare.records import dataclass
@@ -43,9 +44,16 @@ def forward_of(name: str) -> str | None:
 
 def _forward_names(names: list[str]) -> list[str]:
     """`forward_of` of backward call names, in one C-level pass (`.backward` replaced; a name it does not fit is
-    simply not found)."""
+    simply not found); of a parameter-gradient entry (`Module.fc.Linear.parameters_grad`), its module's first
+    forward call (`Module.fc.Linear.forward.0`)."""
     replace: Callable[[str], str] = operator.methodcaller("replace", ".backward", ".forward")
-    return list(map(replace, names))
+    return [n[: -len("parameters_grad")] + "forward.0" if n.endswith(".parameters_grad") else n
+            for n in map(replace, names)]  # fmt: skip
+
+
+def _backward_names(names: list[str]) -> list[str]:
+    """Of a parameter-gradient entry, its module's first backward call (its incoming gradients); "" for others."""
+    return [n[: -len("parameters_grad")] + "backward.0" if n.endswith(".parameters_grad") else "" for n in names]
 
 
 _DIGITS_LINES = re.compile(r"\.\d+(?=\.|$)", re.M)
@@ -157,14 +165,21 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     measure = np.zeros(n, dtype=np.int64)
     above = np.zeros(n, dtype=bool)
     out = BackwardJudgement(gain, peer_gain, peers, floor, measure, above)
+    # backward calls, and the parameter gradients of matmul-class modules (a weight gradient x^T g: a matmul, computed
+    # by the module's backward call); a norm's scale and shift gradients are sums over the batch whose cancellation
+    # varies from layer to layer (a BatchNorm weight gradient stood 4-5x above its peers, noise only)
     calls = np.flatnonzero(phase_code == PHASES.index("backward"))
+    grads = np.flatnonzero(phase_code == PHASES.index("parameters_grad"))
+    if len(grads):
+        calls = np.sort(np.r_[calls, grads[matmul_calls(_pick(entries, grads))]])
     g0, m0, _ = _gains(calls, None, in_d, out_d, q_all, ufl, weight)
     gain[calls], measure[calls] = g0, m0
     if not (g0 > margin).any():  # no gain reaches the margin: nothing stands out, whatever the peers
         return out
     loud = calls[g0 > 1.0]
-    fwd = Names(entries).find(_forward_names(_pick(entries, loud)))
-    g, m, own = _gains(loud, fwd, in_d, out_d, q_all, ufl, weight)
+    index, loud_names = Names(entries), _pick(entries, loud)
+    sources = [index.find(_forward_names(loud_names)), index.find(_backward_names(loud_names))]
+    g, m, own = _gains(loud, sources, in_d, out_d, q_all, ufl, weight)
     gain[loud], measure[loud] = g, m
     if not (g > margin).any():
         return out
@@ -187,16 +202,17 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     return out
 
 
-def _gains(calls: np.ndarray, fwd: np.ndarray | None, in_d: np.ndarray, out_d: np.ndarray, q_all: np.ndarray,
-           ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Per call of `calls`: its gain, the measure that has it, and its own floor per measure; `fwd` the position
-    of each one's forward call (-1: none; None: not looked up, the forward tensors left out)."""
+def _gains(calls: np.ndarray, sources: list[np.ndarray] | None, in_d: np.ndarray, out_d: np.ndarray,
+           q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per call of `calls`: its gain, the measure that has it, and its own floor per measure; `sources` the
+    positions of the calls whose tensors it is computed from besides its inputs (its forward call; a parameter
+    gradient's module backward call), -1 where none, None where not looked up (left out)."""
 
     def finite(a: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(a), a, 0.0)
 
     own = np.maximum(finite(in_d[calls]), np.maximum(q_all[calls], ufl[calls][:, None]))
-    if fwd is not None:
+    for fwd in sources or ():
         has_fwd = fwd >= 0
         f = fwd[has_fwd]
         own[has_fwd] = np.maximum(own[has_fwd], np.maximum(finite(in_d[f]), finite(out_d[f])))

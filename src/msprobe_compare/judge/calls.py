@@ -322,15 +322,16 @@ def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noi
 
 def _first_outputs(npu: RowTable, diff: np.ndarray, phase_code: np.ndarray) -> np.ndarray:
     """Per backward call, the measures of its first output row (`output.0`: the gradient of its forward call's first
-    input, the one the network passes on; NaN where it has none or it is not measured); -inf for the other calls.
-    A backward call's other outputs are parameter gradients, sums over the batch whose cancellation varies from
-    layer to layer (a BatchNorm bias gradient), judged through this one."""
+    input, the one the network passes on; NaN where it has none or it is not measured), per parameter-gradient entry
+    those of its first parameter (the weight's); -inf for the other calls. A backward call's other outputs are
+    parameter gradients, and a bias gradient is a sum over the batch whose cancellation varies from layer to layer
+    (a BatchNorm bias gradient)."""
     out = np.full((len(npu.entries), diff.shape[1]), -np.inf)
-    rows = np.flatnonzero(npu.state == State.OUTPUT)
+    rows = np.flatnonzero((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD))
     if not len(rows):
         return out
     calls, first = np.unique(npu.entry_index[rows], return_index=True)
-    keep = phase_code[calls] == PHASES.index("backward")
+    keep = np.isin(phase_code[calls], (PHASES.index("backward"), PHASES.index("parameters_grad")))
     out[calls[keep]] = diff[rows[first[keep]]]
     return out
 
