@@ -56,8 +56,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 MODELS = ["convbn", "vit", "moe", "rnn", "gqa", "dist"]
-NOISES = ["none", "bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo"]
-BUGS = ["none", "scale", "nan", "softmaxdim", "eps", "gradact", "gradlin"]
+NOISES = ["none", "bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo", "sdpa"]
+BUGS = ["none", "scale", "nan", "softmaxdim", "eps", "gradact", "gradlin", "gradweight"]
 TASKS = ["statistics", "tensor", "md5"]
 DEFAULT_LAYERS = {"convbn": 4, "vit": 3, "moe": 3, "rnn": 6, "gqa": 4}
 DEFAULT_BATCH = {"convbn": 4, "vit": 4, "moe": 2, "rnn": 4, "gqa": 2, "dist": 16}
@@ -81,6 +81,8 @@ def dump_main(argv: list[str]) -> None:
     p.add_argument("--width", type=int, default=32, help="model width (convbn: channels width/2, width)")
     p.add_argument("--layers", type=int, default=0, help="blocks / conv layers / time steps (0: the family's)")
     p.add_argument("--batch", type=int, default=0, help="batch size (0: the family's)")
+    # noise_wide_third: the dump level (mix: API calls and modules; L1: API calls only; L0: modules only)
+    p.add_argument("--level", default="mix", choices=["mix", "L0", "L1"])
     args = p.parse_args(argv)
     W = args.width
     NL = args.layers or DEFAULT_LAYERS.get(args.model, 0)
@@ -160,8 +162,8 @@ def dump_main(argv: list[str]) -> None:
         """fn(*tensors) with an exact forward and its first input's gradient x factor."""
 
         @staticmethod
-        def forward(ctx, fn, factor, *ts):
-            ctx.fn, ctx.factor = fn, factor
+        def forward(ctx, fn, factor, which, *ts):
+            ctx.fn, ctx.factor, ctx.which = fn, factor, which
             ctx.amp = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
             ctx.save_for_backward(*ts)
             return fn(*ts)
@@ -177,9 +179,9 @@ def dump_main(argv: list[str]) -> None:
             out, it = [], iter(gs)
             for x in xs:
                 out.append(next(it) if x.requires_grad else None)
-            if out[0] is not None:
-                out[0] = O["mul"](out[0], ctx.factor)
-            return (None, None, *out)
+            if out[ctx.which] is not None:
+                out[ctx.which] = O["mul"](out[ctx.which], ctx.factor)
+            return (None, None, None, *out)
 
     def buggy(name, kind, factor):
         home = torch if name in ("tanh", "matmul") else F
@@ -200,19 +202,20 @@ def dump_main(argv: list[str]) -> None:
                     O["setitem"](out.data, (0,) * (out.dim() - 1) + (1,), float("nan"))
                 return out
             ts = [t for t in a if isinstance(t, torch.Tensor)]
-            return GradScaled.apply(lambda *xs: orig(*xs, *a[len(ts):], **kw), 1.1, *ts)
+            which = 1 if kind == "gradweight" else 0  # gradweight: F.linear's weight gradient; else the input's
+            return GradScaled.apply(lambda *xs: orig(*xs, *a[len(ts):], **kw), 1.1, which, *ts)
 
         wrapped.__name__ = name
         setattr(home, name, wrapped)
 
     # model-specific target: (module path getter, call number, api)
     API = {"convbn": {"scale": "conv2d", "nan": "conv2d", "gradact": "relu"},
-           "vit": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear"},
-           "moe": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear"},
-           "rnn": {"scale": "linear", "nan": "linear", "gradact": "tanh", "gradlin": "linear"},
-           "gqa": {"scale": "linear", "nan": "linear", "gradact": "silu", "gradlin": "linear"},
+           "vit": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
+           "moe": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
+           "rnn": {"scale": "linear", "nan": "linear", "gradact": "tanh", "gradlin": "linear", "gradweight": "linear"},
+           "gqa": {"scale": "linear", "nan": "linear", "gradact": "silu", "gradlin": "linear", "gradweight": "linear"},
            "dist": {"scale": "linear", "nan": "linear"}}[args.model]
-    if bug in ("scale", "nan", "gradact", "gradlin"):
+    if bug in ("scale", "nan", "gradact", "gradlin", "gradweight"):
         buggy(API[bug], bug, args.factor)
 
     from msprobe.pytorch import PrecisionDebugger, seed_all  # noqa: E402  (after the replacements)
@@ -233,7 +236,7 @@ def dump_main(argv: list[str]) -> None:
 
     os.makedirs(args.out, exist_ok=True)
     task = "tensor" if args.task == "tensor" else "statistics"
-    cfg = {"task": task, "dump_path": args.out, "rank": [], "step": [], "level": "mix", "async_dump": False,
+    cfg = {"task": task, "dump_path": args.out, "rank": [], "step": [], "level": args.level, "async_dump": False,
            task: {"scope": [], "list": [], "data_mode": ["all"]}}
     if task == "statistics":
         cfg[task]["summary_mode"] = "md5" if args.task == "md5" else "statistics"
@@ -278,6 +281,8 @@ def dump_main(argv: list[str]) -> None:
         def forward(self, x):
             b, t, d = x.shape
             q, k, v = self.qkv(x).view(b, t, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+            if noise == "sdpa":  # fused attention on the npu side: other calls than the bench's manual attention
+                return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
             s = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
             o = torch.matmul(torch.softmax(s, dim=self.sdim), v)
             return self.proj(o.transpose(1, 2).reshape(b, t, d))
@@ -405,6 +410,11 @@ def dump_main(argv: list[str]) -> None:
         def forward(self, x):
             b, t, d = x.shape
             q = self.q(x).view(b, t, self.h, self.hd).transpose(1, 2)
+            if noise == "sdpa":  # fused attention (grouped-query, causal by a boolean mask) on the npu side
+                k = self.k(x).view(b, t, self.kvh, self.hd).transpose(1, 2)
+                v = self.v(x).view(b, t, self.kvh, self.hd).transpose(1, 2)
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=~self.mask, enable_gqa=True)
+                return self.o(o.transpose(1, 2).reshape(b, t, d))
             k = self.k(x).view(b, t, self.kvh, self.hd).transpose(1, 2).repeat_interleave(self.h // self.kvh, 1)
             v = self.v(x).view(b, t, self.kvh, self.hd).transpose(1, 2).repeat_interleave(self.h // self.kvh, 1)
             s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.hd)
@@ -470,7 +480,8 @@ def dump_main(argv: list[str]) -> None:
         model = ViT(W, NL)
         x, y = torch.randn(NB, 3, 16, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
         b = model.blocks[min(L, NL - 1)]
-        target = {"scale": b.mlp.fc1, "nan": b.attn.proj, "gradact": b.mlp.act, "gradlin": b.mlp.fc2}.get(bug)
+        target = {"scale": b.mlp.fc1, "nan": b.attn.proj, "gradact": b.mlp.act, "gradlin": b.mlp.fc2,
+                  "gradweight": b.mlp.fc1}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "moe":
         model = MoE(W, n=NL)
@@ -478,19 +489,21 @@ def dump_main(argv: list[str]) -> None:
         x, y, lm = x[:, :-1], x[:, 1:], True
         b = model.blocks[min(L, NL - 1)]
         target = {"scale": b.experts[1].fc1, "nan": b.experts[2].fc2, "gradact": b.experts[0].act,
-                  "gradlin": b.experts[3].fc2}.get(bug)
+                  "gradlin": b.experts[3].fc2, "gradweight": b.experts[1].fc1}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "rnn":
         model = GRU(d=W, steps=NL)
         x, y = torch.randn(NB, NL, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
-        target = {"scale": model.hh, "nan": model.hh, "gradact": model.act, "gradlin": model.hh}.get(bug)
+        target = {"scale": model.hh, "nan": model.hh, "gradact": model.act, "gradlin": model.hh,
+                  "gradweight": model.ih}.get(bug)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     elif args.model == "gqa":
         model = Decoder(W, n=NL)
         x = torch.randint(0, 64, (NB, 9), generator=G)
         x, y, lm = x[:, :-1], x[:, 1:], True
         b = model.layers[min(L, NL - 1)]
-        target = {"scale": b.mlp.down, "nan": b.attn.o, "gradact": b.mlp.act, "gradlin": b.attn.o}.get(bug)
+        target = {"scale": b.mlp.down, "nan": b.attn.o, "gradact": b.mlp.act, "gradlin": b.attn.o,
+                  "gradweight": b.mlp.up}.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     else:
         model = DistMLP(2 * W)
