@@ -15,6 +15,8 @@ Two modes.
        python make_wide.py build --work /tmp/wide --ref /tmp/refvenv/bin/python --ours python3
    `--set more` makes the `wide2_*` cases instead (MORE_CASES: other seeds and sizes by --seed, --data-seed, --width,
    --layers, --batch) and packs them into noise_wide_more.tar.xz, all TUNE.
+   `--set third` makes the `wide3_*` cases (THIRD_CASES: --level L0/L1, the `gradweight` bug, 6-8 blocks, the `sdpa`
+   noise, tensor bf16, md5 tf32/bf16) and packs them into noise_wide_third.tar.xz, all TUNE.
 
 Models (one training step, level mix, torch.set_num_threads(1), fixed seeds):
   convbn  4 x Conv2d-BatchNorm2d-ReLU (max pool after the 2nd), global average pool, Linear; SGD
@@ -33,6 +35,8 @@ Noise (npu side only; the bench is plain fp32):
   tf32      fp32, but F.linear, F.conv2d and torch.matmul round both operands to 10 mantissa bits first (TF32/HF32)
   convalgo  fp32, F.conv2d computed as unfold + matmul (another summation order)
   softmaxalgo fp32, torch.softmax computed in float64 and cast back
+  sdpa      fp32, attention by F.scaled_dot_product_attention (gqa: enable_gqa, a boolean causal mask) instead of
+            the bench's matmul/softmax/matmul: the call lists differ between the sides (vit, gqa)
   Each is a Python function put in place of the torch one BEFORE msprobe is imported, computing with the original
   torch functions captured before (the dumper does not see them), so the dump holds the same calls under the same
   names on both sides.
@@ -40,7 +44,9 @@ Bugs (npu side only, at `--layer`: block, conv layer or time step):
   none, scale (the op's output x`--factor`, inside the op), nan (one output element NaN, inside the op),
   softmaxdim (softmax over dim -2), eps (LayerNorm/RMSNorm/BatchNorm eps 1e-2), gradact (the activation's forward
   exact, its backward's grad_input x1.1: relu/gelu/tanh/silu), gradlin (a Linear whose forward is exact and whose
-  grad_input is x1.1; its weight gradient exact).
+  grad_input is x1.1; its weight gradient exact), gradweight (a Linear whose forward and grad_input are exact and
+  whose weight gradient is x1.1).
+`--level` (mix by default; L1: API calls only, construct.json {}; L0: modules only) is the dumper's level.
 """
 
 from __future__ import annotations
@@ -558,6 +564,8 @@ def variant_tag(c: dict) -> str:
     for key, letter in (("seed", "s"), ("data_seed", "d"), ("width", "w"), ("layers", "n"), ("batch", "b")):
         if key in v and v[key] != VARIANT[key] and not (key == "data_seed" and v[key] == v.get("seed")):
             tag += f"_{letter}{v[key]}"  # `_s<n>` alone: weights and batch seeded alike
+    if v.get("level", "mix") != "mix":
+        tag += f"_lev{v['level']}"
     return tag
 
 
@@ -565,7 +573,7 @@ def case_name(c: dict) -> str:
     task = {"statistics": "stat"}.get(c["task"], c["task"])
     bug = c["bug"] + (f"_{F_(c['factor'])}" if c["bug"] == "scale" else "")
     layer = "" if c["bug"] == "none" else f"_L{c['layer']}"
-    prefix = "wide2" if c.get("set") == "more" else "wide"
+    prefix = {"more": "wide2", "third": "wide3"}.get(c.get("set"), "wide")
     return f"{prefix}_{c['model']}_{c['noise']}_{bug}{layer}{variant_tag(c)}_{task}"
 
 
@@ -578,6 +586,14 @@ def C2(model, noise, bug="none", layer=0, task="statistics", factor=1.1, **varia
     assert set(variant) <= set(VARIANT), variant
     c = C(model, noise, bug, layer, task, factor)
     c.update(set="more", variant=variant)
+    return c
+
+
+def C3(model, noise, bug="none", layer=0, task="statistics", factor=1.1, **variant):
+    """A `wide3_*` case (noise_wide_third.tar.xz, all TUNE): VARIANT keys plus `level` (mix, L0, L1)."""
+    assert set(variant) <= set(VARIANT) | {"level"}, variant
+    c = C(model, noise, bug, layer, task, factor)
+    c.update(set="third", variant=variant)
     return c
 
 
@@ -650,6 +666,52 @@ MORE_CASES = (
 )
 
 
+# noise_wide_third.tar.xz (a third TUNE batch): what the first two lack. Dump levels L1 (API calls only, no module
+# tree) and L0 (modules only), noise only and with forward (scale, nan) and backward (gradact) bugs; gradweight (a
+# Linear's weight gradient x1.1 only) early and late; deeper models (6-8 blocks) in bf16 and fp16mask; the fused
+# attention noise `sdpa`; tensor mode in bf16; md5 in tf32 and bf16.
+def VD(m, n):  # deeper, narrower
+    return dict(seed=41, data_seed=41, width=24, layers=n)
+
+
+def VS(m):  # small tensor cases
+    return dict(seed=31, data_seed=31, width=16, layers=2, batch=2)
+
+
+THIRD_CASES = (
+    # levels
+    [C3("vit", "bf16", level="L1"), C3("gqa", "tf32", level="L1"), C3("convbn", "convalgo", level="L1"),
+     C3("moe", "softmaxalgo", level="L1"), C3("rnn", "bf16", level="L1"),
+     C3("vit", "bf16", "scale", 1, level="L1"), C3("gqa", "fp16mask", "nan", 2, level="L1"),
+     C3("convbn", "tf32", "gradact", 2, level="L1"), C3("moe", "bf16", "gradact", 2, level="L1"),
+     C3("vit", "tf32", level="L0"), C3("gqa", "bf16", level="L0"), C3("convbn", "bf16", level="L0"),
+     C3("moe", "tf32", level="L0"), C3("rnn", "tf32", level="L0"),
+     C3("moe", "bf16", "scale", 1, level="L0"), C3("convbn", "bf16", "nan", 2, level="L0"),
+     C3("gqa", "fp16mask", "gradact", 1, level="L0"), C3("vit", "softmaxalgo", "gradact", 0, level="L0")]
+    # gradweight, early and late
+    + [C3("vit", "bf16", "gradweight", 0), C3("gqa", "tf32", "gradweight", 3), C3("moe", "softmaxalgo", "gradweight", 2),
+       C3("gqa", "bf16", "gradweight", 0)]
+    # deeper models
+    + [C3("gqa", "bf16", **VD("gqa", 8)), C3("gqa", "fp16mask", **VD("gqa", 8)), C3("vit", "bf16", **VD("vit", 6)),
+       C3("vit", "fp16mask", **VD("vit", 6)), C3("gqa", "bf16", "gradlin", 7, **VD("gqa", 8)),
+       C3("gqa", "fp16mask", "gradact", 6, **VD("gqa", 8)), C3("vit", "bf16", "gradweight", 5, **VD("vit", 6)),
+       C3("vit", "fp16mask", "gradact", 5, **VD("vit", 6))]
+    # fused attention on one side
+    + [C3("vit", "sdpa"), C3("gqa", "sdpa"), C3("gqa", "sdpa", seed=11, data_seed=11, width=48),
+       C3("gqa", "sdpa", "scale", 2)]
+    # tensor bf16; md5 tf32 and bf16
+    + [C3("vit", "bf16", task="tensor", **VS("vit")), C3("vit", "bf16", "scale", 1, task="tensor", **VS("vit")),
+       C3("gqa", "tf32", task="md5"), C3("vit", "tf32", "scale", 2, task="md5"),
+       C3("moe", "bf16", task="md5"), C3("moe", "bf16", "nan", 1, task="md5")]
+)
+
+
+def third_cases() -> list[dict]:
+    names = [case_name(c) for c in THIRD_CASES]
+    assert len(set(names)) == len(names), [n for n in names if names.count(n) > 1]
+    return list(THIRD_CASES)
+
+
 def more_cases() -> list[dict]:
     names = [case_name(c) for c in MORE_CASES]
     assert len(set(names)) == len(names), [n for n in names if names.count(n) > 1]
@@ -666,8 +728,8 @@ def all_cases() -> list[dict]:
 def heldout(name: str) -> bool:
     """The split rule: the cases are grouped by bug kind (`none` is a kind), each group sorted by the sha256 hex
     digest of the case name, and the 2nd and 4th of every 5 (positions 1 and 3 modulo 5) are held aside: ~40%."""
-    if name.startswith("wide2_"):
-        return False  # noise_wide_more: all TUNE
+    if name.startswith(("wide2_", "wide3_")):
+        return False  # noise_wide_more, noise_wide_third: all TUNE
     groups: dict[str, list[str]] = {}
     for c in all_cases():
         groups.setdefault(c["bug"], []).append(case_name(c))
@@ -706,14 +768,14 @@ def build_main(argv: list[str]) -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-pack", action="store_true")
-    p.add_argument("--set", default="wide", choices=["wide", "more"],
+    p.add_argument("--set", default="wide", choices=["wide", "more", "third"],
                    help="wide: the wide_* cases (noise_wide + heldout); more: the wide2_* cases (noise_wide_more)")
     a = p.parse_args(argv)
     work = Path(a.work)
     runs, cases = work / "runs", work / "cases"
     runs.mkdir(parents=True, exist_ok=True)
     me = Path(__file__).resolve()
-    todo = all_cases() if a.set == "wide" else more_cases()
+    todo = {"wide": all_cases, "more": more_cases, "third": third_cases}[a.set]()
     if a.only:
         keep = set(a.only.split(","))
         todo = [c for c in todo if case_name(c) in keep]
@@ -768,7 +830,8 @@ def build_main(argv: list[str]) -> None:
                 src, dst = runs / key / "step0" / rk, d / side / "step0" / rk
                 dst.mkdir(parents=True)
                 for fn in ("dump.json", "construct.json"):
-                    shutil.copy(src / fn, dst / fn)
+                    if (src / fn).exists():
+                        shutil.copy(src / fn, dst / fn)
                 if c["task"] == "tensor":
                     shutil.copytree(src / "dump_tensor_data", dst / "dump_tensor_data")
         multi = ranks != ["rank"]
@@ -781,11 +844,11 @@ def build_main(argv: list[str]) -> None:
 
     if not a.no_pack:
         here = me.parent
-        packs = ((("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)) if a.set == "wide"
-                 else (("noise_wide_more.tar.xz", False),))
+        packs = {"wide": (("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)),
+                 "more": (("noise_wide_more.tar.xz", False),), "third": (("noise_wide_third.tar.xz", False),)}[a.set]
+        prefix = {"wide": "wide_", "more": "wide2_", "third": "wide3_"}[a.set]
         for archive, held in packs:
-            names = sorted(x.name for x in cases.iterdir()
-                           if x.name.startswith("wide2_" if a.set == "more" else "wide_") and heldout(x.name) == held)
+            names = sorted(x.name for x in cases.iterdir() if x.name.startswith(prefix) and heldout(x.name) == held)
             subprocess.run(["tar", "-cJf", str(here / archive), "-C", str(cases), *names], check=True)
             print(f"{archive}: {len(names)} cases, {(here / archive).stat().st_size} bytes")
 
@@ -843,7 +906,7 @@ def neighbours(rank: Path, origin: str, with_producer: bool = False) -> list[str
     hold that one call only. Every bug here sits inside its op (its inputs agree in the twin), so the producer is
     added only where the twin's first origin is not the direct twin's call."""
     data = json.loads((rank / "dump.json").read_text())["data"]
-    tree = json.loads((rank / "construct.json").read_text())
+    tree = _tree(rank)  # level L1: {}
     names = [n for n in data if not n.startswith("Module") and ".parameters_grad" not in n]
     out = [origin]
     if origin in data and origin in names:
@@ -880,6 +943,87 @@ def neighbours(rank: Path, origin: str, with_producer: bool = False) -> list[str
     return list(dict.fromkeys(out))
 
 
+def _tree(rank: Path) -> dict:
+    f = rank / "construct.json"
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _ancestors(tree: dict, name: str) -> list[str]:
+    out, p = [], tree.get(name)
+    while p and p not in out:
+        out.append(p)
+        p = tree.get(p)
+    return out
+
+
+def direct_twin_modules(bug_rank: Path, twin_rank: Path) -> str | None:
+    """Level L0 (modules only): the innermost module row whose tensor inputs agree and whose outputs differ, bug run
+    against twin (the first in dump order of those that hold no other such row)."""
+    a = json.loads((bug_rank / "dump.json").read_text())["data"]
+    b = json.loads((twin_rank / "dump.json").read_text())["data"]
+    tree = _tree(bug_rank)
+
+    def parts(rank, e):
+        ins = [x for k in ("input_args", "input_kwargs", "input") for x in _leaves(e.get(k))]
+        return ([_tensor_sig(rank, x) for x in ins if x.get("type") == "torch.Tensor"],
+                [_sig(x) for x in ins if x.get("type") != "torch.Tensor"],
+                [_tensor_sig(rank, x) for x in _leaves(e.get("output"))])
+
+    cands = []
+    for name, ea in a.items():
+        eb = b.get(name)
+        if eb is None or not name.startswith("Module") or ".parameters_grad" in name:
+            continue
+        (ta, aa, oa), (tb, ab, ob) = parts(bug_rank, ea), parts(twin_rank, eb)
+        if ta == tb and (oa != ob or aa != ab):
+            cands.append(name)
+    held = {anc for n in cands for anc in _ancestors(tree, n)}
+    inner = [n for n in cands if n not in held]
+    return inner[0] if inner else None
+
+
+def neighbours_modules(rank: Path, origin: str) -> list[str]:
+    """Level L0: the origin module row, its consumer (the next module row of the same phase, not around it, whose
+    input statistics meet its output's) and the modules around it that hold that one module only."""
+    data = json.loads((rank / "dump.json").read_text())["data"]
+    tree = _tree(rank)
+    rows = [n for n in data if n.startswith("Module") and ".parameters_grad" not in n]
+    out = [origin]
+    phase = ".backward." if ".backward." in origin else ".forward."
+    around = set(_ancestors(tree, origin))
+    outs = {_sig(x) for x in _leaves(data[origin].get("output"))}
+    for n in rows[rows.index(origin) + 1:]:
+        if phase in n and n not in around and {_sig(x) for k in ("input_args", "input_kwargs", "input")
+                                               for x in _leaves(data[n].get(k))} & outs:
+            out.append(n)
+            break
+    children: dict[str, list[str]] = {}
+    for child, parent in tree.items():
+        children.setdefault(parent, []).append(child)
+    parent = tree.get(origin)
+    while parent and len(children.get(parent, [])) == 1:
+        out.append(parent)
+        parent = tree.get(parent)
+    return list(dict.fromkeys(out))
+
+
+def gradweight_truth(bug_rank: Path, twin_rank: Path, nth: int) -> tuple[list[str], str | None]:
+    """gradweight: the parameters_grad row that differs between the bug run and its twin, and the backward row of
+    the F.linear call inside that module's `nth` forward call (construct.json); the latter first."""
+    a = json.loads((bug_rank / "dump.json").read_text())["data"]
+    b = json.loads((twin_rank / "dump.json").read_text())["data"]
+    tree = _tree(bug_rank)
+    param = next((n for n in a if n.endswith(".parameters_grad") and
+                  [_tensor_sig(bug_rank, x) for x in _leaves(a[n])] !=
+                  [_tensor_sig(twin_rank, x) for x in _leaves(b.get(n))]), None)
+    call = None
+    if param:
+        fwd = param[: -len(".parameters_grad")] + f".forward.{nth}"
+        call = next((c for c, par in tree.items() if par == fwd and c.startswith("Functional.linear.")), None)
+        call = call.replace(".forward", ".backward") if call else None
+    return [x for x in (call, param) if x], param
+
+
 def ours(py: str, compare_json: Path) -> dict:
     r = subprocess.run([py, "-c", OUR_SNIPPET, str(compare_json)], capture_output=True, text=True,
                        cwd=compare_json.parent)
@@ -914,6 +1058,23 @@ def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[st
         twins[rk] = {"our_first_origin": first, "our_suspects": got["suspects"][:3], "direct": direct}
         # the direct twin is exact (only the bug differs); our tool's twin answer is kept beside it, and joins the
         # acceptable set only where it is the direct call's consumer or a module around it
+        level = c.get("variant", {}).get("level", "mix")
+        if c["bug"] == "gradweight":
+            # the weight gradient is the only thing that differs: its parameters_grad row, and the backward row of
+            # the linear call (in a bf16 run it holds the gradient of the cast weight; in fp32 the weight is a leaf)
+            nth = c["layer"] if c["model"] == "rnn" else 0
+            per_rank[rk], twins[rk]["param"] = gradweight_truth(bug_run / "step0" / rk, twin_run / "step0" / rk, nth)
+            if first and first not in per_rank[rk]:
+                twins[rk]["disagree"] = True
+            continue
+        if level == "L0" and c["bug"] != "none":
+            direct = direct_twin_modules(bug_run / "step0" / rk, twin_run / "step0" / rk)
+            twins[rk]["direct"] = direct
+            pick = direct or first
+            per_rank[rk] = neighbours_modules(bug_run / "step0" / rk, pick) if pick else []
+            if first and first != pick:
+                twins[rk]["disagree"] = first not in per_rank[rk]
+            continue
         pick = direct or first
         per_rank[rk] = neighbours(bug_run / "step0" / rk, pick) if pick else []
         if first and first != pick:
@@ -941,6 +1102,16 @@ def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[st
     truth["how"] = ("origin = the first call of the twin npu(bug) vs npu(no bug), same precision, whose tensor inputs "
                     "agree and whose outputs or non-tensor arguments differ (twin.direct; our tool's first origin on "
                     "the same twin in twin.our_first_origin), plus its consumer and the one-call modules around them")
+    level = c.get("variant", {}).get("level", "mix")
+    if c["bug"] == "gradweight":
+        truth["how"] = ("gradweight: the parameters_grad row that differs in the twin npu(bug) vs npu(no bug) "
+                        "(twin.param) and the backward row of the F.linear call inside that module")
+    elif level == "L0":
+        truth["how"] = ("level L0: the innermost module row of the twin npu(bug) vs npu(no bug) whose tensor inputs "
+                        "agree and whose outputs differ (twin.direct), its consumer module and the modules around it "
+                        "that hold it alone")
+    if level != "mix":
+        truth["level"] = level
     return truth
 
 
