@@ -25,6 +25,7 @@ from msprobe_compare.render import story
 
 ARCHIVE = DATA / "noise" / "noise_wide.tar.xz"
 MORE = DATA / "noise" / "noise_wide_more.tar.xz"  # a second TUNE batch: other seeds and sizes, mostly noise only
+THIRD = DATA / "noise" / "noise_wide_third.tar.xz"  # a third: dump levels L0/L1, weight-gradient bugs, fused attention
 # the two cases of MORE the rule does not get right, and why (docs/rootcause.md, Results)
 KNOWN = {
     # 2 blocks: the Linear backward has one peer, too few to tell a bug from noise (backward.MIN_PEERS)
@@ -39,7 +40,8 @@ KNOWN = {
 def cases(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("wide")
     extract_archive(ARCHIVE, root)
-    return extract_archive(MORE, root)
+    extract_archive(MORE, root)
+    return extract_archive(THIRD, root)
 
 
 def _units(case: Path) -> list[tuple[str, Path, list[str]]]:
@@ -67,7 +69,7 @@ def _names(*archives: Path) -> list[str]:
     import tarfile
 
     out: set[str] = set()
-    for archive in archives or (ARCHIVE, MORE):
+    for archive in archives or (ARCHIVE, MORE, THIRD):
         with tarfile.open(archive) as tar:
             out |= {m.name.split("/")[0] for m in tar.getmembers() if m.name.endswith("TRUTH.json")}
     return sorted(out)

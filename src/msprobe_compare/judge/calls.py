@@ -89,6 +89,7 @@ class CallTable:
     m: noise.RowMeasures | None
     differs: np.ndarray
     artifact: np.ndarray
+    noisy_inputs: np.ndarray  # per call, how many of its tensor inputs differ (their noise adds up in its outputs)
 
     def first_outputs(self, npu: RowTable) -> np.ndarray:
         """`_first_outputs` of this table's rows: per backward call, the measures of its first output row."""
@@ -109,9 +110,15 @@ def measure_calls(o: Measured, plan: RowPlan, tol: Tolerance) -> CallTable:
     flags = ((fused.flags & np.uint8(1 << bit)) != 0 for bit in range(len(noise.CALL_FLAGS)))
     nf_in, nf_out, nf_in_any, known, in_diff, out_diff, has_out = flags
     none = np.zeros(0, dtype=bool)  # md5 and tensor mode only
+    noisy = _count(plan, plan.tin & noise._any_cols(fused.diff > 0))
     return CallTable(fused.diff, noise.STAT_NAMES, fused.nonfinite, fused.in_d, fused.out_d, fused.q_in, fused.q_all,
                      fused.unit, nf_in, nf_out, nf_in_any, known, plan.red.any(plan.is_in & plan.config), in_diff,
-                     out_diff, has_out, tol.origin, tol.suspect, None, none, none)  # fmt: skip
+                     out_diff, has_out, tol.origin, tol.suspect, None, none, none, noisy)  # fmt: skip
+
+
+def _count(plan: RowPlan, rows: np.ndarray) -> np.ndarray:
+    """Per call, how many of `rows` it has."""
+    return np.bincount(plan.red.ei[rows], minlength=plan.red.n)
 
 
 def _reduce_rows(o: Measured, plan: RowPlan, m: noise.RowMeasures, origin_margin: float,
@@ -134,7 +141,7 @@ def _reduce_rows(o: Measured, plan: RowPlan, m: noise.RowMeasures, origin_margin
     return CallTable(diff, m.names, m.nonfinite, red.max(tin, diff), red.max(tout, diff), red.max(tin, quant, 0.0),
                      red.max(tensor_row, quant, 0.0), red.max(tensor_row & (match >= 0), m.unit, 0.0), nf_in, nf_out,
                      nf_in_any, known, cfg, in_diff, out_diff, has_out, origin_margin, suspect_margin, m, differs,
-                     artifact)  # fmt: skip
+                     artifact, _count(plan, tin & differs))  # fmt: skip
 
 
 def inplace_artifacts(o: Measured, differs: np.ndarray, match: np.ndarray | None = None) -> np.ndarray:

@@ -45,11 +45,14 @@ class Floors:
     c_out: np.ndarray
     worst_in: np.ndarray
     beyond: _Beyond | None
+    combined: np.ndarray  # per call and measure: its noisy inputs' differences and one rounding, in quadrature
 
     def bases(self, calls: CallTable) -> tuple[tuple, tuple]:
         """The candidates of the input and output floors, in the order the evidence names them: 0 upstream, 1 own
-        inputs (outputs only), 2 resolution, 3 precision or minimum."""
-        return (self.prior, None, calls.q_in, self.ufl), (self.prior, _FiniteOrZero(calls.in_d), calls.q_all, self.ufl)
+        inputs (outputs only), 2 resolution, 3 precision or minimum, 4 its noisy inputs and one rounding combined
+        (outputs only)."""
+        return ((self.prior, None, calls.q_in, self.ufl, None),
+                (self.prior, _FiniteOrZero(calls.in_d), calls.q_all, self.ufl, self.combined))  # fmt: skip
 
 
 def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance) -> Floors:
@@ -70,8 +73,10 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
     weight = np.ones(k_cols)
     if k_cols == 3:  # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
         weight[2] = tol.extremes
+    combined = _combined(calls, ufl)
     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(calls.in_d, calls.out_d, prior, calls.q_in,
-                                                                      calls.q_all, ufl, weight)  # fmt: skip
+                                                                      np.maximum(calls.q_all, combined), ufl,
+                                                                      weight)  # fmt: skip
     beyond = None
     m = calls.m
     if m is not None and m.beyond is not None and n_entries:
@@ -79,7 +84,21 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
         upstream[order] = tol.excess_units * unit_o
         beyond = _beyond_floor(m, plan.red, plan.tin & ~calls.artifact, plan.tout, order, npu.shape, upstream)
     return Floors(order, grads, prior, prior_src, ufl, usrc, reduced, collective, weight, floor_in, floor_out, r_in,
-                  r_out, c_in, c_out, worst_in, beyond)  # fmt: skip
+                  r_out, c_in, c_out, worst_in, beyond, combined)  # fmt: skip
+
+
+# the noisy inputs counted for an output's floor at most (a product of two noisy operands adds their noise; beyond a
+# few, concatenations and sums of many carry no more than their largest input's relative noise)
+MAX_NOISY_INPUTS = 3
+
+
+def _combined(calls: CallTable, ufl: np.ndarray) -> np.ndarray:
+    """Per call and measure, what its outputs carry when each of its noisy tensor inputs (up to MAX_NOISY_INPUTS)
+    differs by its largest input difference and it rounds once more: sqrt(k x in_d^2 + ufl^2) (noise adds in
+    quadrature). A bf16 q @ k^T of two noisy operands measured 1.43x its largest input's difference, noise only."""
+    k = np.minimum(calls.noisy_inputs, MAX_NOISY_INPUTS).astype(np.float64)
+    in_d = np.where(np.isfinite(calls.in_d), calls.in_d, 0.0)
+    return np.sqrt(k[:, None] * in_d * in_d + (ufl * ufl)[:, None])
 
 
 def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool, collective: np.ndarray,

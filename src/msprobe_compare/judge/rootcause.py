@@ -36,7 +36,7 @@ import numpy as np
 
 from msprobe_compare.judge import backward, noise
 from msprobe_compare.judge.calls import CallTable, RowPlan, _dtype_step, _max_cols, measure_calls, plan_rows
-from msprobe_compare.judge.floors import Floors, floors_along
+from msprobe_compare.judge.floors import MAX_NOISY_INPUTS, Floors, floors_along
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.rows import PHASES, State
 from msprobe_compare.load.mode import Mode
@@ -72,6 +72,7 @@ class FloorKind(Enum):
     ELEMENT_ROUNDING = "element rounding"  # one rounding of each element (tensor measures) in `dtype`
     LOWEST_PRECISION = "lowest precision"  # `units` unit roundoffs of `dtype`, the lowest precision upstream (`at`)
     MIN_FLOOR = "min floor"  # --tolerance min_floor
+    COMBINED = "combined"  # its `units` noisy inputs' largest difference and one rounding, in quadrature
     REDUCED_MATMUL = "reduced matmul"  # `units` x the unit roundoff TF32/HF32 matmuls may run at (reduced_matmul)
     # a backward call: its incoming gradients' and its forward call's differences, times `units`, the largest gain
     # of its `peers` comparable backward calls (judge/backward.py)
@@ -436,6 +437,7 @@ class _Context:
                                                                           calls.origin_margin, plan.config)  # fmt: skip
         self.tol, self.weight, self.beyond = tol, fl.weight, fl.beyond
         self.reduced: set[int] = set(fl.reduced.tolist())  # calls whose floor is the reduced-matmul one
+        self.noisy = calls.noisy_inputs
         self.starts = o.npu.entry_bounds if plan.red.in_order else None  # rows of entry e: [starts[e], starts[e + 1])
 
     def rows(self, e: int) -> np.ndarray:
@@ -455,6 +457,14 @@ class _Context:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
             kind = FloorKind.STAT_ULP if self.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
+        if k == 4:  # with the rounding as the precision candidate names it
+            rounding = self._source_precision(e)
+            return FloorSource(FloorKind.COMBINED, rounding.at, _rounding_text(rounding),
+                               float(min(self.noisy[e], MAX_NOISY_INPUTS)))  # fmt: skip
+        return self._source_precision(e)
+
+    def _source_precision(self, e: int) -> FloorSource:
+        """The precision candidate of call e's floor: TF32/HF32, the lowest precision upstream, or the minimum."""
         if int(self.usrc[e]) in self.reduced:  # TF32/HF32 at this matmul or upstream
             at = int(self.usrc[e])
             return FloorSource(FloorKind.REDUCED_MATMUL, self.entries[at] if at != e else None, units=self.tol.floor_units)
@@ -576,6 +586,13 @@ class _Context:
     def _md5_suspect(self, e: int, reason: SuspectReason) -> Suspect:
         ev = self.evidence(e, outputs=True)
         return Suspect(self.entries[e], PHASES[self.phases[e]], reason, ev, Mode.MD5)
+
+
+def _rounding_text(src: FloorSource) -> str:
+    """What the one rounding of a combined floor is (FloorSource.dtype of a COMBINED floor)."""
+    if src.kind is FloorKind.REDUCED_MATMUL:
+        return "TF32/HF32"
+    return src.dtype if src.kind is FloorKind.LOWEST_PRECISION else "minimum-floor"
 
 
 def _innermost_suspects(suspects: list[Suspect], origins: list[Origin],

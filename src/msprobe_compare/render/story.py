@@ -254,6 +254,9 @@ def floor_source_text(src: FloorSource | None) -> str:
     if src.kind is FloorKind.LOWEST_PRECISION:
         times = f"{src.units:g} x " if src.units != 1 else ""
         return f"{times}unit roundoff of {src.dtype or 'low precision'}, the lowest precision upstream (from {src.at})"
+    if src.kind is FloorKind.COMBINED:
+        inputs = "its differing input" if src.units == 1 else f"its {src.units:g} differing inputs"
+        return f"{inputs} and one {src.dtype} rounding, added in quadrature"
     if src.kind is FloorKind.REDUCED_MATMUL:
         times = f"{src.units:g} x " if src.units != 1 else ""
         return f"{times}unit roundoff of TF32/HF32 (10 mantissa bits), which an fp32 matmul or convolution may run at"
