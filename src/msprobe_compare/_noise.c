@@ -1,5 +1,5 @@
-/* Native twins of the root cause's row passes (judge/noise.py, judge/rootcause.py; their numpy code is the twin and
- * tests/judge/test_noise_native.py runs both on the same inputs, bit for bit).
+/* Native twins of the root cause's row passes (judge/noise.py, judge/calls.py, judge/floors.py, pair/calls.py; their
+ * numpy code is the twin and tests/judge/test_noise_native.py runs both on the same inputs, bit for bit).
  *
  * stat_measures(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size,
  *               diff, quant, unit, nonfinite, nonfinite_any)
@@ -9,7 +9,7 @@
  *     out: diff and quant (n, 3) float64, unit (n) float64, the two NaN/Inf masks (n) bool.
  * stat_calls(n_stats, n_kind, b_stats, b_kind, match, n_bits, b_bits, n_unit, b_unit, size, row_flags, starts,
  *            diff, nonfinite, in_d, out_d, q_in, q_all, unit, flags)
- *     rootcause.analyse's statistics-mode row passes in one: each row measured as stat_measures does (diff (n, 3)
+ *     calls.measure_calls' statistics-mode row passes in one: each row measured as stat_measures does (diff (n, 3)
  *     and nonfinite (n) out; NaN for rows that are no tensor, bit 1 of row_flags (uint8), and for in-place
  *     artefacts: rows of bit 8 that differ), then reduced over each run of rows [starts[t], starts[t + 1]) as
  *     seg_max reduces: the largest difference of the input rows (bit 2) and of the output rows (bit 4), -inf when
@@ -27,10 +27,10 @@
  *     np.maximum.reduceat over np.where(mask & ~isnan(values), values, fill); a zero maximum is +0 (reduceat's
  *     order, which decides the sign of a zero among zeros, is its own); out (runs, k).
  * running_floor(in_d, out_d, order, prior, prior_src)
- *     rootcause.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
+ *     floors.running_floor: per call (rows of in_d/out_d, (calls, k) float64) and column, the largest finite
  *     difference of the calls before it in `order` (intp) and the call that set it (int64, -1: none above 0).
  * margins(in_d, out_d, prior, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)
- *     rootcause.margins: per call the floors of its inputs and outputs, their differences over the floors (times
+ *     floors.margins: per call the floors of its inputs and outputs, their differences over the floors (times
  *     each measure's weight), the largest of those and the measure that has it (the first, as argmax), and the
  *     largest input difference (NaN counting as -inf).
  * tree_beside(raw, base) -> (tree, moved, fresh) or None
@@ -43,7 +43,7 @@
  * children(tree, modules) -> [(name, parent), ...]
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * call_keys(names) -> [key, ...] or None
- *     noise.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
+ *     pair.calls.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
  * phase_flags(entries, backward, grad, ends, inplace)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
  *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
@@ -218,7 +218,7 @@ done:
 
 /* row flags of stat_calls */
 enum { R_TENSOR = 1, R_INPUT = 2, R_OUTPUT = 4, R_ARTIFACT = 8 };
-/* per-run flags of stat_calls, in rootcause.analyse's order */
+/* per-run flags of stat_calls, in calls.measure_calls' order */
 enum { C_NF_IN = 1, C_NF_OUT = 2, C_NF_IN_ANY = 4, C_KNOWN = 8, C_IN_DIFF = 16, C_OUT_DIFF = 32, C_HAS_OUT = 64 };
 
 static inline double masked_max(double acc, int take, double x, double fill) {
@@ -740,7 +740,7 @@ static int ends_with(int kind, const void *data, Py_ssize_t end, const char *tai
     return 1;
 }
 
-/* noise.call_keys' two substitutions for one name: `X.<digits>.forward` -> `X..forward` (or backward), else
+/* pair.calls.call_keys' two substitutions for one name: `X.<digits>.forward` -> `X..forward` (or backward), else
  * `X.forward.<digits>` -> `X.forward.` (or backward); digits are Unicode decimals, as the patterns' \d. A new
  * reference (the name itself when neither applies). */
 static PyObject *call_key_of(PyObject *name) {
@@ -881,7 +881,7 @@ static PyMethodDef methods[] = {
     {"seg_max", seg_max, METH_VARARGS,
      "seg_max(values, mask, starts, fill, out): per run of rows, each column's largest masked non-NaN value"},
     {"running_floor", running_floor, METH_VARARGS,
-     "running_floor(in_d, out_d, order, prior, prior_src): rootcause.running_floor, one pass in execution order"},
+     "running_floor(in_d, out_d, order, prior, prior_src): floors.running_floor, one pass in execution order"},
     {"margins", margins, METH_VARARGS,
      "margins(in_d, out_d, prior, q_in, q_all, ufl, weight, floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)"},
     {"tree_beside", tree_beside, METH_VARARGS,

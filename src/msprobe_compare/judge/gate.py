@@ -80,7 +80,7 @@ def row_levels(m: Measured, verdict: BaseVerdict, marks: Marks | None, accuracy:
                layout_only: np.ndarray | None = None) -> RowLevels:  # fmt: skip
     """Errors: red rows, md5 `Different`, real-data `Accuracy No`. Warnings: yellow rows and summary `Warning`
     rows that are not errors. Input rows of in-place APIs that the dumper recorded after the write (see
-    `judge.rootcause.inplace_artifacts`) are excluded from both, as the root cause excludes them. `layout_only`:
+    `judge.calls.inplace_artifacts`) are excluded from both, as the root cause excludes them. `layout_only`:
     rows of calls a parallel layout adds (no counterpart expected)."""
     n = len(m)
     error = np.zeros(n, dtype=bool)
