@@ -3,8 +3,10 @@
 A backward call's inputs are the gradients of its forward call's outputs; its outputs are the gradients of the
 forward call's inputs, computed from those and from what the forward call saved (its inputs, for some APIs its
 outputs). So a backward call whose output gradients differ far more than its incoming gradients and its forward
-call's tensors do computed something new: its `gain` is the output difference over that floor (per measure, the
-largest over the measures, Max/Min weighted as in the forward walk).
+call's tensors do computed something new: its `gain` is the difference of its first output (`output.0`, the gradient
+it passes on) over that floor, the largest over the Norm and Mean measures (single elements of a low-precision
+gradient are too noisy for Max/Min). A matmul-class module's weight gradient (`parameters_grad`, x^T g) is judged
+the same way, against its module's backward call's incoming gradients and its forward call's tensors.
 
 Across devices some backward outputs are pure rounding residue (a bias gradient before a softmax or a norm is zero
 mathematically), so their gain is large in every layer. A gain is therefore judged against its **peers**: the
@@ -27,7 +29,7 @@ from msprobe_compare.load.rows import PHASES
 from msprobe_compare.pair.calls import Names, call_keys
 from msprobe_compare.records import dataclass
 
-MIN_PEERS = 2  # other calls of the same kind a backward call is compared with (fewer: not judged here)
+MIN_PEERS = 2  # other layers a backward call's kind must have for it to be judged here (fewer: not judged)
 _DIGITS = re.compile(r"\.\d+(?=\.|$)")
 
 
