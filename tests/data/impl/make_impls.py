@@ -5,9 +5,9 @@ implementations from the same weights, with the reference dumper (mindstudio-pro
 Two modes.
 
 1. One dump (in the reference virtualenv):
-       /work/refvenv/bin/python make_impls.py --impl vllm --prec bf16 --bug scale --layer 1 --out DIR
+       /tmp/refvenv/bin/python make_impls.py --impl vllm --prec bf16 --bug scale --layer 1 --out DIR
 2. Every run, every case with its TRUTH.json, the checks and the archive:
-       python3 make_impls.py build --work /tmp/impl --ref /work/refvenv/bin/python
+       python3 make_impls.py build --work /tmp/impl --ref /tmp/refvenv/bin/python
 
 The model (all implementations): vocab 64, hidden 32, 3 layers, 4 query heads and 2 key/value heads (head dim 8,
 grouped-query attention), RMSNorm (eps 1e-6), rotary embeddings (base 10000, neox/rotate-half style), SwiGLU
@@ -995,7 +995,7 @@ def check_pairs(pairs: list[dict], nd: dict, nc: dict, bd: dict, bc: dict, tol: 
 def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_impls.py build")
     p.add_argument("--work", default="/tmp/impl")
-    p.add_argument("--ref", default="/work/refvenv/bin/python")
+    p.add_argument("--ref", default="/tmp/refvenv/bin/python")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--no-pack", action="store_true")
     a = p.parse_args(argv)
