@@ -33,20 +33,10 @@ MIN_PEERS = 2  # other layers a backward call's kind must have for it to be judg
 _DIGITS = re.compile(r"\.\d+(?=\.|$)")
 
 
-def forward_of(name: str) -> str | None:
-    """`Functional.linear.3.backward` -> `Functional.linear.3.forward`; `Module.fc.Linear.backward.0` ->
-    `Module.fc.Linear.forward.0`; None for other names."""
-    if name.endswith(".backward"):
-        return name[: -len("backward")] + "forward"
-    head, dot, counter = name.rpartition(".")
-    if dot and counter.isdigit() and head.endswith(".backward"):
-        return head[: -len("backward")] + "forward." + counter
-    return None
-
-
 def _forward_names(names: list[str]) -> list[str]:
-    """`forward_of` of backward call names, in one C-level pass (`.backward` replaced; a name it does not fit is
-    simply not found); of a parameter-gradient entry (`Module.fc.Linear.parameters_grad`), its module's first
+    """Each backward call's forward call (`Functional.linear.3.backward` -> `Functional.linear.3.forward`,
+    `Module.fc.Linear.backward.0` -> `Module.fc.Linear.forward.0`), in one C-level pass (`.backward` replaced; a name
+    it does not fit is simply not found); of a parameter-gradient entry (`Module.fc.Linear.parameters_grad`), its module's first
     forward call (`Module.fc.Linear.forward.0`)."""
     replace: Callable[[str], str] = operator.methodcaller("replace", ".backward", ".forward")
     return [n[: -len("parameters_grad")] + "forward.0" if n.endswith(".parameters_grad") else n
@@ -205,7 +195,8 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
 
 
 def _gains(calls: np.ndarray, sources: list[np.ndarray] | None, in_d: np.ndarray, out_d: np.ndarray,
-           q_all: np.ndarray, ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+           q_all: np.ndarray, ufl: np.ndarray,
+           weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Per call of `calls`: its gain, the measure that has it, and its own floor per measure; `sources` the
     positions of the calls whose tensors it is computed from besides its inputs (its forward call; a parameter
     gradient's module backward call), -1 where none, None where not looked up (left out)."""

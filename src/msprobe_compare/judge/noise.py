@@ -60,7 +60,7 @@ class Tolerance:
     # nothing in the dump says so; such an op's outputs are compared with at least `floor_units` of it
     reduced_matmul: float = 2.0**-11
     # a backward call is an origin when its gain exceeds this many times the largest gain of its peers in other layers
-    # (judge/backward.py): noise-only gains over the peers' reach 1.89 on the cases, backward bugs stand at 14-1056
+    # (judge/backward.py): noise-only gains over the peers' reach 2.22 on the cases, backward bugs stand at 13-1818
     backward_origin: float = 4.0
 
     @classmethod

@@ -276,7 +276,8 @@ class _Walk:
         not_forward = np.r_[np.where(self.phase_code[order] != PHASES.index("forward"), self.at, n), n]
         self.next_backward = np.minimum.accumulate(not_forward[::-1])[::-1].tolist()
         # per position, the last quiet call with compared outputs at or before it (-1: none)
-        self.quiet_ok = np.maximum.accumulate(np.where(self.quiet & calls.has_out[order], self.at, -1)) if n else self.at
+        ok_here = np.where(self.quiet & calls.has_out[order], self.at, -1)
+        self.quiet_ok = np.maximum.accumulate(ok_here) if n else self.at
         self.t_found = n  # the first origin
         self.last_walked_ok = -1  # the last walked call that is OK or noise and has compared outputs
         self.seen_nf = False  # a NaN/Inf in an earlier call
@@ -467,28 +468,35 @@ class _Context:
         """The precision candidate of call e's floor: TF32/HF32, the lowest precision upstream, or the minimum."""
         if int(self.usrc[e]) in self.reduced:  # TF32/HF32 at this matmul or upstream
             at = int(self.usrc[e])
-            return FloorSource(FloorKind.REDUCED_MATMUL, self.entries[at] if at != e else None, units=self.tol.floor_units)
+            return FloorSource(FloorKind.REDUCED_MATMUL, self.entries[at] if at != e else None,
+                               units=self.tol.floor_units)  # fmt: skip
         u = float(self.unit[self.usrc[e]]) if self.usrc[e] >= 0 else 0.0
         if u and self.tol.floor_units * u >= self.tol.min_floor:
             return FloorSource(FloorKind.LOWEST_PRECISION, self.entries[self.usrc[e]], _DTYPE_OF_UNIT.get(u, ""),
                                self.tol.floor_units)  # fmt: skip
         return FloorSource(FloorKind.MIN_FLOOR)
 
-    def evidence(self, e: int, outputs: bool) -> Evidence:
-        npu, bench = self.o.npu, self.o.bench
-        c = int(self.c_out[e] if outputs else self.c_in[e])
+    def _side_rows(self, e: int, outputs: bool) -> np.ndarray:
+        """Call e's output rows (outputs and parameter gradients), or its input rows."""
         rows = self.rows(e)
-        state = npu.state[rows]
+        state = self.o.npu.state[rows]
         side = (state == State.OUTPUT) | (state == State.PARAMETERS_GRAD)
-        sel = rows[side if outputs else ~side]
+        return rows[side if outputs else ~side]
+
+    def _row_and_dtypes(self, i: int | None) -> tuple[str | None, tuple[str, str]]:
+        """Row i's name and both sides' dtypes (None, ("", "") without a row)."""
+        if i is None:
+            return None, ("", "")
+        npu, bench = self.o.npu, self.o.bench
+        j = int(self.match[i])
+        return npu.names[i], (npu.dtype[i], bench.dtype[j] if j >= 0 else "")
+
+    def evidence(self, e: int, outputs: bool) -> Evidence:
+        c = int(self.c_out[e] if outputs else self.c_in[e])
+        sel = self._side_rows(e, outputs)
         vals = self.diff[sel, c] if len(sel) else np.zeros(0)
-        row = None
-        dtypes = ("", "")
-        if len(vals) and not np.isnan(vals).all():
-            i = int(sel[int(np.nanargmax(vals))])
-            j = int(self.match[i])
-            row = npu.names[i]
-            dtypes = (npu.dtype[i], bench.dtype[j] if j >= 0 else "")
+        largest = int(sel[int(np.nanargmax(vals))]) if len(vals) and not np.isnan(vals).all() else None
+        row, dtypes = self._row_and_dtypes(largest)
         floor = float((self.floor_out if outputs else self.floor_in)[e, c])
         value = float((self.out_d if outputs else self.in_d)[e, c])
         ins, outs = self.in_d[e, c], self.out_d[e, c]
@@ -507,7 +515,7 @@ class _Context:
         """A suspect whose share of elements beyond rounding (inputs for a boundary, else outputs) stands above
         `tensor_confirm` times the share upstream: two independent measures agree, it is an origin."""
         found = self._beyond(e, outputs=not boundary)
-        if found is None or self.beyond is None or not self.beyond.upstream[e]:  # nothing to compare with: the resolution is no floor
+        if found is None or self.beyond is None or not self.beyond.upstream[e]:  # nothing to compare with
             return False
         return found[0] > self.tol.tensor_confirm * found[1]
 
@@ -529,27 +537,18 @@ class _Context:
                       else (), nonfinite)  # fmt: skip
 
     def backward_origin(self, e: int, bwd: backward.BackwardJudgement) -> Origin:
-        """A backward call whose output gradients differ more than `origin` times what its incoming gradients and
-        its forward call's tensors explain, and more than its peers in other layers do (judge/backward.py)."""
+        """A backward call whose first output differs more than `backward_origin` times what its incoming gradients
+        and its forward call's tensors explain, times the largest gain of its peers in other layers
+        (judge/backward.py). The evidence is that first output's difference, the one that decided."""
         c = int(bwd.measure[e])
-        ev = self.evidence(e, outputs=True)
+        sel = self._side_rows(e, outputs=True)
+        row, dtypes = self._row_and_dtypes(int(sel[0]) if len(sel) else None)
         floor = float(bwd.floor[e, c])
-        value = float(self.out_d[e, c])
+        ratio = float(bwd.gain[e] / bwd.peer_gain[e])  # the first output's difference over `floor`
         src = FloorSource(FloorKind.BACKWARD_PEERS, units=float(bwd.peer_gain[e]), peers=int(bwd.peers[e]))
-        ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(value), float(self.tol.backward_origin * floor),
-                      self._deciding_row(e, c, True) or ev.first_row, floor, src,
-                      _num(value / floor) if floor > 0 else None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
+        ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(ratio * floor), float(self.tol.backward_origin * floor),
+                      row, floor, src, _num(ratio), dtypes)  # fmt: skip
         return Origin(self.entries[e], OriginKind.COMPUTATION, PHASES[self.phases[e]], None, ev)
-
-    def _deciding_row(self, e: int, c: int, outputs: bool) -> str | None:
-        rows = self.rows(e)
-        state = self.o.npu.state[rows]
-        side = (state == State.OUTPUT) | (state == State.PARAMETERS_GRAD)
-        sel = rows[side if outputs else ~side]
-        vals = self.diff[sel, c] if len(sel) else np.zeros(0)
-        if not len(vals) or np.isnan(vals).all():
-            return None
-        return self.o.npu.names[int(sel[int(np.nanargmax(vals))])]
 
     def _nonfinite_row(self, e: int) -> str | None:
         for i in self.rows(e).tolist():

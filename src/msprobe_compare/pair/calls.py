@@ -492,7 +492,8 @@ def _arg_value(value: object) -> object:
     return "<floating dtype>" if isinstance(value, str) and is_float_dtype_name(value) else value
 
 
-def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.ndarray, raw_values: RawArgs) -> np.ndarray:
+def _values_differ(npu: RowTable, bench: RowTable, rows: np.ndarray, brows: np.ndarray,
+                   raw_values: RawArgs) -> np.ndarray:  # fmt: skip
     """Per non-tensor argument row paired with bench row `brows`: whether the recorded values differ."""
     nk, bk = npu.stat_kind[rows, 0], bench.stat_kind[brows, 0]
     numeric = (nk <= StatKind.INT) & (bk <= StatKind.INT)

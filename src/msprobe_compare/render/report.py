@@ -286,8 +286,8 @@ def log_directory_summary(console: Console, summary: Any) -> None:
         source = collective_source(written)
         if source is not None:
             carried, origin = source
-            console.warning(f"Root cause across ranks: {origin.label}: {origin.written.first_origin[1]}; "
-                            f"{', '.join(f'{r.label} first receives it at {r.written.first_collective}' for r in carried)}")  # fmt: skip
+            receives = ", ".join(f"{r.label} first receives it at {r.written.first_collective}" for r in carried)
+            console.warning(f"Root cause across ranks: {origin.label}: {origin.written.first_origin[1]}; {receives}")
         else:
             (_, text), label = min(found, key=lambda item: item[0][0])
             console.warning(f"Earliest root cause across ranks: {label}: {text}")
