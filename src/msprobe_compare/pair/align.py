@@ -1,0 +1,650 @@
+"""Aligning two module trees that run different code (issue #30): a training engine against an inference engine
+(renamed, wrapped, merged q/k/v or gate/up, flattened or transposed tokens), an NPU port against its GPU original.
+
+No name map is written by hand. The aligner reads what both runs share:
+
+1. **parameters** (anchors): both runs load the same weights, and a forward bug does not change them. A module whose
+   parameters' statistics equal a module's on the other side is its counterpart; N sibling modules whose parameters,
+   concatenated, equal one module's are merged into it (q/k/v into qkv, gate/up into gate_up). Tied or repeated
+   weights pair in call order;
+2. **the tree**: a module whose paired descendants are exactly another's is its counterpart; the wrappers around
+   the same descendants (`_fsdp_wrapped_module`, `module.module`) are recorded as the same boundary;
+3. **the tensors** at the boundaries of the modules left: their statistics (Max, Min, Mean, Norm and the element
+   count, which a reshape or transpose keeps), where the runs still agree;
+4. **the layers**: what one decoder layer shows (`layers.N`) holds for the other layers, unless a layer where the
+   runs still agree says otherwise. This is how the boundaries after a bug, where the statistics part, are paired.
+
+Each module pair's tensors (slots) are then paired the same way: by value where the runs agree, by the other layers'
+evidence where they part, by the backward mirror of the forward slots for gradients. Planning only: the tables the
+rest of the pipeline reads are built from the `Alignment` by `pair/aligned.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.records import dataclass
+
+MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
+LAYER = re.compile(r"(?<=\.layers\.)\d+(?=\.|$)|(?<=^layers\.)\d+(?=\.|$)")
+WRAPPERS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
+LOW_PRECISION = ("bfloat16", "float16", "half", "bf16", "fp16")
+TOL_LOW, TOL_FP32, TOL_PARAM = 0.03, 2e-3, 1e-5
+
+
+@dataclass
+class ModuleCall:
+    """One forward call of a module (`Module.<path>.<Class>.forward.<n>`) and what belongs to it."""
+
+    entry: int  # its forward entry
+    path: str
+    cls: str
+    count: int
+    parent: int  # the enclosing module call (index into the side's calls), -1 at the root
+    start: int  # the first entry inside it (the time its inputs exist); its entry is the time of its outputs
+    slots: dict[str, int]  # forward row name suffix ("input.0", "output.1", "parameters.weight") -> row
+    backward: int = -1  # its backward entry, -1 when none
+    grads: int = -1  # its parameters_grad entry (the first call of the module only)
+
+    @property
+    def layer(self) -> int | None:
+        m = LAYER.search(self.path)
+        return int(m.group()) if m else None
+
+    @property
+    def template(self) -> str:
+        """The path with its layer index replaced: the same module in every layer."""
+        return LAYER.sub("*", self.path)
+
+
+@dataclass
+class Side:
+    table: RowTable
+    calls: list[ModuleCall]
+    numel: np.ndarray  # per row: element count (-1 without a shape)
+    low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
+
+
+@dataclass
+class SlotPair:
+    npu: str  # slot key on the npu side ("output.0"; of the first part for merged groups)
+    bench: str
+    how: str  # "value" (the statistics agree), "layers" (the other layers' evidence), "mirror" (backward of a pair)
+
+
+@dataclass
+class BoundaryPair:
+    """Module calls that carry the same tensors: one or more on each side (merged parts in call order)."""
+
+    npu: tuple[int, ...]
+    bench: tuple[int, ...]
+    how: str  # "parameters", "tree", "value", "layers"
+    slots: list[SlotPair]
+    grads: list[SlotPair]  # backward slots ("input.0" -> "input.0")
+
+
+@dataclass
+class Alignment:
+    npu: Side
+    bench: Side
+    pairs: list[BoundaryPair]
+    same_as: dict[str, dict[int, int]]  # side -> wrapper call -> the call it carries the same tensors as
+    unpaired: dict[str, list[int]]  # side -> module calls left without a counterpart
+    parted: int  # the npu entry after which the runs part (the first anchor whose output differs), -1 when none
+
+    def names(self, side: str, calls: tuple[int, ...]) -> str:
+        s = self.npu if side == "npu" else self.bench
+        return ";".join(s.calls[c].path for c in calls)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+def _numel(shape: str) -> int:
+    if not shape or shape[0] != "[":
+        return -1
+    inner = shape[1:-1].strip()
+    if not inner:
+        return 1
+    try:
+        return math.prod(int(x) for x in inner.split(","))
+    except ValueError:
+        return -1
+
+
+def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
+    """The side's forward module calls in the order they end (their entries), with their slots and times."""
+    index: dict[str, int] = {}
+    calls: list[ModuleCall] = []
+    bounds = table.entry_bounds
+    backward: dict[tuple[str, str, int], int] = {}
+    grads: dict[tuple[str, str], int] = {}
+    for e, entry in enumerate(table.entries):
+        if not entry.startswith("Module."):
+            continue
+        head, _, last = entry.rpartition(".")
+        if last == "parameters_grad":
+            path, _, cls = head[7:].rpartition(".")
+            grads.setdefault((path, cls), e)
+            continue
+        stem, _, direction = head.rpartition(".")
+        path, _, cls = stem[7:].rpartition(".")
+        if not last.isdigit() or not path:
+            continue
+        if direction == "backward":
+            backward[(path, cls, int(last))] = e
+        elif direction == "forward":
+            slots = {}
+            cut = len(entry) + 1
+            for r in range(bounds[e], bounds[e + 1]):
+                slots.setdefault(table.names[r][cut:], r)
+            index[entry] = len(calls)
+            calls.append(ModuleCall(e, path, cls, int(last), -1, e, slots))
+    first_inside: dict[str, int] = {}
+    if tree:
+        for e, entry in enumerate(table.entries):
+            parent = tree.get(entry)
+            while parent is not None and parent not in first_inside:
+                first_inside[parent] = e
+                parent = tree.get(parent)
+    for c in calls:
+        entry = table.entries[c.entry]
+        parent = tree.get(entry) if tree else None
+        c.parent = index.get(parent, -1) if parent else -1
+        c.start = min(first_inside.get(entry, c.entry), c.entry)
+        c.backward = backward.get((c.path, c.cls, c.count), -1)
+        c.grads = grads.get((c.path, c.cls), -1) if c.count == 0 else -1
+    numel = np.fromiter((_numel(s) for s in table.shape), dtype=np.int64, count=len(table.shape))
+    low = any(_low(d) for d in table.dtype_codes[0] if d)
+    return Side(table, calls, numel, low)
+
+
+# ---------------------------------------------------------------------------------------------------- values
+
+
+def _low(dtype: str) -> bool:
+    return any(p in dtype for p in LOW_PRECISION)
+
+
+@dataclass
+class Stat:
+    """A tensor's statistics, one or several rows combined."""
+
+    numel: int
+    v: np.ndarray  # Max, Min, Mean, Norm
+    low: bool
+
+    @staticmethod
+    def of(side: Side, rows: list[int], shared: bool = False) -> Stat | None:
+        """The rows' tensor, concatenated (or one of them when `shared`: the same tensor read by every part)."""
+        t = side.table
+        if not rows:
+            return None
+        for r in rows:
+            if side.numel[r] < 0 or not np.all(np.isin(t.stat_kind[r], (StatKind.NUMBER, StatKind.INT))):
+                return None
+        low = side.low or any(_low(t.dtype[r]) for r in rows)
+        if shared or len(rows) == 1:
+            return Stat(int(side.numel[rows[0]]), t.stats[rows[0]], low)
+        n = side.numel[rows].astype(np.float64)
+        v = t.stats[rows]
+        total = float(n.sum())
+        return Stat(int(total), np.array([v[:, 0].max(), v[:, 1].min(), float(np.dot(v[:, 2], n) / total)
+                                          if total else 0.0, math.sqrt(float(np.dot(v[:, 3], v[:, 3])))]), low)
+
+
+def distance(a: Stat | None, b: Stat | None, param: bool = False) -> float:
+    """How far apart two tensors' statistics are, in units of the tolerance of their precision (<= 1: the same
+    tensor; inf: different sizes or no statistics)."""
+    if a is None or b is None or a.numel != b.numel or not (np.all(np.isfinite(a.v)) and np.all(np.isfinite(b.v))):
+        return math.inf
+    tol = TOL_PARAM if param and not (a.low or b.low) else TOL_LOW if (a.low or b.low) else TOL_FP32
+    if param and (a.low or b.low):
+        tol = 2.0 ** -7
+    scale = max(abs(a.v[0]), abs(a.v[1]), abs(b.v[0]), abs(b.v[1]), 1e-30)
+    d = np.abs(a.v - b.v)
+    norm = max(abs(a.v[3]), abs(b.v[3]), 1e-30)
+    return float(max(d[0] / scale, d[1] / scale, d[2] / scale, d[3] / norm) / tol)
+
+
+# ---------------------------------------------------------------------------------------------------- aligning
+
+
+class _Aligner:
+    def __init__(self, npu: Side, bench: Side) -> None:
+        self.s = {"npu": npu, "bench": bench}
+        self.pairs: list[BoundaryPair] = []
+        self.of: dict[str, dict[int, int]] = {"npu": {}, "bench": {}}  # call -> its pair
+        self.same_as: dict[str, dict[int, int]] = {"npu": {}, "bench": {}}
+        self.parted = -1
+        self._param_keys = {side: {self._key(side, r) for c in s.calls for k, r in c.slots.items()
+                                   if k.startswith("parameters.") and s.numel[r] > 1} for side, s in self.s.items()}
+
+    # ---- helpers
+    def _add(self, npu: tuple[int, ...], bench: tuple[int, ...], how: str) -> None:
+        k = len(self.pairs)
+        self.pairs.append(BoundaryPair(npu, bench, how, [], []))
+        for c in npu:
+            self.of["npu"][c] = k
+        for c in bench:
+            self.of["bench"][c] = k
+
+    def _free(self, side: str, c: int) -> bool:
+        return c not in self.of[side] and c not in self.same_as[side]
+
+    def _params(self, side: str, calls: tuple[int, ...]) -> Stat | None:
+        """The calls' parameters concatenated; for a call without any, the inputs that are a parameter of the same
+        run (a weight passed as an argument: Megatron's output layer is given the embedding's)."""
+        s = self.s[side]
+        rows = [r for c in calls for k, r in s.calls[c].slots.items() if k.startswith("parameters.")]
+        if not rows:
+            rows = [r for c in calls for k, r in s.calls[c].slots.items()
+                    if k.startswith("input") and self._key(side, r) in self._param_keys[side]]  # fmt: skip
+        return Stat.of(s, rows)
+
+    def _key(self, side: str, r: int) -> tuple[float, ...]:
+        """A tensor's identity within one run: the same tensor read twice has the same statistics, bit for bit."""
+        s = self.s[side]
+        return (float(s.numel[r]), *s.table.stats[r].tolist())
+
+    # ---- 1. parameters
+    def anchors(self) -> None:
+        sig: dict[str, dict[int, Stat]] = {}
+        for side, s in self.s.items():
+            sig[side] = {}
+            for c in range(len(s.calls)):
+                st = self._params(side, (c,))
+                if st is not None:
+                    sig[side][c] = st
+        bench_keys = sorted(sig["bench"])
+        groups: list[tuple[list[int], list[int]]] = []  # equal parameters: the calls of each side, in call order
+        seen: set[int] = set()
+        for c in sorted(sig["npu"]):
+            if c in seen:
+                continue
+            same_npu = [d for d in sorted(sig["npu"]) if d not in seen and distance(sig["npu"][c], sig["npu"][d],
+                                                                                   True) <= 1]  # fmt: skip
+            seen.update(same_npu)
+            same_bench = [b for b in bench_keys if distance(sig["npu"][c], sig["bench"][b], True) <= 1]
+            if same_bench:
+                groups.append((same_npu, same_bench))
+        for same_npu, same_bench in groups:
+            free_b = [b for b in same_bench if self._free("bench", b)]
+            for a, b in zip(same_npu, free_b):
+                if self._free("npu", a):
+                    self._add((a,), (b,), "parameters")
+        for side, other in (("bench", "npu"), ("npu", "bench")):  # merged: runs of siblings against one call
+            for c, st in sig[side].items():
+                if not self._free(side, c):
+                    continue
+                for run in self._sibling_runs(other, sig[other]):
+                    if distance(self._params(other, run), st, True) <= 1:
+                        self._add(run if other == "npu" else (c,), (c,) if other == "npu" else run, "parameters")
+                        break
+
+    def _sibling_runs(self, side: str, sig: dict[int, Stat]) -> list[tuple[int, ...]]:
+        by_parent: dict[int, list[int]] = defaultdict(list)
+        for c in sorted(sig):
+            if self._free(side, c):
+                by_parent[self.s[side].calls[c].parent].append(c)
+        runs = []
+        for kids in by_parent.values():
+            for i in range(len(kids)):
+                for n in range(2, min(MERGE_LIMIT, len(kids) - i) + 1):
+                    runs.append(tuple(kids[i:i + n]))
+        return runs
+
+    # ---- 2. the tree
+    def _below(self, side: str) -> list[frozenset[int]]:
+        """Per call, the pairs at or below it."""
+        s = self.s[side]
+        below: list[set[int]] = [set() for _ in s.calls]
+        for c in range(len(s.calls)):  # calls end in order: children before their parent
+            k = self.of[side].get(c)
+            if k is not None:
+                below[c].add(k)
+            if s.calls[c].parent >= 0:
+                below[s.calls[c].parent] |= below[c]
+        return [frozenset(b) for b in below]
+
+    def tree(self) -> None:
+        below = {side: self._below(side) for side in self.s}
+        chains: dict[str, dict[frozenset[int], list[int]]] = {}
+        for side in self.s:
+            chains[side] = defaultdict(list)
+            for c, b in enumerate(below[side]):
+                if b:
+                    chains[side][b].append(c)
+        for key, npu_chain in chains["npu"].items():
+            bench_chain = chains["bench"].get(key)
+            if not bench_chain:
+                continue
+            taken = {side: [c for c in ch if not self._free(side, c)] for side, ch in
+                     (("npu", npu_chain), ("bench", bench_chain))}  # fmt: skip
+            free = {side: [c for c in ch if self._free(side, c)] for side, ch in
+                    (("npu", npu_chain), ("bench", bench_chain))}  # fmt: skip
+            if taken["npu"] or taken["bench"]:  # the anchor itself is in the chain: the rest wrap it
+                for side in ("npu", "bench"):
+                    home = (taken[side] or [None])[0]
+                    for c in free[side]:
+                        if home is not None:
+                            self.same_as[side][c] = home
+                continue
+            a, b = self._best(free["npu"], free["bench"])
+            self._add((a,), (b,), "tree")
+            for side, keep in (("npu", a), ("bench", b)):
+                for c in free[side]:
+                    if c != keep:
+                        self.same_as[side][c] = keep
+
+    def _best(self, npu: list[int], bench: list[int]) -> tuple[int, int]:
+        """Of two wrapper chains around the same pairs, the calls to pair: the same class where there is one, else
+        the innermost of each."""
+        for a in npu:
+            for b in bench:
+                if self.s["npu"].calls[a].cls == self.s["bench"].calls[b].cls:
+                    return a, b
+        return npu[0], bench[0]
+
+    # ---- 3. values, 4. layers
+    def _stat(self, side: str, calls: tuple[int, ...], key: str) -> Stat | None:
+        s = self.s[side]
+        rows = [s.calls[c].slots.get(key, -1) for c in calls]
+        if any(r < 0 for r in rows):
+            return None
+        shared = key.startswith("input") and len(rows) > 1
+        return Stat.of(s, rows, shared=shared)
+
+    def _slot_keys(self, side: str, calls: tuple[int, ...]) -> list[str]:
+        s = self.s[side]
+        return [k for k, r in s.calls[calls[0]].slots.items() if not k.startswith("parameters.") and s.numel[r] > 0]
+
+    def _time(self, side: str, calls: tuple[int, ...], key: str) -> int:
+        c = self.s[side].calls[calls[-1]]
+        return c.start if key.startswith("input") else c.entry
+
+    def parting(self) -> None:
+        """The earliest tensor of a parameter-anchored pair where the runs do not agree: the statistics at and after
+        it are no evidence of what pairs (they may differ because of the bug the compare looks for)."""
+        first = -1
+        real: set[tuple[str, ...]] = set()  # slot pairs that agree in some layer: they carry the same tensor
+        failed: list[tuple[BoundaryPair, tuple[str, ...], str]] = []
+        for p in self.pairs:
+            if p.how != "parameters":
+                continue
+            for ka in self._slot_keys("npu", p.npu):
+                for kb in self._slot_keys("bench", p.bench):
+                    d = self._dist(p, ka, kb)
+                    key = self._tkey(p, ka, kb) or (str(p.npu), str(p.bench), ka, kb)
+                    if d <= 1:
+                        real.add(key)
+                    elif d < math.inf:
+                        failed.append((p, key, ka))
+        outs: dict[int, int] = {}  # pair -> the time it parts: its start when an input parts too, else its end
+        for p, key, ka in failed:
+            if key in real and ka.startswith("output"):
+                outs[id(p)] = self._time("npu", p.npu, ka)
+        for p, key, ka in failed:
+            if key in real and id(p) in outs and ka.startswith("input"):
+                outs[id(p)] = self._time("npu", p.npu, ka)
+        first = min(outs.values(), default=-1)
+        self.parted = first
+
+    def _dist(self, p: BoundaryPair, a: str, b: str) -> float:
+        return distance(self._stat("npu", p.npu, a), self._stat("bench", p.bench, b))
+
+    def _clean(self, p: BoundaryPair, a: str) -> bool:
+        return self.parted < 0 or self._time("npu", p.npu, a) < self.parted
+
+    def values(self) -> None:
+        """Calls left unpaired whose nearest paired ancestors are each other's, paired by the tensors they carry."""
+        s_n, s_b = self.s["npu"], self.s["bench"]
+
+        def home(side: str, c: int) -> int:
+            p = self.s[side].calls[c].parent
+            while p >= 0 and p not in self.of[side]:
+                p = self.s[side].calls[p].parent
+            return self.of[side].get(p, -1) if p >= 0 else -1
+
+        cand: dict[int, list[int]] = defaultdict(list)
+        for b in range(len(s_b.calls)):
+            if self._free("bench", b):
+                cand[home("bench", b)].append(b)
+        scored = []
+        for a in range(len(s_n.calls)):
+            if not self._free("npu", a):
+                continue
+            keys_a = self._slot_keys("npu", (a,))
+            for b in cand.get(home("npu", a), []):
+                keys_b = self._slot_keys("bench", (b,))
+                hits = 0
+                out_hit = False
+                for ka in keys_a:
+                    for kb in keys_b:
+                        d = distance(self._stat("npu", (a,), ka), self._stat("bench", (b,), kb))
+                        if d <= 1 and (self.parted < 0 or self._time("npu", (a,), ka) < self.parted):
+                            hits += 1
+                            out_hit |= ka.startswith("output") and kb.startswith("output")
+                            break
+                if out_hit:
+                    scored.append((-hits, abs(s_n.calls[a].layer or 0), a, b))
+        for _, _, a, b in sorted(scored):
+            if self._free("npu", a) and self._free("bench", b):
+                self._add((a,), (b,), "value")
+
+    def layers(self) -> None:
+        """A pair found in some layers holds in the others where both calls are unpaired."""
+        by_t: dict[tuple[str, str], set[int]] = defaultdict(set)
+        for p in self.pairs:
+            if len(p.npu) == 1 and len(p.bench) == 1:
+                a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
+                if a.layer is not None and a.layer == b.layer:
+                    by_t[(a.template, b.template)].add(a.layer)
+        free = {side: {(c.template, c.layer, c.count): i for i, c in enumerate(self.s[side].calls)
+                       if self._free(side, i) and c.layer is not None} for side in self.s}  # fmt: skip
+        for (ta, tb), seen in by_t.items():
+            for (t, layer, count), a in list(free["npu"].items()):
+                if t != ta or layer in seen:
+                    continue
+                b = free["bench"].get((tb, layer, count))
+                if b is not None and self._free("npu", a) and self._free("bench", b):
+                    self._add((a,), (b,), "layers")
+
+    # ---- 5. slots
+    def slots(self) -> None:
+        """Each pair's tensors: by value where the runs agree; where they part, by what the same slots do in the
+        other layers (the same module in another layer), else in the other pairs of the same classes; each slot
+        once. The evidence of a layer counts only where the runs still agree there."""
+        evidence: dict[tuple[str, ...], list[bool]] = defaultdict(list)
+        for p in self.pairs:
+            p.slots.clear()
+            for ka in self._slot_keys("npu", p.npu):
+                clean = self._clean(p, ka)
+                for kb in self._slot_keys("bench", p.bench):
+                    d = self._dist(p, ka, kb)
+                    if d <= 1:
+                        p.slots.append(SlotPair(ka, kb, "value"))
+                    if clean and d < math.inf:
+                        for key in (self._tkey(p, ka, kb), self._ckey(p, ka, kb)):
+                            if key:
+                                evidence[key].append(d <= 1)
+        for p in self.pairs:
+            used_a: set[str] = set()
+            used_b: set[str] = set()
+            kept = []
+            for sp in p.slots:  # by value, each slot once
+                if sp.npu not in used_a and sp.bench not in used_b:
+                    kept.append(sp)
+                    used_a.add(sp.npu)
+                    used_b.add(sp.bench)
+            p.slots[:] = kept
+            keys_b = self._slot_keys("bench", p.bench)
+            for ka in self._slot_keys("npu", p.npu):
+                if ka in used_a or self._clean(p, ka):
+                    continue
+                for how, make in (("layers", self._tkey), ("classes", self._ckey)):
+                    hit = next((kb for kb in keys_b if kb not in used_b and self._numel_equal(p, ka, kb) and
+                                all(evidence.get(make(p, ka, kb) or ("",), [False]))), None)  # fmt: skip
+                    if hit is not None:
+                        p.slots.append(SlotPair(ka, hit, how))
+                        used_a.add(ka)
+                        used_b.add(hit)
+                        break
+            self._sole_output(p, used_a, used_b)
+            if not p.slots and self._same_code(p):  # no evidence at all (a bug before any layer): by position
+                for ka in self._slot_keys("npu", p.npu):
+                    if ka in keys_b and self._numel_equal(p, ka, ka):
+                        p.slots.append(SlotPair(ka, ka, "position"))
+
+    def _sole_output(self, p: BoundaryPair, used_a: set[str], used_b: set[str]) -> None:
+        """Two calls with a paired input and one output each, of one size: their results."""
+        if not any(sp.npu.startswith("input") for sp in p.slots) or self._clean(p, "output.0"):
+            return
+        outs = [[k for k in self._slot_keys(side, calls) if k.startswith("output")]
+                for side, calls in (("npu", p.npu), ("bench", p.bench))]  # fmt: skip
+        if len(outs[0]) == 1 and len(outs[1]) == 1 and outs[0][0] not in used_a and outs[1][0] not in used_b \
+                and self._numel_equal(p, outs[0][0], outs[1][0]):
+            p.slots.append(SlotPair(outs[0][0], outs[1][0], "sole output"))
+
+    def _ckey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, ...]:
+        return ("class", ";".join(self.s["npu"].calls[c].cls for c in p.npu),
+                ";".join(self.s["bench"].calls[c].cls for c in p.bench), ka, kb)  # fmt: skip
+
+    # ---- 6. the same tensor read twice in one run
+    def dataflow(self) -> None:
+        """A tensor one run reads at two boundaries has the same statistics there, bit for bit, whatever a bug did
+        to it. So a paired tensor pairs its other readings too: the slots of a pair left unpaired, and the calls
+        left unpaired whose outputs are that tensor on both sides (a model body whose output is its final norm's)."""
+        ident = {side: self._identities(side) for side in self.s}
+        new_pairs: list[tuple[int, int]] = []
+        readers: list[tuple[int, int, int, int]] = []
+        for p in list(self.pairs):
+            for sp in list(p.slots):
+                ra = self.s["npu"].calls[p.npu[0]].slots[sp.npu] if len(p.npu) == 1 else -1
+                rb = self.s["bench"].calls[p.bench[0]].slots[sp.bench] if len(p.bench) == 1 else -1
+                if ra < 0 or rb < 0:
+                    continue
+                same_a = ident["npu"].get(self._key("npu", ra), [])
+                same_b = ident["bench"].get(self._key("bench", rb), [])
+                for ca, ka in same_a:
+                    for cb, kb in same_b:
+                        if ka.split(".")[0] != kb.split(".")[0]:
+                            continue
+                        k_a, k_b = self.of["npu"].get(ca), self.of["bench"].get(cb)
+                        if k_a is not None and k_a == k_b:
+                            q = self.pairs[k_a]
+                            if len(q.npu) == 1 and len(q.bench) == 1 and all(x.npu != ka and x.bench != kb
+                                                                            for x in q.slots):  # fmt: skip
+                                q.slots.append(SlotPair(ka, kb, "dataflow"))
+                        elif k_a is None and k_b is None and self._free("npu", ca) and self._free("bench", cb):
+                            if ka.startswith("output"):
+                                new_pairs.append((ca, cb))
+                            else:  # readers of one tensor: only the one free reader a side
+                                readers.append((ca, cb, sum(self._free("npu", c) for c, _ in same_a),
+                                                sum(self._free("bench", c) for c, _ in same_b)))  # fmt: skip
+        new_pairs += [(ca, cb) for ca, cb, na, nb in readers if na == 1 and nb == 1]
+        for ca, cb in new_pairs:
+            if self._free("npu", ca) and self._free("bench", cb):
+                self._add((ca,), (cb,), "dataflow")
+                self.slots_of_new(self.pairs[-1], ident)
+
+    def slots_of_new(self, p: BoundaryPair, ident: dict[str, dict[tuple[float, ...], list[tuple[int, str]]]]
+                     ) -> None:  # fmt: skip
+        """A pair found by dataflow: its slots that are tensors already paired elsewhere."""
+        paired: set[tuple[tuple[float, ...], tuple[float, ...]]] = set()
+        for q in self.pairs:
+            if len(q.npu) == 1 and len(q.bench) == 1 and q is not p:
+                for sp in q.slots:
+                    paired.add((self._key("npu", self.s["npu"].calls[q.npu[0]].slots[sp.npu]),
+                                self._key("bench", self.s["bench"].calls[q.bench[0]].slots[sp.bench])))
+        a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
+        for ka in self._slot_keys("npu", p.npu):
+            for kb in self._slot_keys("bench", p.bench):
+                if (self._key("npu", a.slots[ka]), self._key("bench", b.slots[kb])) in paired and \
+                        ka.split(".")[0] == kb.split(".")[0] and all(x.bench != kb for x in p.slots):
+                    p.slots.append(SlotPair(ka, kb, "dataflow"))
+                    break
+        self._sole_output(p, {x.npu for x in p.slots}, {x.bench for x in p.slots})
+
+    def _identities(self, side: str) -> dict[tuple[float, ...], list[tuple[int, str]]]:
+        """Float tensors (more than one element, not all zero) by their statistics: the readings of each tensor."""
+        s = self.s[side]
+        out: dict[tuple[float, ...], list[tuple[int, str]]] = defaultdict(list)
+        for c, call in enumerate(s.calls):
+            for k, r in call.slots.items():
+                if k.startswith("parameters.") or s.numel[r] <= 1 or s.table.stats[r, 3] == 0 or \
+                        s.table.stat_kind[r, 3] != StatKind.NUMBER or "int" in s.table.dtype[r]:
+                    continue
+                out[self._key(side, r)].append((c, k))
+        return out
+
+    def _same_code(self, p: BoundaryPair) -> bool:
+        """One call a side, of the same class and with the same slots: the same code, whose slots pair by place."""
+        if len(p.npu) != 1 or len(p.bench) != 1:
+            return False
+        a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
+        return a.cls == b.cls and a.slots.keys() == b.slots.keys()
+
+    def _numel_equal(self, p: BoundaryPair, ka: str, kb: str) -> bool:
+        a, b = self._stat("npu", p.npu, ka), self._stat("bench", p.bench, kb)
+        return a is not None and b is not None and a.numel == b.numel
+
+    def _tkey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, str, str, str] | None:
+        a, b = self.s["npu"].calls[p.npu[-1]], self.s["bench"].calls[p.bench[-1]]
+        if a.layer is None or a.layer != b.layer:
+            return None
+        return (";".join(self.s["npu"].calls[c].template for c in p.npu),
+                ";".join(self.s["bench"].calls[c].template for c in p.bench), ka, kb)  # fmt: skip
+
+    def _mirror(self, p: BoundaryPair) -> list[SlotPair]:
+        """Backward slots from the forward ones: input.i is the gradient of output.i; output.k the gradient of the
+        k-th forward input that requires it."""
+        out = []
+        grad_in = {side: self._grad_inputs(side, calls) for side, calls in (("npu", p.npu), ("bench", p.bench))}
+        for sp in p.slots:
+            if sp.npu.startswith("output.") and sp.bench.startswith("output."):
+                out.append(SlotPair("input." + sp.npu[7:], "input." + sp.bench[7:], "mirror"))
+            elif sp.npu.startswith("input") and sp.bench.startswith("input"):
+                if sp.npu in grad_in["npu"] and sp.bench in grad_in["bench"]:
+                    out.append(SlotPair(f"output.{grad_in['npu'][sp.npu]}", f"output.{grad_in['bench'][sp.bench]}",
+                                        "mirror"))  # fmt: skip
+        return out
+
+    def _grad_inputs(self, side: str, calls: tuple[int, ...]) -> dict[str, int]:
+        s = self.s[side]
+        c = s.calls[calls[0]]
+        got: dict[str, int] = {}
+        for k, r in c.slots.items():
+            if k.startswith("input") and s.numel[r] > 0 and s.table.requires_grad[r] == 1:
+                got[k] = len(got)
+        return got
+
+
+def align(npu: Side, bench: Side) -> Alignment:
+    """Pair the two sides' module calls and their tensors (see the module's docstring)."""
+    al = _Aligner(npu, bench)
+    al.anchors()
+    al.tree()
+    al.parting()
+    al.values()
+    al.layers()
+    al.tree()
+    al.slots()
+    al.dataflow()
+    for p in al.pairs:
+        p.grads = al._mirror(p)
+    al.pairs.sort(key=lambda p: npu.calls[p.npu[-1]].entry)
+    unpaired = {side: [c for c in range(len(s.calls)) if al._free(side, c)] for side, s in al.s.items()}
+    return Alignment(npu, bench, al.pairs, al.same_as, unpaired, al.parted)
+
+
+def describe(al: Alignment) -> list[dict[str, Any]]:
+    """The alignment as plain data (the mapping file, the Python API)."""
+    return [{"npu": al.names("npu", p.npu), "bench": al.names("bench", p.bench), "how": p.how,
+             "slots": [[s.npu, s.bench, s.how] for s in p.slots]} for p in al.pairs]  # fmt: skip
