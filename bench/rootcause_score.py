@@ -73,11 +73,11 @@ def units(case: Path) -> list[tuple[str, Path, list[str]]]:
     return out
 
 
-def verdict(truth: list[str], origins: list[str], suspects: list[str]) -> str:
+def verdict(truth: list[str], origins: list[str], suspects: list[str], within: str | None = None) -> str:
     if not truth:
         return "FALSE-ORIGIN" if origins else ("FALSE-SUSPECT" if suspects else "clean")
-    if origins:
-        return "right" if origins[0] in truth else "WRONG-OP"
+    if origins:  # a boundary origin names the module its gap lies in as well
+        return "right" if origins[0] in truth or within in truth else "WRONG-OP"
     if suspects:
         return "right-as-suspect" if suspects[0] in truth else "WRONG-OP"
     return "MISSED"
@@ -106,8 +106,10 @@ def main() -> int:
                     rc = analyse(cmp, fw)
                     origins = [o.entry for o in rc.origins]
                     suspects = [s.entry for s in rc.suspects]
+                    within = rc.origins[0].within if rc.origins else None
                     said = origins[0] if origins else (f"suspect:{suspects[0]}" if suspects else "-")
-                    v = verdict(truth, origins, suspects)
+                    said += f" in {within}" if within else ""
+                    v = verdict(truth, origins, suspects, within)
                 except Exception as exc:  # a crash is scored as a miss, and said
                     said, v = f"ERROR {type(exc).__name__}: {exc}", "MISSED" if truth else "FALSE-ORIGIN"
                 finally:

@@ -143,7 +143,7 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
             tree.append(bench if bench is not None else module_tree(bench_tree, console))
             return
         tree.append(module_tree(npu_tree, console))
-        if not tree[0] or not root_cause:  # the bench tree serves only the root cause's pairing
+        if not tree[0] or not (root_cause or cfg.options.align != "off"):  # the root cause's pairing, the aligner
             tree.append(None)
         elif _same_bytes(npu_tree, bench_tree):  # the same module tree: no second parse
             tree.extend((tree[0], tree_diff(tree[0], tree[0])))
@@ -195,8 +195,14 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
         match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
-    tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
+    alignment = None
+    if plain and opts.align != "off":
+        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console)
+        if aligned is not None:
+            alignment, npu, bench, match = aligned
+            plain = False  # the analysis reads the alignment's pairing, not the trees'
+    tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
     tolerance = Tolerance.parse(opts.tolerance)
     analysis = None
     if root_cause:  # started before the rows are measured (analyse_later: in-process unless asked to fork)
@@ -205,7 +211,37 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
     measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                      tolerance=tolerance, rootcause_on=root_cause, analysis=analysis)  # fmt: skip
-    return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived)
+    return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived,
+                             alignment=alignment)
+
+
+def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
+             bench_tree: dict[str, str | None] | None, console: Console) -> tuple[Any, RowTable, RowTable,
+                                                                                 np.ndarray] | None:  # fmt: skip
+    """Runs of different code (pair/align.py): their aligned tables and match, and the alignment; None when the
+    module trees are the same code (auto) and no alignment file is given: the tables stay as they are."""
+    from msprobe_compare.pair.aligned import decide, plan  # only for runs of different code (start-up speed)
+    from msprobe_compare.render.alignment import align_lines
+
+    decision = decide(npu, bench)
+    if opts.alignment is None and not (opts.align == "on" or decision.differ):
+        return None
+    user = None
+    if opts.alignment is not None:
+        from msprobe_compare.pair.mapping_file import load_yaml  # only with --alignment (start-up speed)
+
+        user = load_yaml(opts.alignment, "module alignment")
+    why = "as asked (--align on)" if opts.align == "on" and not decision.differ else (
+        f"the module trees differ: {decision.same_names} of {decision.npu_modules} npu module calls have a "
+        f"namesake among the bench's {decision.bench_modules}")  # fmt: skip
+    if opts.alignment is not None:
+        why += f"; the pairs of {opts.alignment} first"
+    al, tables = plan(npu, bench, npu_tree, bench_tree, user=user, user_path=opts.alignment)
+    for line in align_lines(al, tables, why):
+        console.info(line)
+    from msprobe_compare.pair.align import describe
+
+    return describe(al), tables.npu.table, tables.bench.table, tables.match
 
 
 def _same_file(a: Path, b: Path) -> bool:

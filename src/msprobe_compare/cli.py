@@ -157,6 +157,13 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
                         "absent")  # fmt: skip
     p.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
                    help="parallel layout of the bench run (as --npu-layout)")
+    p.add_argument("--align", choices=("auto", "on", "off"), default="auto",
+                   help="runs of different code (a training engine against an inference engine, a port with fused "
+                        "kernels): pair their module trees by the tensors they carry; auto: when the trees differ "
+                        "(see docs/align.md)")  # fmt: skip
+    p.add_argument("--alignment", type=Path, default=None, metavar="FILE",
+                   help="a module alignment file (module_alignment_{timestamp}.yaml of an earlier compare, checked "
+                        "or corrected): its pairs win over the ones found")  # fmt: skip
     # root cause: the constants of the noise model, see docs/rootcause.md
     p.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
                    help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "
@@ -380,6 +387,8 @@ def _options(args: argparse.Namespace) -> Options:
         npu_layout=args.npu_layout,
         bench_layout=args.bench_layout,
         tolerance=args.tolerance,  # root cause: the noise model's constants
+        align=args.align,
+        alignment=args.alignment,
     )
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # an annotation only: MindSpore runs import it (start-up spee
 
 FRAMEWORKS = ("pytorch", "mindspore")
 POOL_ENV = "MSPROBE_COMPARE_POOL"  # the default of Options.pool
+ALIGN_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Options:
     bench_layout: Any = None
     tolerance: str | None = None  # root cause: `origin=3,suspect=1.5` over judge.noise.Tolerance (issue #13)
     pool: str | None = None  # tensor rows on "thread"s, "process"es or "auto" (None: $MSPROBE_COMPARE_POOL, else auto)
+    align: str = "auto"  # module trees of different code aligned (pair/align.py): "auto" (when they differ), on, off
+    alignment: Path | None = None  # a module alignment file (written by an earlier compare, maybe edited): it wins
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""
@@ -72,6 +75,10 @@ class Options:
 
                 self._set(name, parse_layout(getattr(self, name), f"option '{name}'"))
         self._set("pool", _pool_option(self.pool))
+        if self.align not in ALIGN_CHOICES:
+            raise OptionError(f"option 'align' must be one of {', '.join(ALIGN_CHOICES)}, got {_shown(self.align)}")
+        if self.alignment is not None:
+            self._set("alignment", path_option("alignment", self.alignment))
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
             self._set("ray", None)
         elif not (self.ray is None or self.ray is True or isinstance(self.ray, str)):

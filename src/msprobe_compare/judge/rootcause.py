@@ -140,6 +140,9 @@ class Origin:
     # a collective (all_reduce, all_gather, ...) whose inputs agree on this rank and whose outputs differ: another
     # rank's difference arrives here (render/ names the rank whose origin comes earlier, across step folders)
     collective: bool = False
+    # boundary: the innermost module call around both `after` and `entry` (construct.json): the calls between them,
+    # which the two runs do not share (code that differs, or was not recorded), run inside it
+    within: str | None = None
 
     on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
 
@@ -221,13 +224,35 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     return _assemble(o, parents or {}, plan, calls, fl, bwd, tol, walk, states)
 
 
+def _ancestors(name: str, parents: dict[str, str | None]) -> list[str]:
+    out = []
+    seen = set()
+    parent = parents.get(name.rsplit(";", 1)[-1])  # merged parts (pair/aligned.py): the last one's place
+    while parent is not None and parent not in seen:
+        seen.add(parent)
+        out.append(parent)
+        parent = parents.get(parent)
+    return out
+
+
+def _within(origin: Origin, parents: dict[str, str | None]) -> Origin:
+    """A boundary origin with the innermost module call around both of its ends."""
+    if origin.kind is not OriginKind.BOUNDARY or not origin.after or not parents:
+        return origin
+    around = set(_ancestors(origin.after, parents))
+    for m in _ancestors(origin.entry, parents):
+        if m in around:
+            return replace(origin, within=m)
+    return origin
+
+
 def _assemble(o: Measured, parents: dict[str, str | None], plan: RowPlan, calls: CallTable, fl: Floors,
               bwd: backward.BackwardJudgement | None, tol: Tolerance, walk: _Walk,
               states: list[CallState]) -> RootCause:  # fmt: skip
     """The RootCause of a finished walk: the innermost origins and suspects, each call's worst input and output
     difference, the floor its outputs were compared with, its ratio, the measures' names."""
     n_entries = len(o.npu.entries)
-    origins = _innermost(walk.candidates, parents)
+    origins = [_within(o, parents) for o in _innermost(walk.candidates, parents)]
 
     def worst(a: np.ndarray) -> np.ndarray:
         return np.where(noise._all_cols(np.isneginf(a)), np.nan, _max_cols(a))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.records import dataclass
 
 MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
@@ -87,6 +87,7 @@ class BoundaryPair:
     how: str  # "parameters", "tree", "value", "layers"
     slots: list[SlotPair]
     grads: list[SlotPair]  # backward slots ("input.0" -> "input.0")
+    fixed: bool = False  # slots given by the user's alignment file: kept as they are
 
 
 @dataclass
@@ -100,7 +101,12 @@ class Alignment:
 
     def names(self, side: str, calls: tuple[int, ...]) -> str:
         s = self.npu if side == "npu" else self.bench
-        return ";".join(s.calls[c].path for c in calls)
+        return ";".join(call_name(s.calls[c]) for c in calls)
+
+
+def call_name(c: ModuleCall) -> str:
+    """A module call as the alignment file names it: its path, and `#n` for its n-th call after the first."""
+    return c.path if c.count == 0 else f"{c.path}#{c.count}"
 
 
 # ---------------------------------------------------------------------------------------------------- reading
@@ -140,7 +146,7 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
         if direction == "backward":
             backward[(path, cls, int(last))] = e
         elif direction == "forward":
-            slots = {}
+            slots: dict[str, int] = {}
             cut = len(entry) + 1
             for r in range(bounds[e], bounds[e + 1]):
                 slots.setdefault(table.names[r][cut:], r)
@@ -318,9 +324,9 @@ class _Aligner:
         chains: dict[str, dict[frozenset[int], list[int]]] = {}
         for side in self.s:
             chains[side] = defaultdict(list)
-            for c, b in enumerate(below[side]):
-                if b:
-                    chains[side][b].append(c)
+            for c, under in enumerate(below[side]):
+                if under:
+                    chains[side][under].append(c)
         for key, npu_chain in chains["npu"].items():
             bench_chain = chains["bench"].get(key)
             if not bench_chain:
@@ -331,10 +337,9 @@ class _Aligner:
                     (("npu", npu_chain), ("bench", bench_chain))}  # fmt: skip
             if taken["npu"] or taken["bench"]:  # the anchor itself is in the chain: the rest wrap it
                 for side in ("npu", "bench"):
-                    home = (taken[side] or [None])[0]
                     for c in free[side]:
-                        if home is not None:
-                            self.same_as[side][c] = home
+                        if taken[side]:
+                            self.same_as[side][c] = taken[side][0]
                 continue
             a, b = self._best(free["npu"], free["bench"])
             self._add((a,), (b,), "tree")
@@ -443,9 +448,9 @@ class _Aligner:
         by_t: dict[tuple[str, str], set[int]] = defaultdict(set)
         for p in self.pairs:
             if len(p.npu) == 1 and len(p.bench) == 1:
-                a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
-                if a.layer is not None and a.layer == b.layer:
-                    by_t[(a.template, b.template)].add(a.layer)
+                ca, cb = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
+                if ca.layer is not None and ca.layer == cb.layer:
+                    by_t[(ca.template, cb.template)].add(ca.layer)
         free = {side: {(c.template, c.layer, c.count): i for i, c in enumerate(self.s[side].calls)
                        if self._free(side, i) and c.layer is not None} for side in self.s}  # fmt: skip
         for (ta, tb), seen in by_t.items():
@@ -463,6 +468,8 @@ class _Aligner:
         once. The evidence of a layer counts only where the runs still agree there."""
         evidence: dict[tuple[str, ...], list[bool]] = defaultdict(list)
         for p in self.pairs:
+            if p.fixed:
+                continue
             p.slots.clear()
             for ka in self._slot_keys("npu", p.npu):
                 clean = self._clean(p, ka)
@@ -475,6 +482,8 @@ class _Aligner:
                             if key:
                                 evidence[key].append(d <= 1)
         for p in self.pairs:
+            if p.fixed:
+                continue
             used_a: set[str] = set()
             used_b: set[str] = set()
             kept = []
@@ -539,7 +548,7 @@ class _Aligner:
                         k_a, k_b = self.of["npu"].get(ca), self.of["bench"].get(cb)
                         if k_a is not None and k_a == k_b:
                             q = self.pairs[k_a]
-                            if len(q.npu) == 1 and len(q.bench) == 1 and all(x.npu != ka and x.bench != kb
+                            if len(q.npu) == 1 and len(q.bench) == 1 and not q.fixed and all(x.npu != ka and x.bench != kb
                                                                             for x in q.slots):  # fmt: skip
                                 q.slots.append(SlotPair(ka, kb, "dataflow"))
                         elif k_a is None and k_b is None and self._free("npu", ca) and self._free("bench", cb):
@@ -595,7 +604,7 @@ class _Aligner:
         a, b = self._stat("npu", p.npu, ka), self._stat("bench", p.bench, kb)
         return a is not None and b is not None and a.numel == b.numel
 
-    def _tkey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, str, str, str] | None:
+    def _tkey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, ...] | None:
         a, b = self.s["npu"].calls[p.npu[-1]], self.s["bench"].calls[p.bench[-1]]
         if a.layer is None or a.layer != b.layer:
             return None
@@ -626,9 +635,12 @@ class _Aligner:
         return got
 
 
-def align(npu: Side, bench: Side) -> Alignment:
-    """Pair the two sides' module calls and their tensors (see the module's docstring)."""
+def align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> Alignment:
+    """Pair the two sides' module calls and their tensors (see the module's docstring). `user`: an alignment file's
+    document (`describe`'s form, read from `user_path`); its pairs come first and stand."""
     al = _Aligner(npu, bench)
+    if user is not None:
+        _user_pairs(al, user, user_path)
     al.anchors()
     al.tree()
     al.parting()
@@ -644,7 +656,84 @@ def align(npu: Side, bench: Side) -> Alignment:
     return Alignment(npu, bench, al.pairs, al.same_as, unpaired, al.parted)
 
 
+def inner_calls(al: Alignment, npu_tree: dict[str, str | None] | None,
+                bench_tree: dict[str, str | None] | None) -> list[tuple[int, int]]:
+    """API calls paired inside paired modules (one call a side): where both run the same APIs in the same order
+    directly inside them, call k with call k, forward and backward (npu entry, bench entry)."""
+    if not npu_tree or not bench_tree:
+        return []
+    kids = {side: _api_children(s.table.entries, tree) for side, s, tree in
+            (("npu", al.npu, npu_tree), ("bench", al.bench, bench_tree))}  # fmt: skip
+    back = {side: {name: e for e, name in enumerate(s.table.entries) if name.endswith(".backward")}
+            for side, s in (("npu", al.npu), ("bench", al.bench))}  # fmt: skip
+    out = []
+    for p in al.pairs:
+        if len(p.npu) != 1 or len(p.bench) != 1:
+            continue
+        a = kids["npu"].get(al.npu.table.entries[al.npu.calls[p.npu[0]].entry], [])
+        b = kids["bench"].get(al.bench.table.entries[al.bench.calls[p.bench[0]].entry], [])
+        if not a or len(a) != len(b) or [_api(al.npu.table.entries[e]) for e in a] != \
+                [_api(al.bench.table.entries[e]) for e in b]:
+            continue
+        for e_a, e_b in zip(a, b):
+            out.append((e_a, e_b))
+            name_a, name_b = al.npu.table.entries[e_a], al.bench.table.entries[e_b]
+            w_a = back["npu"].get(name_a[: -len("forward")] + "backward", -1)
+            w_b = back["bench"].get(name_b[: -len("forward")] + "backward", -1)
+            if w_a >= 0 and w_b >= 0:
+                out.append((w_a, w_b))
+    return out
+
+
+def _api(entry: str) -> str:
+    """`Functional.linear.3.forward` -> `Functional.linear`."""
+    return entry.rsplit(".", 2)[0]
+
+
+def _api_children(entries: list[str], tree: dict[str, str | None]) -> dict[str, list[int]]:
+    kids: dict[str, list[int]] = defaultdict(list)
+    for e, name in enumerate(entries):
+        if not name.startswith("Module.") and name.endswith(".forward"):
+            parent = tree.get(name)
+            if parent:
+                kids[parent].append(e)
+    return kids
+
+
+def _user_pairs(al: _Aligner, doc: Any, path: Any) -> None:
+    from msprobe_compare.errors import InputError
+
+    items = doc.get("pairs") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise InputError("has no 'pairs' list; expected a module alignment file (module_alignment_*.yaml)", path)
+    index = {side: {call_name(c): i for i, c in enumerate(s.calls)} for side, s in al.s.items()}
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("npu"), str) or not isinstance(item.get("bench"), str):
+            raise InputError(f"pairs[{n}] needs 'npu' and 'bench' texts (module paths, parts joined by ';')", path)
+        calls = {}
+        for side in ("npu", "bench"):
+            got = []
+            for name in item[side].split(";"):
+                c = index[side].get(name.strip())
+                if c is None:
+                    raise InputError(f"pairs[{n}]: no {side} module call '{name.strip()}' in the dump", path)
+                if not al._free(side, c):
+                    raise InputError(f"pairs[{n}]: the {side} module call '{name.strip()}' is paired twice", path)
+                got.append(c)
+            calls[side] = tuple(got)
+        al._add(calls["npu"], calls["bench"], "user")
+        slots = item.get("slots")
+        if slots is not None:
+            if not isinstance(slots, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in
+                                                      slots.items()):  # fmt: skip
+                raise InputError(f"pairs[{n}]: 'slots' must map npu slots to bench slots (e.g. output.0: output.0)",
+                                 path)  # fmt: skip
+            p = al.pairs[-1]
+            p.fixed = True
+            p.slots[:] = [SlotPair(k, v, "user") for k, v in slots.items()]
+
+
 def describe(al: Alignment) -> list[dict[str, Any]]:
     """The alignment as plain data (the mapping file, the Python API)."""
     return [{"npu": al.names("npu", p.npu), "bench": al.names("bench", p.bench), "how": p.how,
-             "slots": [[s.npu, s.bench, s.how] for s in p.slots]} for p in al.pairs]  # fmt: skip
+             "slots": {s.npu: s.bench for s in p.slots}} for p in al.pairs]  # fmt: skip

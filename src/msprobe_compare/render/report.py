@@ -174,6 +174,8 @@ def write_all(
     html_name = f"compare_report{suffix}_{{ts}}.html"
     advisor_name = f"advisor{suffix}_{{ts}}.txt"
     mapping_name = ["data_mapping_{ts}.yaml"] if outcome.derived_mapping is not None else []  # -lm
+    if outcome.alignment is not None:
+        mapping_name.append(f"module_alignment{suffix}_{{ts}}.yaml")
     patterns = [*names.values(), html_name, advisor_name, *mapping_name]
     with claim_names(out_dir, patterns) as claim:  # one stamp for the set, reserved
         written = _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
@@ -233,6 +235,13 @@ def _write_set(
 
             tmp.write_text(mapping_yaml(outcome.derived_mapping), encoding="utf-8")
         console.info(f"The data mapping is saved in: {mapping_path}")
+    if outcome.alignment is not None:  # runs of different code: the module alignment, for --alignment
+        from msprobe_compare.render.alignment import alignment_yaml  # only then (start-up speed)
+
+        align_path = out_dir / f"module_alignment{suffix}_{ts}.yaml"
+        with atomic_output(align_path) as tmp:
+            tmp.write_text(alignment_yaml(outcome.alignment), encoding="utf-8")
+        console.info(f"The module alignment is saved in: {align_path}")
     counts = outcome.counts
     log_counts(console, counts, bench_path)
     advisor_path = None

@@ -208,7 +208,8 @@ def origin_description(o: Origin) -> str:
     if o.kind is OriginKind.BOUNDARY:
         before = f"after {o.after}'s output, " if o.after else ""
         what = " (a NaN/Inf appears)" if o.nonfinite else ""
-        text = f"{before}before {entry}'s input{what}"
+        inside = f"inside {o.within}, " if o.within else ""
+        text = f"{inside}{before}before {entry}'s input{what}"
     elif o.kind is OriginKind.CONFIGURATION:
         text = f"{entry}: non-tensor arguments differ ({', '.join(o.differing_args)})"
     elif o.collective:

@@ -54,9 +54,35 @@ from pathlib import Path
 
 IMPLS = ["hf", "vllm", "fsdp", "megatron", "fused"]
 PRECS = ["fp32", "bf16"]
-BUGS = ["none", "scale", "attn"]
+BUGS = ["none", "scale", "attn", "norm", "gate"]
 V, H, NH, NKV, HD, FF, NL, B, S = 64, 32, 4, 2, 8, 64, 3, 2, 8
 SEED, DATA_SEED, FACTOR = 1234, 4321, 1.1
+EPS, BAD_EPS = 1e-6, 1e-1  # RMSNorm eps; the `norm` bug's eps
+
+# the model's size and weights seed: today's constants above are the defaults (the tuning set, impl_cases.tar.xz)
+MODEL_DEFAULTS = {"seed": SEED, "layers": NL, "hidden": H, "heads": NH, "kv_heads": NKV, "intermediate": FF}
+
+
+def configure(seed: int, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int) -> None:
+    """Set the model globals (SEED, NL, H, NH, NKV, HD, FF) that the dump and the boundaries read."""
+    global SEED, NL, H, NH, NKV, HD, FF
+    assert hidden % heads == 0 and heads % kv_heads == 0 and layers >= 1, (hidden, heads, kv_heads, layers)
+    SEED, NL, H, NH, NKV, HD, FF = seed, layers, hidden, heads, kv_heads, hidden // heads, intermediate
+
+
+def add_model_args(p: argparse.ArgumentParser, defaults: dict | None) -> None:
+    """--seed, --layers, --hidden, --heads, --kv-heads, --intermediate (None: the case set's model, in build)."""
+    d = defaults or {}
+    p.add_argument("--seed", type=int, default=d.get("seed"), help="weights generator seed (today's: 1234)")
+    p.add_argument("--layers", type=int, default=d.get("layers"), help="decoder layers (today's: 3)")
+    p.add_argument("--hidden", type=int, default=d.get("hidden"), help="hidden size (today's: 32)")
+    p.add_argument("--heads", type=int, default=d.get("heads"), help="query heads (today's: 4)")
+    p.add_argument("--kv-heads", type=int, default=d.get("kv_heads"), help="key/value heads (today's: 2)")
+    p.add_argument("--intermediate", type=int, default=d.get("intermediate"), help="MLP width (today's: 64)")
+
+
+def model_of(args) -> dict:
+    return {k: getattr(args, k) for k in MODEL_DEFAULTS}
 
 
 # --------------------------------------------------------------------------------------------- one dump (refvenv)
@@ -67,8 +93,11 @@ def dump_main(argv: list[str]) -> None:
     p.add_argument("--bug", default="none", choices=BUGS)
     p.add_argument("--layer", type=int, default=1)
     p.add_argument("--out", required=True)
+    add_model_args(p, MODEL_DEFAULTS)
     args = p.parse_args(argv)
     impl, bug, L = args.impl, args.bug, args.layer
+    configure(**model_of(args))
+    assert 0 <= L < NL, (L, NL)
 
     import torch
     import torch.nn as nn
@@ -76,21 +105,30 @@ def dump_main(argv: list[str]) -> None:
 
     torch.set_num_threads(1)
     # the original functions, captured before msprobe wraps them: calls through these are not dumped
-    ORIG = dict(linear=F.linear, matmul=torch.matmul, mul=torch.mul)
-    armed = {"on": False}
-    if bug == "scale":
+    ORIG = dict(linear=F.linear, matmul=torch.matmul, mul=torch.mul, cat=torch.cat, narrow=torch.narrow)
+    # cols: scale only the output's first `cols` columns (the gate part of a merged gate/up projection)
+    armed = {"on": False, "cols": None}
+
+    def bump(out):
+        if armed["cols"] is None:
+            return ORIG["mul"](out, FACTOR)
+        c = armed["cols"]
+        return ORIG["cat"]([ORIG["mul"](ORIG["narrow"](out, -1, 0, c), FACTOR),
+                            ORIG["narrow"](out, -1, c, out.shape[-1] - c)], -1)
+
+    if bug in ("scale", "gate"):
         def linear(input, weight, bias=None):
             out = ORIG["linear"](input, weight, bias)
             if armed["on"]:
                 armed["on"] = False
-                out = ORIG["mul"](out, FACTOR)
+                out = bump(out)
             return out
 
         def matmul(input, other, *, out=None):
             res = ORIG["matmul"](input, other)
             if armed["on"]:
                 armed["on"] = False
-                res = ORIG["mul"](res, FACTOR)
+                res = bump(res)
             return res
 
         F.linear, torch.matmul = linear, matmul
@@ -131,19 +169,22 @@ def dump_main(argv: list[str]) -> None:
     def P(t):
         return nn.Parameter(t.detach().clone())
 
-    EPS, BASE = 1e-6, 10000.0
+    BASE = 10000.0
     good_scale, bad_scale = HD ** -0.5, 1.0 / HD
 
     def scale_of(i):
         return bad_scale if (bug == "attn" and i == L) else good_scale
 
+    def eps_of(i):  # the post-attention (megatron: pre-MLP) norm's eps of layer i
+        return BAD_EPS if (bug == "norm" and i == L) else EPS
+
     # ================================================================================================ hf / fused
     fused = impl == "fused"
 
     class LlamaRMSNorm(nn.Module):
-        def __init__(self, w):
+        def __init__(self, w, eps=EPS):
             super().__init__()
-            self.weight, self.variance_epsilon = P(w), EPS
+            self.weight, self.variance_epsilon = P(w), eps
 
         def forward(self, hidden_states):
             if fused:
@@ -241,7 +282,7 @@ def dump_main(argv: list[str]) -> None:
             self.self_attn = LlamaAttention(i)
             self.mlp = LlamaMLP(i)
             self.input_layernorm = LlamaRMSNorm(W[f"{i}.n1"])
-            self.post_attention_layernorm = LlamaRMSNorm(W[f"{i}.n2"])
+            self.post_attention_layernorm = LlamaRMSNorm(W[f"{i}.n2"], eps_of(i))
 
         def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
             residual = hidden_states
@@ -330,9 +371,9 @@ def dump_main(argv: list[str]) -> None:
         pass
 
     class RMSNorm(nn.Module):
-        def __init__(self, w):
+        def __init__(self, w, eps=EPS):
             super().__init__()
-            self.weight, self.variance_epsilon = P(w), EPS
+            self.weight, self.variance_epsilon = P(w), eps
 
         def forward(self, x, residual=None):  # forward_native
             orig_dtype = x.dtype
@@ -440,7 +481,7 @@ def dump_main(argv: list[str]) -> None:
             self.self_attn = VLlamaAttention(i)
             self.mlp = VLlamaMLP(i)
             self.input_layernorm = RMSNorm(W[f"{i}.n1"])
-            self.post_attention_layernorm = RMSNorm(W[f"{i}.n2"])
+            self.post_attention_layernorm = RMSNorm(W[f"{i}.n2"], eps_of(i))
 
         def forward(self, positions, hidden_states, residual):
             if residual is None:
@@ -494,9 +535,9 @@ def dump_main(argv: list[str]) -> None:
 
     # ================================================================================================ megatron
     class MRMSNorm(nn.Module):
-        def __init__(self, w):
+        def __init__(self, w, eps=EPS):
             super().__init__()
-            self.eps, self.weight = EPS, P(w)
+            self.eps, self.weight = eps, P(w)
 
         def _norm(self, x):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -645,7 +686,7 @@ def dump_main(argv: list[str]) -> None:
             super().__init__()
             self.input_layernorm = MRMSNorm(W[f"{i}.n1"])
             self.self_attention = SelfAttention(i)
-            self.pre_mlp_layernorm = MRMSNorm(W[f"{i}.n2"])
+            self.pre_mlp_layernorm = MRMSNorm(W[f"{i}.n2"], eps_of(i))
             self.mlp = MLP(i)
 
         def forward(self, hidden_states, attention_mask=None, rotary_pos_emb=None):
@@ -699,6 +740,8 @@ def dump_main(argv: list[str]) -> None:
         model = LlamaForCausalLM()
         if bug == "scale":
             target = model.model.layers[L].mlp.down_proj
+        if bug == "gate":
+            target = model.model.layers[L].mlp.gate_proj
         if impl == "fsdp":
             for i in range(NL):
                 model.model.layers[i] = FullyShardedDataParallel(model.model.layers[i])
@@ -707,11 +750,15 @@ def dump_main(argv: list[str]) -> None:
         model = VLlamaForCausalLM()
         if bug == "scale":
             target = model.model.layers[L].mlp.down_proj
+        if bug == "gate":  # merged [gate; up]: the gate part only
+            target, armed["cols"] = model.model.layers[L].mlp.gate_up_proj, FF
         v_ids, v_pos = ids.reshape(-1), torch.arange(S).repeat(B)  # the runner's flattened batch
     else:
         model = GPTModel()
         if bug == "scale":
             target = model.decoder.layers[L].mlp.linear_fc2
+        if bug == "gate":  # linear_fc1 = [gate; up]: the gate part only
+            target, armed["cols"] = model.decoder.layers[L].mlp.linear_fc1, FF
         # get_ltor_masks_and_position_ids (the data pipeline): boolean causal mask, True = masked
         m_mask = torch.triu(torch.ones(S, S, dtype=torch.bool), diagonal=1)[None, None].expand(B, 1, S, S)
         m_pos = torch.arange(S).unsqueeze(0).expand(B, S)
@@ -833,12 +880,14 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
     return out
 
 
-# modules that carry exactly the tensors of a paired one (wrappers, outer embedding): not in `pairs`
-SAME_AS = {
-    "fsdp": {f"_fsdp_wrapped_module.model.layers.{i}": f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module"
-             for i in range(NL)},
-    "megatron": {"embedding": "embedding.word_embeddings"},
-}
+def same_as(impl: str) -> dict[str, str]:
+    """Modules that carry exactly the tensors of a paired one (wrappers, outer embedding): not in `pairs`."""
+    if impl == "fsdp":
+        return {f"_fsdp_wrapped_module.model.layers.{i}": f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module"
+                for i in range(NL)}
+    if impl == "megatron":
+        return {"embedding": "embedding.word_embeddings"}
+    return {}
 
 LAYOUT = {"hf": "[b, s, h]", "fused": "[b, s, h]", "fsdp": "[b, s, h]", "vllm": "[b*s, h]", "megatron": "[s, b, h]"}
 
@@ -867,29 +916,65 @@ def pairs_between(npu: str, bench: str) -> list[dict]:
     return res
 
 
-# ------------------------------------------------------------------------------------- the case list and build
+# ------------------------------------------------------------------------------------- the case lists and build
 ORDER = ["vllm", "fsdp", "megatron", "fused", "hf"]
 VARIANTS = [("fp32", "none"), ("bf16", "none"), ("bf16", "scale"), ("fp32", "attn")]
 BUG_LAYER = 1
 
 
 def case_list() -> list[dict]:
+    """The tuning set (impl_cases.tar.xz): 28 cases, bugs at layer 1."""
     cases = []
     for other in ORDER:
         for prec, bug in VARIANTS:
-            cases.append({"npu": "hf", "bench": other, "prec": prec, "bug": bug})
+            cases.append({"npu": "hf", "bench": other, "prec": prec, "bug": bug, "layer": BUG_LAYER})
     for other in ORDER[:-1]:  # the bug in the other implementation's own modules, against hf
         for prec, bug in VARIANTS[2:]:
-            cases.append({"npu": other, "bench": "hf", "prec": prec, "bug": bug})
+            cases.append({"npu": other, "bench": "hf", "prec": prec, "bug": bug, "layer": BUG_LAYER})
     return cases
 
 
+# the held-aside set: (npu, bench, precision, bug, layer); bugs at layers 0 and 2, each kind in both directions
+HELDOUT_BUGS = [
+    # the bug in hf's modules, against each other implementation
+    ("hf", "vllm", "fp32", "attn", 0), ("hf", "vllm", "bf16", "gate", 2),
+    ("hf", "fsdp", "bf16", "scale", 2), ("hf", "fsdp", "fp32", "norm", 0),
+    ("hf", "megatron", "fp32", "scale", 0), ("hf", "megatron", "bf16", "norm", 2),
+    ("hf", "fused", "bf16", "attn", 2), ("hf", "fused", "fp32", "gate", 0),
+    ("hf", "hf", "fp32", "scale", 0),
+    # the bug in the other implementation's own modules, against hf
+    ("vllm", "hf", "bf16", "scale", 0), ("vllm", "hf", "fp32", "attn", 2), ("vllm", "hf", "bf16", "gate", 2),
+    ("fsdp", "hf", "bf16", "attn", 0), ("fsdp", "hf", "fp32", "norm", 2), ("fsdp", "hf", "fp32", "gate", 0),
+    ("megatron", "hf", "fp32", "scale", 2), ("megatron", "hf", "bf16", "norm", 0),
+    ("megatron", "hf", "fp32", "gate", 2),
+    ("fused", "hf", "bf16", "scale", 2), ("fused", "hf", "fp32", "attn", 0), ("fused", "hf", "bf16", "norm", 0),
+]
+
+
+def heldout_case_list() -> list[dict]:
+    """The held-aside set (impl_heldout.tar.xz): 30 cases on a wider, deeper model with other weights."""
+    cases = [{"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
+             for other in ORDER[:-1] for prec in ("fp32", "bf16")]
+    cases.append({"npu": "hf", "bench": "hf", "prec": "bf16", "bug": "none", "layer": None})
+    cases += [{"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer}
+              for n, b, prec, bug, layer in HELDOUT_BUGS]
+    return cases
+
+
+# --set: the case list, the archive it is packed into, and the model (overridable by --seed, --layers, ...)
+CASE_SETS = {
+    "tuning": (case_list, "impl_cases.tar.xz", MODEL_DEFAULTS),
+    "heldout": (heldout_case_list, "impl_heldout.tar.xz",
+                {"seed": 777, "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 2, "intermediate": 96}),
+}
+
+
 def case_name(c: dict) -> str:
-    return f"impl_{c['npu']}_vs_{c['bench']}_{c['prec']}_{c['bug']}" + (f"_L{BUG_LAYER}" if c["bug"] != "none" else "")
+    return f"impl_{c['npu']}_vs_{c['bench']}_{c['prec']}_{c['bug']}" + (f"_L{c['layer']}" if c["bug"] != "none" else "")
 
 
-def run_key(impl, prec, bug) -> str:
-    return f"{impl}_{prec}_{bug}"
+def run_key(impl, prec, bug, layer) -> str:
+    return f"{impl}_{prec}_{bug}" + (f"_L{layer}" if bug != "none" else "")
 
 
 def _load(run: Path):
@@ -940,17 +1025,26 @@ def module_row(construct: dict, name: str) -> str:
     return hits[0]
 
 
-def bug_modules(impl: str, bug: str) -> list[str]:
-    i = BUG_LAYER
+def bug_modules(impl: str, bug: str, layer: int) -> list[str]:
+    """The bug's modules in the npu implementation, innermost first."""
+    i = layer
     if impl == "megatron":
         p = f"decoder.layers.{i}"
-        return ([f"{p}.mlp.linear_fc2", f"{p}.mlp"] if bug == "scale"
-                else [f"{p}.self_attention.core_attention", f"{p}.self_attention"])
+        return {"scale": [f"{p}.mlp.linear_fc2", f"{p}.mlp"],
+                "attn": [f"{p}.self_attention.core_attention", f"{p}.self_attention"],
+                "norm": [f"{p}.pre_mlp_layernorm"],
+                "gate": [f"{p}.mlp.linear_fc1", f"{p}.mlp"]}[bug]
     if impl == "vllm":
         p = f"model.layers.{i}"
-        return [f"{p}.mlp.down_proj", f"{p}.mlp"] if bug == "scale" else [f"{p}.self_attn.attn", f"{p}.self_attn"]
+        return {"scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
+                "attn": [f"{p}.self_attn.attn", f"{p}.self_attn"],
+                "norm": [f"{p}.post_attention_layernorm"],
+                "gate": [f"{p}.mlp.gate_up_proj", f"{p}.mlp"]}[bug]
     p = f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module" if impl == "fsdp" else f"model.layers.{i}"
-    return [f"{p}.mlp.down_proj", f"{p}.mlp"] if bug == "scale" else [f"{p}.self_attn"]
+    return {"scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
+            "attn": [f"{p}.self_attn"],
+            "norm": [f"{p}.post_attention_layernorm"],
+            "gate": [f"{p}.mlp.gate_proj", f"{p}.mlp"]}[bug]
 
 
 def _combine(stats: list[dict]) -> dict:
@@ -994,28 +1088,44 @@ def check_pairs(pairs: list[dict], nd: dict, nc: dict, bd: dict, bc: dict, tol: 
 
 def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_impls.py build")
-    p.add_argument("--work", default="/tmp/impl")
+    p.add_argument("--set", default="tuning", choices=sorted(CASE_SETS),
+                   help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's) or heldout "
+                        "(impl_heldout.tar.xz)")
+    p.add_argument("--archive", default=None, help="archive file name in this folder (default: the set's)")
+    p.add_argument("--work", default=None, help="work folder (default /tmp/impl, or /tmp/impl_<set> for another set)")
     p.add_argument("--ref", default="/tmp/refvenv/bin/python")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--no-pack", action="store_true")
+    add_model_args(p, None)
     a = p.parse_args(argv)
-    work = Path(a.work)
+    make_cases, archive_name, set_model = CASE_SETS[a.set]
+    model = {k: set_model[k] if getattr(a, k) is None else getattr(a, k) for k in MODEL_DEFAULTS}
+    configure(**model)
+    work = Path(a.work or ("/tmp/impl" if a.set == "tuning" else f"/tmp/impl_{a.set}"))
     runs, cases_dir = work / "runs", work / "cases"
     runs.mkdir(parents=True, exist_ok=True)
+    # the cached runs are of one model only
+    stamp = work / "model.json"
+    if stamp.is_file() and json.loads(stamp.read_text()) != model:
+        sys.exit(f"{work} holds runs of another model ({stamp.read_text().strip()}); use another --work")
+    stamp.write_text(json.dumps(model))
+    print(f"set {a.set}: model {model}", flush=True)
     me = Path(__file__).resolve()
-    todo = case_list()
+    todo = make_cases()
     need = {}
     for c in todo:
-        need[run_key(c["npu"], c["prec"], c["bug"])] = (c["npu"], c["prec"], c["bug"])
-        need[run_key(c["bench"], c["prec"], "none")] = (c["bench"], c["prec"], "none")
-        need[run_key(c["npu"], c["prec"], "none")] = (c["npu"], c["prec"], "none")  # the twin
+        assert c["bug"] == "none" or 0 <= c["layer"] < NL, c
+        need[run_key(c["npu"], c["prec"], c["bug"], c["layer"])] = (c["npu"], c["prec"], c["bug"], c["layer"])
+        need[run_key(c["bench"], c["prec"], "none", None)] = (c["bench"], c["prec"], "none", None)
+        need[run_key(c["npu"], c["prec"], "none", None)] = (c["npu"], c["prec"], "none", None)  # the twin
 
     def do(item):
-        key, (impl, prec, bug) = item
+        key, (impl, prec, bug, layer) = item
         if (runs / key / "step0" / "rank" / "dump.json").is_file():
             return key, 0
-        cmd = [a.ref, str(me), "--impl", impl, "--prec", prec, "--bug", bug, "--layer", str(BUG_LAYER),
-               "--out", str(runs / key)]
+        cmd = [a.ref, str(me), "--impl", impl, "--prec", prec, "--bug", bug,
+               "--layer", str(BUG_LAYER if layer is None else layer), "--out", str(runs / key),
+               *[x for k, v in model.items() for x in (f"--{k.replace('_', '-')}", str(v))]]
         r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if r.returncode:
             print(f"FAILED {key}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}", file=sys.stderr)
@@ -1048,7 +1158,8 @@ def build_main(argv: list[str]) -> None:
         d = cases_dir / name
         if d.exists():
             shutil.rmtree(d)
-        npu_key, bench_key = run_key(c["npu"], c["prec"], c["bug"]), run_key(c["bench"], c["prec"], "none")
+        npu_key = run_key(c["npu"], c["prec"], c["bug"], c["layer"])
+        bench_key = run_key(c["bench"], c["prec"], "none", None)
         for side, key in (("npu", npu_key), ("bench", bench_key)):
             dst = d / side / "step0" / "rank"
             dst.mkdir(parents=True)
@@ -1060,27 +1171,26 @@ def build_main(argv: list[str]) -> None:
         pairs = pairs_between(c["npu"], c["bench"])
         origin, direct = [], None
         if c["bug"] != "none":
-            td, _ = _load(runs / run_key(c["npu"], c["prec"], "none"))
+            td, _ = _load(runs / run_key(c["npu"], c["prec"], "none", None))
             direct = direct_twin(nd, td)
-            mods = [module_row(nc, m) for m in bug_modules(c["npu"], c["bug"])]
+            mods = [module_row(nc, m) for m in bug_modules(c["npu"], c["bug"], c["layer"])]
             assert direct and nc.get(direct) == mods[0], (name, direct, nc.get(direct), mods)
             origin = [direct] + mods
-        same_as = {**SAME_AS.get(c["npu"], {}), **SAME_AS.get(c["bench"], {})}
+        same = {**same_as(c["npu"]), **same_as(c["bench"])}
         truth = {
             "case": name,
             "impl": {"npu": c["npu"], "bench": c["bench"]},
             "same_code": c["npu"] == c["bench"],
             "precision": c["prec"],
             "kind": c["bug"],
-            "layer": BUG_LAYER if c["bug"] != "none" else None,
-            "factor": FACTOR if c["bug"] == "scale" else None,
+            "layer": c["layer"] if c["bug"] != "none" else None,
+            "factor": FACTOR if c["bug"] in ("scale", "gate") else None,
             "phase": "forward" if c["bug"] != "none" else None,
             "origin": origin,
             "twin": {"direct": direct} if direct else None,
             "pairs": [[x["npu"], x["bench"]] for x in pairs],
             "pairs_io": pairs,
-            "same_as": {"npu": {k: v for k, v in SAME_AS.get(c["npu"], {}).items()},
-                        "bench": {k: v for k, v in SAME_AS.get(c["bench"], {}).items()}} if same_as else {},
+            "same_as": {"npu": same_as(c["npu"]), "bench": same_as(c["bench"])} if same else {},
             "how": ("origin: the first forward API call of the twin npu(bug) vs npu(no bug), same implementation and "
                     "precision, whose outputs or arguments differ (twin.direct), and the bug's modules in the npu "
                     "implementation (forward rows), innermost first; pairs: by construction of the implementations "
@@ -1089,7 +1199,7 @@ def build_main(argv: list[str]) -> None:
         (d / "TRUTH.json").write_text(json.dumps(truth, indent=1))
         # the construction checked on the no-bug fp32 runs (statistics of paired slots agree)
         if c["prec"] == "fp32":
-            npu_clean = run_key(c["npu"], "fp32", "none")
+            npu_clean = run_key(c["npu"], "fp32", "none", None)
             cd, cc = _load(runs / npu_clean)
             bd, bc = _load(runs / bench_key)
             n, bad = check_pairs(pairs, cd, cc, bd, bc, 1e-4)
@@ -1098,7 +1208,7 @@ def build_main(argv: list[str]) -> None:
         print(f"case {name}: {len(pairs)} pairs, origin={origin}", flush=True)
 
     if not a.no_pack:
-        archive = me.parent / "impl_cases.tar.xz"
+        archive = me.parent / (a.archive or archive_name)
         subprocess.run(["tar", "-cJf", str(archive), "-C", str(cases_dir), *sorted(names)], check=True,
                        env=dict(os.environ, XZ_OPT="-9e"))
         print(f"{archive.name}: {len(names)} cases, {archive.stat().st_size} bytes")

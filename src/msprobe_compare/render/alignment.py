@@ -1,0 +1,51 @@
+"""The words and the file of a module alignment (pair/align.py): the console lines and module_alignment_{ts}.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHOWN = 8  # module calls without a counterpart named on the console, per side
+
+
+def align_lines(al: Any, tables: Any, why: str) -> list[str]:
+    """What was aligned, what was not, and why: for the console."""
+    merged = sum(len(p.npu) > 1 or len(p.bench) > 1 for p in al.pairs)
+    hows: dict[str, int] = {}
+    for p in al.pairs:
+        hows[p.how] = hows.get(p.how, 0) + 1
+    by = ", ".join(f"{n} by {how}" for how, n in sorted(hows.items(), key=lambda kv: -kv[1]))
+    empty = sum(not p.slots for p in al.pairs)
+    lines = [f"Aligning the module trees ({why}).",
+             f"{len(al.pairs)} module boundaries paired ({merged} merged N-to-1; {by}); "
+             f"{tables.rows_paired} of {len(tables.npu.table)} npu rows paired."]  # fmt: skip
+    if empty:
+        lines.append(f"{empty} of them carry no tensor found in both runs; their rows stay unpaired.")
+    for side in ("npu", "bench"):
+        left = al.unpaired[side]
+        wrap = len(al.same_as[side])
+        if not left and not wrap:
+            continue
+        s = al.npu if side == "npu" else al.bench
+        names = ", ".join(s.calls[c].path for c in left[:SHOWN]) + (f" (and {len(left) - SHOWN} more)"
+                                                                    if len(left) > SHOWN else "")  # fmt: skip
+        text = f"{len(left)} {side} module calls have no counterpart (no parameters, descendants or tensors in common"
+        text += f" with an unpaired call of the other run): {names}" if left else ")"
+        if wrap:
+            text += f"; {wrap} wrap a paired call and carry its tensors"
+        lines.append(text + ".")
+    if al.parted >= 0:
+        lines.append(f"The runs part at or after {al.npu.table.entries[al.parted]}: pairs after it were found by the "
+                     "other layers' evidence, the parameters and each run's own dataflow, not by their values.")
+    return lines
+
+
+def alignment_yaml(pairs: list[dict[str, Any]]) -> str:
+    """The alignment as a file `--alignment` reads back: edit a pair's npu/bench (parts joined by ';') or its
+    slots, delete wrong pairs; its pairs then win over the ones found."""
+    import yaml  # only when an alignment is written (start-up speed)
+
+    head = ("# msprobe-compare module alignment. Pass it back with --alignment FILE: its pairs are taken as they\n"
+            "# are (a pair without 'slots' has its tensors paired by the aligner), the rest is aligned as before.\n"
+            "# npu / bench: module paths (the n-th call after the first: path#n), merged parts joined by ';'.\n")
+    rows = [{"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])} for p in pairs]
+    return head + yaml.safe_dump({"pairs": rows}, sort_keys=False, allow_unicode=True, width=200)
