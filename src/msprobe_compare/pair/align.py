@@ -21,9 +21,11 @@ rest of the pipeline reads are built from the `Alignment` by `pair/aligned.py`.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import defaultdict
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ import numpy as np
 from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.records import dataclass
 
+CANDIDATES = 64  # the most calls of the other side one output is checked against (repeated identical outputs)
 MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
 LAYER = re.compile(r"(?<=\.layers\.)\d+(?=\.|$)|(?<=^layers\.)\d+(?=\.|$)")
 WRAPPERS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
@@ -69,6 +72,7 @@ class Side:
     calls: list[ModuleCall]
     numel: np.ndarray  # per row: element count (-1 without a shape)
     low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
+    ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a size and 4 finite numbers
 
 
 @dataclass
@@ -168,7 +172,11 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
         c.grads = grads.get((c.path, c.cls), -1) if c.count == 0 else -1
     numel = np.fromiter((_numel(s) for s in table.shape), dtype=np.int64, count=len(table.shape))
     low = any(_low(d) for d in table.dtype_codes[0] if d)
-    return Side(table, calls, numel, low)
+    kinds = np.asarray(table.stat_kind)
+    numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1) if len(kinds) else \
+        np.zeros(0, dtype=bool)  # fmt: skip
+    ok = (numel >= 0) & numeric & np.all(np.isfinite(table.stats), axis=1) if len(numel) else numeric
+    return Side(table, calls, numel, low, ok)
 
 
 # ---------------------------------------------------------------------------------------------------- values
@@ -183,40 +191,63 @@ class Stat:
     """A tensor's statistics, one or several rows combined."""
 
     numel: int
-    v: np.ndarray  # Max, Min, Mean, Norm
+    v: tuple[float, float, float, float]  # Max, Min, Mean, Norm (finite)
     low: bool
 
     @staticmethod
     def of(side: Side, rows: list[int], shared: bool = False) -> Stat | None:
         """The rows' tensor, concatenated (or one of them when `shared`: the same tensor read by every part)."""
-        t = side.table
-        if not rows:
+        if not rows or not all(side.ok[r] for r in rows):
             return None
-        for r in rows:
-            if side.numel[r] < 0 or not np.all(np.isin(t.stat_kind[r], (StatKind.NUMBER, StatKind.INT))):
-                return None
+        t = side.table
         low = side.low or any(_low(t.dtype[r]) for r in rows)
         if shared or len(rows) == 1:
-            return Stat(int(side.numel[rows[0]]), t.stats[rows[0]], low)
-        n = side.numel[rows].astype(np.float64)
-        v = t.stats[rows]
-        total = float(n.sum())
-        return Stat(int(total), np.array([v[:, 0].max(), v[:, 1].min(), float(np.dot(v[:, 2], n) / total)
-                                          if total else 0.0, math.sqrt(float(np.dot(v[:, 3], v[:, 3])))]), low)
+            return Stat(int(side.numel[rows[0]]), tuple(t.stats[rows[0]].tolist()), low)  # type: ignore[arg-type]
+        n = [float(side.numel[r]) for r in rows]
+        v = [t.stats[r].tolist() for r in rows]
+        total = sum(n)
+        mean = sum(x[2] * k for x, k in zip(v, n)) / total if total else 0.0
+        return Stat(int(total), (max(x[0] for x in v), min(x[1] for x in v), mean,
+                                 math.sqrt(sum(x[3] * x[3] for x in v))), low)  # fmt: skip
 
 
 def distance(a: Stat | None, b: Stat | None, param: bool = False) -> float:
     """How far apart two tensors' statistics are, in units of the tolerance of their precision (<= 1: the same
     tensor; inf: different sizes or no statistics)."""
-    if a is None or b is None or a.numel != b.numel or not (np.all(np.isfinite(a.v)) and np.all(np.isfinite(b.v))):
+    if a is None or b is None or a.numel != b.numel:
         return math.inf
-    tol = TOL_PARAM if param and not (a.low or b.low) else TOL_LOW if (a.low or b.low) else TOL_FP32
-    if param and (a.low or b.low):
-        tol = 2.0 ** -7
-    scale = max(abs(a.v[0]), abs(a.v[1]), abs(b.v[0]), abs(b.v[1]), 1e-30)
-    d = np.abs(a.v - b.v)
-    norm = max(abs(a.v[3]), abs(b.v[3]), 1e-30)
-    return float(max(d[0] / scale, d[1] / scale, d[2] / scale, d[3] / norm) / tol)
+    low = a.low or b.low
+    tol = (2.0 ** -7 if low else TOL_PARAM) if param else TOL_LOW if low else TOL_FP32
+    (a0, a1, a2, a3), (b0, b1, b2, b3) = a.v, b.v
+    scale = max(abs(a0), abs(a1), abs(b0), abs(b1), 1e-30)
+    norm = max(abs(a3), abs(b3), 1e-30)
+    return max(abs(a0 - b0) / scale, abs(a1 - b1) / scale, abs(a2 - b2) / scale, abs(a3 - b3) / norm) / tol
+
+
+class _Index:
+    """Tensors by (size, Norm), for the few within a tolerance of one: no pass over all of them per lookup."""
+
+    def __init__(self) -> None:
+        self.by_numel: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        self.items: list[Any] = []
+        self.sorted = False
+
+    def add(self, st: Stat, item: Any) -> None:
+        self.by_numel[st.numel].append((st.v[3], len(self.items)))
+        self.items.append(item)
+        self.sorted = False
+
+    def near(self, st: Stat) -> list[Any]:
+        if not self.sorted:
+            for v in self.by_numel.values():
+                v.sort()
+            self.sorted = True
+        rows = self.by_numel.get(st.numel, [])
+        norm = st.v[3]
+        slack = abs(norm) * 2.0 ** -6 + 1e-30  # wider than any tolerance of `distance`
+        lo = bisect.bisect_left(rows, (norm - slack, -1))
+        hi = bisect.bisect_right(rows, (norm + slack, len(self.items)))
+        return [self.items[i] for _, i in rows[lo:hi]]
 
 
 # ---------------------------------------------------------------------------------------------------- aligning
@@ -229,6 +260,7 @@ class _Aligner:
         self.of: dict[str, dict[int, int]] = {"npu": {}, "bench": {}}  # call -> its pair
         self.same_as: dict[str, dict[int, int]] = {"npu": {}, "bench": {}}
         self.parted = -1
+        self._stats: dict[tuple[str, tuple[int, ...], str], Stat | None] = {}
         self._param_keys = {side: {self._key(side, r) for c in s.calls for k, r in c.slots.items()
                                    if k.startswith("parameters.") and s.numel[r] > 1} for side, s in self.s.items()}
 
@@ -261,6 +293,9 @@ class _Aligner:
 
     # ---- 1. parameters
     def anchors(self) -> None:
+        """Calls whose parameters agree, in call order within each set of equal parameters (tied or repeated
+        weights); then runs of free sibling calls whose parameters, concatenated, agree with one free call of the
+        other side (merged). Sorted by (size, Norm): near-linear in the number of calls."""
         sig: dict[str, dict[int, Stat]] = {}
         for side, s in self.s.items():
             sig[side] = {}
@@ -268,31 +303,36 @@ class _Aligner:
                 st = self._params(side, (c,))
                 if st is not None:
                     sig[side][c] = st
-        bench_keys = sorted(sig["bench"])
-        groups: list[tuple[list[int], list[int]]] = []  # equal parameters: the calls of each side, in call order
-        seen: set[int] = set()
-        for c in sorted(sig["npu"]):
-            if c in seen:
-                continue
-            same_npu = [d for d in sorted(sig["npu"]) if d not in seen and distance(sig["npu"][c], sig["npu"][d],
-                                                                                   True) <= 1]  # fmt: skip
-            seen.update(same_npu)
-            same_bench = [b for b in bench_keys if distance(sig["npu"][c], sig["bench"][b], True) <= 1]
-            if same_bench:
-                groups.append((same_npu, same_bench))
-        for same_npu, same_bench in groups:
-            free_b = [b for b in same_bench if self._free("bench", b)]
-            for a, b in zip(same_npu, free_b):
-                if self._free("npu", a):
-                    self._add((a,), (b,), "parameters")
+        items = sorted(((st.numel, st.v[3], side, c) for side in sig for c, st in sig[side].items()))
+        cluster: list[tuple[str, int]] = []
+        last: Stat | None = None
+        for numel, _, side, c in items:  # runs of equal parameters along the sorted order
+            st = sig[side][c]
+            if last is not None and distance(last, st, True) > 1:
+                self._pair_cluster(cluster)
+                cluster = []
+            cluster.append((side, c))
+            last = st
+        self._pair_cluster(cluster)
         for side, other in (("bench", "npu"), ("npu", "bench")):  # merged: runs of siblings against one call
+            runs = _Index()
+            for run in self._sibling_runs(other, sig[other]):
+                st = self._params(other, run)
+                if st is not None:
+                    runs.add(st, run)
             for c, st in sig[side].items():
                 if not self._free(side, c):
                     continue
-                for run in self._sibling_runs(other, sig[other]):
-                    if distance(self._params(other, run), st, True) <= 1:
+                for run in runs.near(st):
+                    if all(self._free(other, x) for x in run) and distance(self._params(other, run), st, True) <= 1:
                         self._add(run if other == "npu" else (c,), (c,) if other == "npu" else run, "parameters")
                         break
+
+    def _pair_cluster(self, cluster: list[tuple[str, int]]) -> None:
+        npu = sorted(c for side, c in cluster if side == "npu" and self._free("npu", c))
+        bench = sorted(c for side, c in cluster if side == "bench" and self._free("bench", c))
+        for a, b in zip(npu, bench):
+            self._add((a,), (b,), "parameters")
 
     def _sibling_runs(self, side: str, sig: dict[int, Stat]) -> list[tuple[int, ...]]:
         by_parent: dict[int, list[int]] = defaultdict(list)
@@ -359,6 +399,12 @@ class _Aligner:
 
     # ---- 3. values, 4. layers
     def _stat(self, side: str, calls: tuple[int, ...], key: str) -> Stat | None:
+        memo = (side, calls, key)
+        if memo not in self._stats:
+            self._stats[memo] = self._stat_of(side, calls, key)
+        return self._stats[memo]
+
+    def _stat_of(self, side: str, calls: tuple[int, ...], key: str) -> Stat | None:
         s = self.s[side]
         rows = [s.calls[c].slots.get(key, -1) for c in calls]
         if any(r < 0 for r in rows):
@@ -417,16 +463,27 @@ class _Aligner:
                 p = self.s[side].calls[p].parent
             return self.of[side].get(p, -1) if p >= 0 else -1
 
-        cand: dict[int, list[int]] = defaultdict(list)
+        outputs: dict[int, _Index] = defaultdict(_Index)  # per home: the free bench calls by their outputs
         for b in range(len(s_b.calls)):
             if self._free("bench", b):
-                cand[home("bench", b)].append(b)
+                for kb in self._slot_keys("bench", (b,)):
+                    st = self._stat("bench", (b,), kb)
+                    if kb.startswith("output") and st is not None:
+                        outputs[home("bench", b)].add(st, b)
         scored = []
         for a in range(len(s_n.calls)):
-            if not self._free("npu", a):
+            if not self._free("npu", a) or self.parted >= 0 and s_n.calls[a].entry >= self.parted:
                 continue
             keys_a = self._slot_keys("npu", (a,))
-            for b in cand.get(home("npu", a), []):
+            index = outputs.get(home("npu", a))
+            if index is None:
+                continue
+            cand: set[int] = set()
+            for ka in keys_a:
+                st = self._stat("npu", (a,), ka)
+                if ka.startswith("output") and st is not None:
+                    cand.update(index.near(st)[:CANDIDATES])
+            for b in sorted(cand):
                 keys_b = self._slot_keys("bench", (b,))
                 hits = 0
                 out_hit = False
