@@ -220,12 +220,14 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
                                                                                  np.ndarray] | None:  # fmt: skip
     """Runs of different code (pair/align.py): their aligned tables and match, and the alignment; None when the
     module trees are the same code (auto) and no alignment file is given: the tables stay as they are."""
-    from msprobe_compare.pair.aligned import decide, plan  # only for runs of different code (start-up speed)
-    from msprobe_compare.render.alignment import align_lines
+    from msprobe_compare.pair.align import decide
 
     decision = decide(npu, bench)
     if opts.alignment is None and not (opts.align == "on" or decision.differ):
         return None
+    from msprobe_compare.pair.aligned import plan  # only for runs of different code (start-up speed)
+    from msprobe_compare.render.alignment import align_lines
+
     user = None
     if opts.alignment is not None:
         from msprobe_compare.pair.mapping_file import load_yaml  # only with --alignment (start-up speed)

@@ -80,6 +80,9 @@ class CompareResult:
     ranks: Mapping[str, CompareResult] = field(default_factory=dict, repr=False)  # step folders: rank label -> result
     failed: Mapping[str, str] = field(default_factory=dict)  # rank label -> error
     unpaired: tuple[str, ...] = ()  # ranks found on one side only, e.g. "npu rank2"
+    # runs of different code (the module trees were aligned): each module pair, {"npu", "bench", "how", "slots"}
+    # (merged parts joined by ';'), as module_alignment_{ts}.yaml has them; None when the trees were not aligned
+    alignment: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def unmatched(self) -> int:
@@ -234,6 +237,7 @@ def _pair_result(out_dir: Path, pair: PairResult, formats: tuple[str, ...]) -> C
         nothing_compared=written.nothing_compared,
         first_origin=written.first_origin[1] if written.first_origin else None,
         columns=summary.columns or {},
+        alignment=written.alignment,
     )
 
 

@@ -113,6 +113,31 @@ def call_name(c: ModuleCall) -> str:
     return c.path if c.count == 0 else f"{c.path}#{c.count}"
 
 
+@dataclass
+class Decision:
+    """Whether to align: the module calls of each side, and how many carry a name the other side has too."""
+
+    npu_modules: int
+    bench_modules: int
+    same_names: int
+
+    @property
+    def differ(self) -> bool:
+        """Fewer than half of either side's module calls have a namesake: the trees are of different code."""
+        small = min(self.npu_modules, self.bench_modules)
+        return small > 0 and self.same_names * 2 < small
+
+
+def decide(npu: RowTable, bench: RowTable) -> Decision:
+    """Whether the module trees are of different code (`Decision.differ`): a pass over the entry names."""
+
+    def modules(t: RowTable) -> set[str]:
+        return {e for e in t.entries if e.startswith("Module.") and ".forward." in e}
+
+    a, b = modules(npu), modules(bench)
+    return Decision(len(a), len(b), len(a & b))
+
+
 # ---------------------------------------------------------------------------------------------------- reading
 
 
@@ -202,7 +227,7 @@ class Stat:
         t = side.table
         low = side.low or any(_low(t.dtype[r]) for r in rows)
         if shared or len(rows) == 1:
-            return Stat(int(side.numel[rows[0]]), tuple(t.stats[rows[0]].tolist()), low)  # type: ignore[arg-type]
+            return Stat(int(side.numel[rows[0]]), tuple(t.stats[rows[0]].tolist()), low)
         n = [float(side.numel[r]) for r in rows]
         v = [t.stats[r].tolist() for r in rows]
         total = sum(n)
@@ -306,7 +331,7 @@ class _Aligner:
         items = sorted(((st.numel, st.v[3], side, c) for side in sig for c, st in sig[side].items()))
         cluster: list[tuple[str, int]] = []
         last: Stat | None = None
-        for numel, _, side, c in items:  # runs of equal parameters along the sorted order
+        for _, _, side, c in items:  # runs of equal parameters along the sorted order
             st = sig[side][c]
             if last is not None and distance(last, st, True) > 1:
                 self._pair_cluster(cluster)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare.load.rows import RowTable
-from msprobe_compare.pair.align import Alignment, BoundaryPair, Side
+from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
@@ -199,35 +199,10 @@ def _pair_rows(al: Alignment, p: BoundaryPair, put: object) -> None:
             put(w_n, sp.npu, w_b, sp.bench)  # type: ignore[operator]
 
 
-@dataclass
-class Decision:
-    """Whether to align: the module calls of each side, and how many carry a name the other side has too."""
-
-    npu_modules: int
-    bench_modules: int
-    same_names: int
-
-    @property
-    def differ(self) -> bool:
-        """Fewer than half of either side's module calls have a namesake: the trees are of different code."""
-        small = min(self.npu_modules, self.bench_modules)
-        return small > 0 and self.same_names * 2 < small
-
-
-def decide(npu: RowTable, bench: RowTable) -> Decision:
-    def modules(t: RowTable) -> set[str]:
-        return {e for e in t.entries if e.startswith("Module.") and ".forward." in e}
-
-    a, b = modules(npu), modules(bench)
-    return Decision(len(a), len(b), len(a & b))
-
-
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
          bench_tree: dict[str, str | None] | None, user: Any = None, user_path: Any = None
          ) -> tuple[Alignment, AlignedTables]:  # fmt: skip
     """Align the two sides (the user's pairs first, when given) and build the tables to compare."""
-    from msprobe_compare.pair.align import align, inner_calls, module_calls
-
     n, b = module_calls(npu, npu_tree), module_calls(bench, bench_tree)
     al = align(n, b, user=user, user_path=user_path)
     return al, aligned_tables(al, inner_calls(al, npu_tree, bench_tree))

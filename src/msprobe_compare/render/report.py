@@ -38,6 +38,7 @@ class Written:
     first_collective: str | None = None
     collectives_before: int = 0
     files: tuple[Path, ...] = ()  # every file of the result set, as published
+    alignment: list | None = None  # runs of different code: the module pairs found (pair.align.describe)
 
     @property
     def errors(self) -> int:
@@ -99,9 +100,9 @@ def log_rootcause(console: Console, head: story.Headline | None) -> None:
         (console.warning if head.is_warning else console.info)(f"Root cause: {head.text}")
 
 
-def log_counts(console: Console, counts: LevelCounts, bench_path: Path | None) -> None:
+def log_counts(console: Console, counts: LevelCounts, bench_path: Path | None, aligned: bool = False) -> None:
     console.info(story.count_line(counts))
-    warning = story.unmatched_warning(counts, bench_path)
+    warning = story.unmatched_warning(counts, bench_path, aligned)
     if warning:
         console.warning(warning)
 
@@ -243,7 +244,7 @@ def _write_set(
             tmp.write_text(alignment_yaml(outcome.alignment), encoding="utf-8")
         console.info(f"The module alignment is saved in: {align_path}")
     counts = outcome.counts
-    log_counts(console, counts, bench_path)
+    log_counts(console, counts, bench_path, aligned=outcome.alignment is not None)
     advisor_path = None
     if outcome.advisor is not None:
         log_advisor(console, outcome.mode, outcome.advisor, counts)
@@ -258,6 +259,7 @@ def _write_set(
         else None  # fmt: skip
     collective, before = _collective_place(rc)
     return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
+                   alignment=outcome.alignment,
                    html=html_path, nothing_compared=head is not None and head.state == "nothing",
                    first_suspect=suspect, noise=rc is not None and story.has_noise(rc), first_collective=collective,
                    collectives_before=before)  # fmt: skip

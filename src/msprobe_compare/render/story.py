@@ -133,12 +133,17 @@ def excluded_text(counts: LevelCounts) -> str:
             f"after the write: {names}{more})")  # fmt: skip
 
 
-def unmatched_warning(counts: LevelCounts, bench_path: Path | None) -> str | None:
-    """A warning when most NPU rows have no bench counterpart (a wrong bench_path, another model or level)."""
+def unmatched_warning(counts: LevelCounts, bench_path: Path | None, aligned: bool = False) -> str | None:
+    """A warning when most NPU rows have no bench counterpart (a wrong bench_path, another model or level); for runs
+    of different code (aligned module trees) what those rows are."""
     if not counts.mostly_unmatched:
         return None
     where = f"bench_path ({bench_path})" if bench_path is not None else "bench_path"
     share = 100 * counts.unmatched / counts.rows
+    if aligned:
+        return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
+                "the runs execute different code, compared at the module boundaries they share; the calls inside "
+                "modules whose code differs are one-sided (the module alignment file lists the pairs)")  # fmt: skip
     return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
             f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement")
 
