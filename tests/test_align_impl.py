@@ -124,3 +124,33 @@ def test_align_off_keeps_the_tables_by_name_and_same_code_is_not_aligned(cases: 
     monkeypatch.chdir(cases / "impl_hf_vs_fused_bf16_none")
     same = compare_json(cases / "impl_hf_vs_fused_bf16_none" / "compare.json", tmp_path / "same")
     assert same.alignment is None  # one module tree, other kernels: today's tables
+
+
+def test_consistent_check_of_26x_pairs_by_its_maps_first_on_both_spellings(cases: Path, capsys, tmp_path,
+                                                                           monkeypatch) -> None:  # fmt: skip
+    case = cases / "impl_hf_vs_vllm_bf16_scale_L1"
+    monkeypatch.chdir(case)
+    code = main(["compare", "-tp", "npu/step0/rank/dump.json", "-gp", "bench/step0/rank/dump.json", "-o",
+                 str(tmp_path / "a"), "--consistent_check", "--backend", "fsdp"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "msprobe 26.x's consistent check: its fsdp name maps first" in out
+    assert "Root cause: Functional.linear.13.forward: inputs agree, outputs differ" in out
+    doc = yaml.safe_load(next((tmp_path / "a").glob("module_alignment_*.yaml")).read_text())
+    merged = next(p for p in doc["pairs"] if p["bench"] == "model.layers.0.self_attn.qkv_proj")
+    assert merged["npu"] == "model.layers.0.self_attn.q_proj;model.layers.0.self_attn.k_proj;" \
+        "model.layers.0.self_attn.v_proj" and merged["how"] == "user" and merged["slots"]  # fmt: skip
+    act = next(p for p in doc["pairs"] if p["bench"] == "model.layers.0.mlp.act_fn")
+    assert act["slots"] == {}  # 26.x's map pairs SiLU with SiluAndMul: other math, no tensor of it is paired
+    with pytest.raises(SystemExit) as exit_info:
+        main(["-f", "pytorch", "compare", "-i", str(case / "compare.json"), "-o", str(tmp_path / "b"),
+              "--consistent_check"])  # fmt: skip
+    assert exit_info.value.code == 2 and "--consistent_check needs --backend" in capsys.readouterr().err
+
+
+def test_megatron_maps_of_26x_pair_its_renamed_modules(cases: Path, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(cases / "impl_megatron_vs_hf_bf16_scale_L1")
+    got = compare_json("compare.json", tmp_path, consistent_check="megatron")
+    pairs = {(p["npu"], p["bench"]): p for p in got.alignment or []}
+    assert ("decoder.layers.1.mlp.linear_fc2", "model.layers.1.mlp.down_proj") in pairs
+    assert ("decoder.layers.1.self_attention", "model.layers.1.self_attn") in pairs
+    assert got.first_origin and "linear_fc2" in got.first_origin

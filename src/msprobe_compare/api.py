@@ -223,7 +223,7 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
     from msprobe_compare.pair.align import decide
 
     decision = decide(npu, bench)
-    if opts.alignment is None and not (opts.align == "on" or decision.differ):
+    if opts.alignment is None and opts.consistent_check is None and not (opts.align == "on" or decision.differ):
         return None
     from msprobe_compare.pair.aligned import plan  # only for runs of different code (start-up speed)
     from msprobe_compare.render.alignment import align_lines
@@ -238,7 +238,10 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
         f"namesake among the bench's {decision.bench_modules}")  # fmt: skip
     if opts.alignment is not None:
         why += f"; the pairs of {opts.alignment} first"
-    al, tables = plan(npu, bench, npu_tree, bench_tree, user=user, user_path=opts.alignment)
+    if opts.consistent_check is not None:
+        why += f"; msprobe 26.x's consistent check: its {opts.consistent_check} name maps first"
+    al, tables = plan(npu, bench, npu_tree, bench_tree, user=user, user_path=opts.alignment,
+                      backend=opts.consistent_check)  # fmt: skip
     for line in align_lines(al, tables, why):
         console.info(line)
     from msprobe_compare.pair.align import describe

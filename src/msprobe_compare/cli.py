@@ -164,6 +164,11 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alignment", type=Path, default=None, metavar="FILE",
                    help="a module alignment file (module_alignment_{timestamp}.yaml of an earlier compare, checked "
                         "or corrected): its pairs win over the ones found")  # fmt: skip
+    p.add_argument("--consistent_check", action="store_true",
+                   help="msprobe 26.x: a training engine (npu side, -tp) against the inference engine (bench side, "
+                        "vLLM names), paired by 26.x's name maps for --backend first, then aligned as --align does")
+    p.add_argument("--backend", choices=("fsdp", "megatron"), default=None,
+                   help="--consistent_check: the training engine, fsdp or megatron")
     # root cause: the constants of the noise model, see docs/rootcause.md
     p.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
                    help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "
@@ -291,6 +296,10 @@ def _run(argv: list[str]) -> int:
     if args.framework is None:
         parser.error(f"-f/--framework is required before the subcommand: msprobe -f {{{','.join(FRAMEWORKS)}}} "
                      f"{_shell_join(argv)}")  # fmt: skip
+    if getattr(args, "consistent_check", False) and args.backend is None:
+        parser.error("--consistent_check needs --backend fsdp or --backend megatron (the training engine)")
+    if getattr(args, "consistent_check", False) and args.align == "off":
+        parser.error("--consistent_check aligns the module trees: it cannot go with --align off")
     tune_malloc()
     console = Console()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -389,6 +398,7 @@ def _options(args: argparse.Namespace) -> Options:
         tolerance=args.tolerance,  # root cause: the noise model's constants
         align=args.align,
         alignment=args.alignment,
+        consistent_check=args.backend if args.consistent_check else None,
     )
 
 

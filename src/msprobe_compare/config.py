@@ -46,6 +46,7 @@ class Options:
     pool: str | None = None  # tensor rows on "thread"s, "process"es or "auto" (None: $MSPROBE_COMPARE_POOL, else auto)
     align: str = "auto"  # module trees of different code aligned (pair/align.py): "auto" (when they differ), on, off
     alignment: Path | None = None  # a module alignment file (written by an earlier compare, maybe edited): it wins
+    consistent_check: str | None = None  # 26.x --consistent_check --backend: "fsdp" | "megatron" (pair/consistent.py)
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""
@@ -79,6 +80,11 @@ class Options:
             raise OptionError(f"option 'align' must be one of {', '.join(ALIGN_CHOICES)}, got {_shown(self.align)}")
         if self.alignment is not None:
             self._set("alignment", path_option("alignment", self.alignment))
+        if self.consistent_check is not None and self.consistent_check not in ("fsdp", "megatron"):
+            raise OptionError(f"option 'consistent_check' is the training engine's backend, 'fsdp' or 'megatron', got "
+                              f"{_shown(self.consistent_check)}")  # fmt: skip
+        if self.consistent_check is not None and self.align == "off":
+            raise OptionError("option 'consistent_check' aligns the module trees; it cannot go with align 'off'")
         if self.ray is False or (isinstance(self.ray, str) and not self.ray.strip()):
             self._set("ray", None)
         elif not (self.ray is None or self.ray is True or isinstance(self.ray, str)):

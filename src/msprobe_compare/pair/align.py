@@ -452,7 +452,7 @@ class _Aligner:
         real: set[tuple[str, ...]] = set()  # slot pairs that agree in some layer: they carry the same tensor
         failed: list[tuple[BoundaryPair, tuple[str, ...], str]] = []
         for p in self.pairs:
-            if p.how != "parameters":
+            if p.how not in ("parameters", "user"):  # anchors: the same weights, or the user said so
                 continue
             for ka in self._slot_keys("npu", p.npu):
                 for kb in self._slot_keys("bench", p.bench):

@@ -200,9 +200,19 @@ def _pair_rows(al: Alignment, p: BoundaryPair, put: object) -> None:
 
 
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
-         bench_tree: dict[str, str | None] | None, user: Any = None, user_path: Any = None
-         ) -> tuple[Alignment, AlignedTables]:  # fmt: skip
-    """Align the two sides (the user's pairs first, when given) and build the tables to compare."""
+         bench_tree: dict[str, str | None] | None, user: Any = None, user_path: Any = None,
+         backend: str | None = None) -> tuple[Alignment, AlignedTables]:  # fmt: skip
+    """Align the two sides (the user's pairs first, when given; then, with `backend`, 26.x's consistent-check
+    pairs for the calls the user's leave) and build the tables to compare."""
     n, b = module_calls(npu, npu_tree), module_calls(bench, bench_tree)
+    if backend is not None:
+        from msprobe_compare.pair.consistent import consistent_pairs
+
+        extra = consistent_pairs(n, b, backend)["pairs"]
+        given = user["pairs"] if isinstance(user, dict) and isinstance(user.get("pairs"), list) else []
+        taken = {name for p in given if isinstance(p, dict) for side in ("npu", "bench")
+                 for name in str(p.get(side, "")).split(";")}  # fmt: skip
+        extra = [p for p in extra if not any(x in taken for x in (*p["npu"].split(";"), *p["bench"].split(";")))]
+        user = {"pairs": [*given, *extra]}
     al = align(n, b, user=user, user_path=user_path)
     return al, aligned_tables(al, inner_calls(al, npu_tree, bench_tree))
