@@ -8,10 +8,12 @@ Two modes.
        /tmp/refvenv/bin/python make_impls.py --impl vllm --prec bf16 --bug scale --layer 1 --out DIR
 2. Every run, every case with its TRUTH.json, the checks and the archive:
        python3 make_impls.py build --work /tmp/impl --ref /tmp/refvenv/bin/python
-   `--set heldout` builds the held-aside set instead (impl_heldout.tar.xz; work folder /tmp/impl_heldout).
+   `--set heldout` builds the held-aside set instead (impl_heldout.tar.xz; work folder /tmp/impl_heldout), and
+   `--set tuning2` a second tuning set (impl_tuning2.tar.xz; work folder /tmp/impl_tuning2).
 Both modes take --seed (weights generator), --layers, --hidden, --heads, --kv-heads and --intermediate. A dump's
 defaults are the model below; build's are its set's model (tuning: the model below; heldout: seed 777, 4 layers,
-hidden 48, 6 query and 2 key/value heads, intermediate 96).
+hidden 48, 6 query and 2 key/value heads, intermediate 96; tuning2: seed 4242, 5 layers, hidden 40, 5 query heads
+and 1 key/value head, intermediate 80).
 
 The model (all implementations): vocab 64, hidden 32, 3 layers, 4 query heads and 2 key/value heads (head dim 8,
 grouped-query attention), RMSNorm (eps 1e-6), rotary embeddings (base 10000, neox/rotate-half style), SwiGLU
@@ -972,11 +974,41 @@ def heldout_case_list() -> list[dict]:
     return cases
 
 
+# the second tuning set: (npu, bench, precision, bug, layer); bugs at layers 0, 3 and 4 (the last), every kind at each
+# of the three layers once per direction, each kind in fp32 and bf16. No `norm` bug with npu = fused (see above).
+TUNING2_BUGS = [
+    # the bug in hf's modules, against each other implementation
+    ("hf", "vllm", "fp32", "scale", 0), ("hf", "vllm", "bf16", "norm", 3), ("hf", "vllm", "fp32", "gate", 4),
+    ("hf", "fsdp", "bf16", "attn", 0), ("hf", "fsdp", "fp32", "gate", 3), ("hf", "fsdp", "bf16", "scale", 4),
+    ("hf", "megatron", "fp32", "norm", 0), ("hf", "megatron", "bf16", "scale", 3),
+    ("hf", "megatron", "fp32", "attn", 4),
+    ("hf", "fused", "bf16", "gate", 0), ("hf", "fused", "fp32", "attn", 3), ("hf", "fused", "bf16", "norm", 4),
+    ("hf", "hf", "fp32", "norm", 4),
+    # the bug in the other implementation's own modules, against hf
+    ("vllm", "hf", "fp32", "attn", 0), ("vllm", "hf", "bf16", "gate", 3), ("vllm", "hf", "bf16", "norm", 4),
+    ("fsdp", "hf", "bf16", "scale", 0), ("fsdp", "hf", "fp32", "norm", 3), ("fsdp", "hf", "bf16", "attn", 4),
+    ("megatron", "hf", "bf16", "norm", 0), ("megatron", "hf", "fp32", "scale", 3),
+    ("megatron", "hf", "fp32", "gate", 4),
+    ("fused", "hf", "bf16", "gate", 0), ("fused", "hf", "bf16", "attn", 3), ("fused", "hf", "fp32", "scale", 4),
+]
+
+
+def tuning2_case_list() -> list[dict]:
+    """The second tuning set (impl_tuning2.tar.xz): 35 cases on a deeper model with one key/value head."""
+    cases = [{"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
+             for other in ORDER for prec in ("fp32", "bf16")]
+    cases += [{"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer}
+              for n, b, prec, bug, layer in TUNING2_BUGS]
+    return cases
+
+
 # --set: the case list, the archive it is packed into, and the model (overridable by --seed, --layers, ...)
 CASE_SETS = {
     "tuning": (case_list, "impl_cases.tar.xz", MODEL_DEFAULTS),
     "heldout": (heldout_case_list, "impl_heldout.tar.xz",
                 {"seed": 777, "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 2, "intermediate": 96}),
+    "tuning2": (tuning2_case_list, "impl_tuning2.tar.xz",
+                {"seed": 4242, "layers": 5, "hidden": 40, "heads": 5, "kv_heads": 1, "intermediate": 80}),
 }
 
 
@@ -1100,8 +1132,8 @@ def check_pairs(pairs: list[dict], nd: dict, nc: dict, bd: dict, bc: dict, tol: 
 def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_impls.py build")
     p.add_argument("--set", default="tuning", choices=sorted(CASE_SETS),
-                   help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's) or heldout "
-                        "(impl_heldout.tar.xz)")
+                   help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's), heldout "
+                        "(impl_heldout.tar.xz) or tuning2 (impl_tuning2.tar.xz)")
     p.add_argument("--archive", default=None, help="archive file name in this folder (default: the set's)")
     p.add_argument("--work", default=None, help="work folder (default /tmp/impl, or /tmp/impl_<set> for another set)")
     p.add_argument("--ref", default="/tmp/refvenv/bin/python")
