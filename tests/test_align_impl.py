@@ -150,7 +150,7 @@ def test_consistent_check_of_26x_pairs_by_its_maps_first_on_both_spellings(cases
 def test_megatron_maps_of_26x_pair_its_renamed_modules(cases: Path, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(cases / "impl_megatron_vs_hf_bf16_scale_L1")
     got = compare_json("compare.json", tmp_path, consistent_check="megatron")
-    pairs = {(p["npu"], p["bench"]): p for p in got.alignment or []}
+    pairs = {(p["npu"], p["bench"]): p for p in (got.alignment or {}).get("pairs", [])}
     assert ("decoder.layers.1.mlp.linear_fc2", "model.layers.1.mlp.down_proj") in pairs
     assert ("decoder.layers.1.self_attention", "model.layers.1.self_attn") in pairs
     assert got.first_origin and "linear_fc2" in got.first_origin

@@ -216,7 +216,7 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
 
 
 def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
-             bench_tree: dict[str, str | None] | None, console: Console) -> tuple[Any, RowTable, RowTable,
+             bench_tree: dict[str, str | None] | None, console: Console) -> tuple[dict[str, Any], RowTable, RowTable,
                                                                                  np.ndarray] | None:  # fmt: skip
     """Runs of different code (pair/align.py): their aligned tables and match, and the alignment; None when the
     module trees are the same code (auto) and no alignment file is given: the tables stay as they are."""

@@ -47,11 +47,11 @@ class CompareOutcome:
     fuzzy: np.ndarray | None = None  # bool: matched with a different name (fuzzy matching)
     layout: LayoutView | None = None  # runs split differently across cards: ranks and rule per row
     derived_mapping: dict[str, str] | None = None  # -lm: the row mapping, published with the result files
-    alignment: list[dict[str, Any]] | None = None  # runs of different code: the module pairs (pair.align.describe)
+    alignment: dict[str, Any] | None = None  # runs of different code: the module pairs (pair.align.describe)
 
     @classmethod
     def of(cls, m: Measured, j: Judgement, *, show_stack: bool, layout: LayoutView | None = None,
-           derived_mapping: dict[str, str] | None = None, alignment: list[dict[str, Any]] | None = None
+           derived_mapping: dict[str, str] | None = None, alignment: dict[str, Any] | None = None
            ) -> CompareOutcome:  # fmt: skip
         return cls(m.mode, m.npu, m.bench, m.match, j.verdict, show_stack, j.rootcause, j.levels, j.counts,
                    diffs=m.diffs, tensors=m.tensors, accuracy=j.accuracy, marks=j.marks, advisor=j.advisor,

@@ -80,9 +80,10 @@ class CompareResult:
     ranks: Mapping[str, CompareResult] = field(default_factory=dict, repr=False)  # step folders: rank label -> result
     failed: Mapping[str, str] = field(default_factory=dict)  # rank label -> error
     unpaired: tuple[str, ...] = ()  # ranks found on one side only, e.g. "npu rank2"
-    # runs of different code (the module trees were aligned): each module pair, {"npu", "bench", "how", "slots"}
-    # (merged parts joined by ';'), as module_alignment_{ts}.yaml has them; None when the trees were not aligned
-    alignment: list[dict[str, Any]] | None = field(default=None, repr=False)
+    # runs of different code (the module trees were aligned): {"pairs": [{"npu", "bench", "how", "slots"}, ...],
+    # "unpaired": {side: [...]}, "same_as": {side: {...}}} (merged parts joined by ';'), as
+    # module_alignment_{ts}.yaml has them; None when the trees were not aligned
+    alignment: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def unmatched(self) -> int:

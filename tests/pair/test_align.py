@@ -228,7 +228,7 @@ def test_the_users_alignment_wins_and_bad_ones_are_refused() -> None:
     user = {"pairs": [{"npu": "m.attn.o_proj", "bench": "m.attn.o_proj", "slots": {"input.0": "input.0"}}]}
     al = align(npu, bench, user=user, user_path=Path("a.yaml"))
     assert slots(al, "m.attn.o_proj") == {("input.0", "input.0")}  # taken as given: output.0 left out
-    assert any(p["npu"] == "m.attn.q_proj;m.attn.k_proj;m.attn.v_proj" for p in found)
+    assert any(p["npu"] == "m.attn.q_proj;m.attn.k_proj;m.attn.v_proj" for p in found["pairs"])
     for bad, why in (({"pairs": [{"npu": "nope", "bench": "m.attn.o_proj"}]}, "no npu module call 'nope'"),
                      ({"pairs": "x"}, "no 'pairs' list"), ({"pairs": [{"npu": 1}]}, "needs 'npu' and 'bench'")):
         with pytest.raises(InputError, match=why):

@@ -274,3 +274,24 @@ def test_suspect_and_noise_floor(browser, run_cli, tmp_path):
     shot = b.screenshot(artifacts_dir() / "html_report_noise_suspect.png")
     print(f"screenshot: {shot}")
     _clean(b)
+
+
+def test_runs_of_different_code_show_their_module_alignment(browser, run_cli, tmp_path):
+    """An HF run against a vLLM-style one (issue #30): the report lists the two trees' modules side by side, merged
+    parts and the calls left, and the unmatched note says what the one-sided rows are."""
+    from conftest import extract_archive
+
+    cases = extract_archive(DATA / "impl/impl_cases.tar.xz", tmp_path / "impl")
+    run = run_cli(cases / "impl_hf_vs_vllm_bf16_none", "pytorch")
+    assert run.code == 0
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    title = b.eval("document.getElementById('alignment-title').textContent")
+    assert title.startswith("Module alignment (runs of different code): 31 pairs, 6 merged")
+    rows = b.eval("""Array.from(document.querySelectorAll('#alignment-body tr')).slice(1)
+        .map((tr) => Array.from(tr.cells).map((td) => td.textContent))""")
+    assert ["model.layers.0.self_attn.q_proj;\nmodel.layers.0.self_attn.k_proj;\nmodel.layers.0.self_attn.v_proj",
+            "model.layers.0.self_attn.qkv_proj", "parameters", "input.0 \u2192 input.0, output.0 \u2192 output.0"] in rows
+    assert ["\u2014", "model.layers.0.self_attn.attn", "bench only", ""] in rows
+    assert "the runs execute different code" in b.eval("document.getElementById('unmatched-warning').innerText")
+    _clean(b)

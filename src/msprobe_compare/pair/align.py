@@ -815,7 +815,14 @@ def _user_pairs(al: _Aligner, doc: Any, path: Any) -> None:
             p.slots[:] = [SlotPair(k, v, "user") for k, v in slots.items()]
 
 
-def describe(al: Alignment) -> list[dict[str, Any]]:
-    """The alignment as plain data (the mapping file, the Python API)."""
-    return [{"npu": al.names("npu", p.npu), "bench": al.names("bench", p.bench), "how": p.how,
-             "slots": {s.npu: s.bench for s in p.slots}} for p in al.pairs]  # fmt: skip
+def describe(al: Alignment) -> dict[str, Any]:
+    """The alignment as plain data (the alignment file, the Python API, the HTML report): `pairs` (npu, bench,
+    how, slots), `unpaired` and `same_as` (wrappers: the call whose tensors they carry) per side."""
+    sides = {"npu": al.npu, "bench": al.bench}
+    return {
+        "pairs": [{"npu": al.names("npu", p.npu), "bench": al.names("bench", p.bench), "how": p.how,
+                   "slots": {s.npu: s.bench for s in p.slots}} for p in al.pairs],
+        "unpaired": {side: [call_name(sides[side].calls[c]) for c in al.unpaired[side]] for side in sides},
+        "same_as": {side: {call_name(sides[side].calls[c]): call_name(sides[side].calls[h])
+                           for c, h in sorted(al.same_as[side].items())} for side in sides},
+    }  # fmt: skip

@@ -39,7 +39,7 @@ def align_lines(al: Any, tables: Any, why: str) -> list[str]:
     return lines
 
 
-def alignment_yaml(pairs: list[dict[str, Any]]) -> str:
+def alignment_yaml(doc: dict[str, Any]) -> str:
     """The alignment as a file `--alignment` reads back: edit a pair's npu/bench (parts joined by ';') or its
     slots, delete wrong pairs; its pairs then win over the ones found."""
     import yaml  # only when an alignment is written (start-up speed)
@@ -47,5 +47,7 @@ def alignment_yaml(pairs: list[dict[str, Any]]) -> str:
     head = ("# msprobe-compare module alignment. Pass it back with --alignment FILE: its pairs are taken as they\n"
             "# are (a pair without 'slots' has its tensors paired by the aligner), the rest is aligned as before.\n"
             "# npu / bench: module paths (the n-th call after the first: path#n), merged parts joined by ';'.\n")
-    rows = [{"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])} for p in pairs]
-    return head + yaml.safe_dump({"pairs": rows}, sort_keys=False, allow_unicode=True, width=200)
+    head += "# unpaired / same_as: what was left, and the wrappers of a paired call (not read back).\n"
+    rows = [{"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])} for p in doc["pairs"]]
+    return head + yaml.safe_dump({"pairs": rows, "unpaired": doc["unpaired"], "same_as": doc["same_as"]},
+                                 sort_keys=False, allow_unicode=True, width=200)  # fmt: skip

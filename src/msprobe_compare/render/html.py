@@ -528,7 +528,7 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     head = story.headline(outcome.rootcause, levels)
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
             "headline": {"state": head.state, "text": head.text} if head is not None else None,
-            "unmatched_warning": story.unmatched_warning(levels, None)}  # fmt: skip
+            "unmatched_warning": story.unmatched_warning(levels, None, outcome.alignment is not None)}  # fmt: skip
 
 
 def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None) -> bytes:
@@ -552,6 +552,7 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         "colour": _codes(np.asarray(colour, dtype=np.int64), blob),
         "entry": _codes(np.diff(np.asarray(outcome.npu.entry_index, dtype=np.int64), prepend=0), blob),
         "rootcause": _rootcause_json(rc, blob) if rc is not None else None,
+        "alignment": outcome.alignment,  # runs of different code: the module pairs, the calls left (pair.align)
     }  # fmt: skip
     head = orjson.dumps(meta)
     body: list[bytes | memoryview] = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]

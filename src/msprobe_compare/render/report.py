@@ -38,7 +38,7 @@ class Written:
     first_collective: str | None = None
     collectives_before: int = 0
     files: tuple[Path, ...] = ()  # every file of the result set, as published
-    alignment: list | None = None  # runs of different code: the module pairs found (pair.align.describe)
+    alignment: dict | None = None  # runs of different code: the module pairs found (pair.align.describe)
 
     @property
     def errors(self) -> int:

@@ -276,6 +276,31 @@
   }
 
   // ---- summary ----
+  function buildAlignment(a) { // runs of different code: the two trees' modules side by side, paired (pair/align.py)
+    $('alignment').hidden = false;
+    const merged = a.pairs.filter((p) => p.npu.includes(';') || p.bench.includes(';')).length;
+    $('alignment-title').textContent = 'Module alignment (runs of different code): ' + a.pairs.length +
+      ' pairs, ' + merged + ' merged; ' + a.unpaired.npu.length + ' npu and ' + a.unpaired.bench.length +
+      ' bench module calls without a counterpart';
+    const tbl = el('table', 'alignment-table');
+    const head = el('tr');
+    for (const h of ['npu module(s)', 'bench module(s)', 'paired by', 'tensors (npu \u2192 bench)']) head.append(el('th', null, h));
+    tbl.append(head);
+    const row = (npu, bench, how, slots) => {
+      const tr = el('tr');
+      tr.append(el('td', null, npu.split(';').join(';\n')), el('td', null, bench.split(';').join(';\n')),
+        el('td', null, how), el('td', null, slots));
+      tbl.append(tr);
+    };
+    for (const p of a.pairs) {
+      const slots = Object.entries(p.slots).map(([k, v]) => k + ' \u2192 ' + v).join(', ');
+      row(p.npu, p.bench, p.how, slots || '(no tensor in common)');
+    }
+    for (const n of a.unpaired.npu) row(n, '\u2014', 'npu only', '');
+    for (const b of a.unpaired.bench) row('\u2014', b, 'bench only', '');
+    $('alignment-body').append(tbl);
+  }
+
   function buildSummary() {
     const m = R.meta;
     document.title = m.title;
@@ -308,6 +333,7 @@
       $('advisor').hidden = false;
       $('advisor-text').textContent = m.advisor.join('\n');
     }
+    if (m.alignment) buildAlignment(m.alignment);
     const main = $('origin-main');
     const rc = R.rc;
     if (!rc) {
