@@ -26,6 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from align_score import score_case
 
 ARCHIVE = DATA / "impl" / "impl_cases.tar.xz"
+TUNING2 = DATA / "impl" / "impl_tuning2.tar.xz"  # a second tuning set: 5 layers, 1 kv head, bugs at layers 0, 3, 4
+# the tuning2 bug runs the root cause does not name at their op or module, and why (docs/align.md, Results)
+KNOWN = {
+    # same tree (not aligned): the SDPA call against hf's attention ops is not paired; the o_proj linear after it
+    # is named (bf16: outputs 2.26x the noise its inputs carry)
+    "impl_fused_vs_hf_bf16_attn_L3": "wrong op",
+    # bf16, a norm's eps in the last layer: its outputs part 1.79x the floor, under the origin margin 2: a suspect
+    "impl_hf_vs_fused_bf16_norm_L4": "suspect",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +42,19 @@ def cases(tmp_path_factory) -> Path:
     return extract_archive(ARCHIVE, tmp_path_factory.mktemp("impl"))
 
 
+@pytest.fixture(scope="module")
+def cases2(tmp_path_factory) -> Path:
+    return extract_archive(TUNING2, tmp_path_factory.mktemp("impl2"))
+
+
 def _all(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("TRUTH.json"))
 
 
-def test_every_boundary_of_the_same_math_is_paired_and_none_with_another_tensor(cases: Path) -> None:
-    got = [score_case(c) for c in _all(cases)]
-    assert len(got) == 28
+@pytest.mark.parametrize("archive", ["cases", "cases2"])
+def test_every_boundary_of_the_same_math_is_paired_and_none_with_another_tensor(archive: str, request) -> None:
+    got = [score_case(c) for c in _all(request.getfixturevalue(archive))]
+    assert len(got) == {"cases": 28, "cases2": 35}[archive]
     for r in got:
         assert r["wrong"] == 0, (r["case"], r["missing"])
         assert r["paired"] == r["pairs"], (r["case"], r["missing"])  # merged ones aggregated
@@ -57,14 +72,20 @@ def _rootcause(case: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], 
     return origins, within, [s.entry for s in rc.suspects]
 
 
-def test_no_bug_runs_name_nothing_and_bugs_are_named_at_their_module_or_op(cases: Path, monkeypatch) -> None:
-    for case in _all(cases):
+@pytest.mark.parametrize("archive", ["cases", "cases2"])
+def test_no_bug_runs_name_nothing_and_bugs_are_named_at_their_module_or_op(archive: str, request,
+                                                                           monkeypatch) -> None:  # fmt: skip
+    missed = {}
+    for case in _all(request.getfixturevalue(archive)):
         truth = json.loads((case / "TRUTH.json").read_text())["origin"]
         origins, within, suspects = _rootcause(case, monkeypatch)
         if not truth:
             assert not origins and not suspects, (case.name, origins, suspects)
-        else:
-            assert origins and (origins[0] in truth or within in truth), (case.name, origins[0], within, truth)
+        elif not origins:
+            missed[case.name] = "suspect" if suspects and suspects[0] in truth else "missed"
+        elif not (origins[0] in truth or within in truth or set(origins[0].split(";")) & set(truth)):
+            missed[case.name] = "wrong op"  # a merged row (gate;up against gate_up) names its parts
+    assert missed == (KNOWN if archive == "cases2" else {})
 
 
 def test_differences_of_code_are_not_configuration_origins(cases: Path, monkeypatch) -> None:

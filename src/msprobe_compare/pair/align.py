@@ -457,17 +457,17 @@ class _Aligner:
             for ka in self._slot_keys("npu", p.npu):
                 for kb in self._slot_keys("bench", p.bench):
                     d = self._dist(p, ka, kb)
-                    key = self._tkey(p, ka, kb) or (str(p.npu), str(p.bench), ka, kb)
+                    keys = (self._tkey(p, ka, kb) or (str(p.npu), str(p.bench), ka, kb), self._ckey(p, ka, kb))
                     if d <= 1:
-                        real.add(key)
+                        real.update(keys)
                     elif d < math.inf:
-                        failed.append((p, key, ka))
+                        failed.append((p, keys, ka))
         outs: dict[int, int] = {}  # pair -> the time it parts: its start when an input parts too, else its end
-        for p, key, ka in failed:
-            if key in real and ka.startswith("output"):
+        for p, keys, ka in failed:  # a slot pair that agrees in another layer, or between the same classes
+            if ka.startswith("output") and any(k in real for k in keys):
                 outs[id(p)] = self._time("npu", p.npu, ka)
-        for p, key, ka in failed:
-            if key in real and id(p) in outs and ka.startswith("input"):
+        for p, keys, ka in failed:
+            if id(p) in outs and ka.startswith("input") and any(k in real for k in keys):
                 outs[id(p)] = self._time("npu", p.npu, ka)
         first = min(outs.values(), default=-1)
         self.parted = first
@@ -588,10 +588,22 @@ class _Aligner:
                         used_b.add(hit)
                         break
             self._sole_output(p, used_a, used_b)
+            if not p.slots and p.how in ("parameters", "user"):
+                self._sole_slots(p)
             if not p.slots and self._same_code(p):  # no evidence at all (a bug before any layer): by position
                 for ka in self._slot_keys("npu", p.npu):
                     if ka in keys_b and self._numel_equal(p, ka, ka):
                         p.slots.append(SlotPair(ka, ka, "position"))
+
+    def _sole_slots(self, p: BoundaryPair) -> None:
+        """Calls of the same weights, with one input and one output each, of one size a side, where no evidence is
+        clean (the runs part before any of their kind): the input they apply the weights to, and the result."""
+        faces = [self._slot_keys(side, calls) for side, calls in (("npu", p.npu), ("bench", p.bench))]
+        ins = [[k for k in f if k.startswith("input")] for f in faces]
+        outs = [[k for k in f if k.startswith("output")] for f in faces]
+        if all(len(x) == 1 for x in (*ins, *outs)) and self._numel_equal(p, ins[0][0], ins[1][0]) and \
+                self._numel_equal(p, outs[0][0], outs[1][0]):  # fmt: skip
+            p.slots += [SlotPair(ins[0][0], ins[1][0], "parameters"), SlotPair(outs[0][0], outs[1][0], "parameters")]
 
     def _sole_output(self, p: BoundaryPair, used_a: set[str], used_b: set[str]) -> None:
         """Two calls with a paired input and one output each, of one size: their results."""
@@ -604,8 +616,9 @@ class _Aligner:
             p.slots.append(SlotPair(outs[0][0], outs[1][0], "sole output"))
 
     def _ckey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, ...]:
-        return ("class", ";".join(self.s["npu"].calls[c].cls for c in p.npu),
-                ";".join(self.s["bench"].calls[c].cls for c in p.bench), ka, kb)  # fmt: skip
+        """The pair's classes (merged parts: their distinct classes) and interfaces: the same kind of module."""
+        return ("class", ";".join(sorted({self.s["npu"].calls[c].cls for c in p.npu})),
+                ";".join(sorted({self.s["bench"].calls[c].cls for c in p.bench})), *self._faces(p), ka, kb)  # fmt: skip
 
     # ---- 6. the same tensor read twice in one run
     def dataflow(self) -> None:
@@ -691,7 +704,12 @@ class _Aligner:
         if a.layer is None or a.layer != b.layer:
             return None
         return (";".join(self.s["npu"].calls[c].template for c in p.npu),
-                ";".join(self.s["bench"].calls[c].template for c in p.bench), ka, kb)  # fmt: skip
+                ";".join(self.s["bench"].calls[c].template for c in p.bench), *self._faces(p), ka, kb)  # fmt: skip
+
+    def _faces(self, p: BoundaryPair) -> tuple[str, str]:
+        """Each side's slot names: what one pair shows of another holds only between calls of the same interface
+        (vLLM's first decoder layer norms `x` alone, the later ones `(x, residual)`)."""
+        return (",".join(self._slot_keys("npu", p.npu)), ",".join(self._slot_keys("bench", p.bench)))
 
     def _mirror(self, p: BoundaryPair) -> list[SlotPair]:
         """Backward slots from the forward ones: input.i is the gradient of output.i; output.k the gradient of the
