@@ -198,7 +198,8 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     alignment = None
     if plain and opts.align != "off":
-        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console)
+        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console,
+                           by_name=int(np.count_nonzero(match >= 0)))  # fmt: skip
         if aligned is not None:
             alignment, npu, bench, match = aligned
             plain = False  # the analysis reads the alignment's pairing, not the trees'
@@ -216,17 +217,18 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
 
 
 def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
-             bench_tree: dict[str, str | None] | None, console: Console) -> tuple[dict[str, Any], RowTable, RowTable,
-                                                                                 np.ndarray] | None:  # fmt: skip
+             bench_tree: dict[str, str | None] | None, console: Console, by_name: int = 0
+             ) -> tuple[dict[str, Any], RowTable, RowTable, np.ndarray] | None:  # fmt: skip
     """Runs of different code (pair/align.py): their aligned tables and match, and the alignment; None when the
-    module trees are the same code (auto) and no alignment file is given: the tables stay as they are."""
+    module trees are the same code (auto) and no alignment file is given, or when (auto) the alignment pairs fewer
+    rows than the names do (`by_name`: two dumps of different models): the tables stay as they are."""
     from msprobe_compare.pair.align import decide
 
     decision = decide(npu, bench)
     if opts.alignment is None and opts.consistent_check is None and not (opts.align == "on" or decision.differ):
         return None
     from msprobe_compare.pair.aligned import plan  # only for runs of different code (start-up speed)
-    from msprobe_compare.render.alignment import align_lines
+    from msprobe_compare.render.alignment import align_lines, not_aligned_line
 
     user = None
     if opts.alignment is not None:
@@ -242,6 +244,10 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
         why += f"; msprobe 26.x's consistent check: its {opts.consistent_check} name maps first"
     al, tables = plan(npu, bench, npu_tree, bench_tree, user=user, user_path=opts.alignment,
                       backend=opts.consistent_check)  # fmt: skip
+    asked = opts.align == "on" or opts.alignment is not None or opts.consistent_check is not None
+    if not asked and tables.rows_paired <= by_name:
+        console.info(not_aligned_line(decision, tables.rows_paired, by_name))
+        return None
     for line in align_lines(al, tables, why):
         console.info(line)
     from msprobe_compare.pair.align import describe

@@ -39,6 +39,13 @@ def align_lines(al: Any, tables: Any, why: str) -> list[str]:
     return lines
 
 
+def not_aligned_line(decision: Any, aligned: int, by_name: int) -> str:
+    """The trees differ but aligning them pairs no more rows than the names do (dumps of two different models)."""
+    return (f"The module trees differ ({decision.same_names} of {decision.npu_modules} npu module calls have a "
+            f"namesake), but aligning them pairs {aligned} rows where the names pair {by_name}: the rows stay paired "
+            "by name (--align on aligns anyway).")
+
+
 def alignment_yaml(doc: dict[str, Any]) -> str:
     """The alignment as a file `--alignment` reads back: edit a pair's npu/bench (parts joined by ';') or its
     slots, delete wrong pairs; its pairs then win over the ones found."""
