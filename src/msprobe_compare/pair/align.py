@@ -448,26 +448,26 @@ class _Aligner:
     def parting(self) -> None:
         """The earliest tensor of a parameter-anchored pair where the runs do not agree: the statistics at and after
         it are no evidence of what pairs (they may differ because of the bug the compare looks for)."""
-        first = -1
         real: set[tuple[str, ...]] = set()  # slot pairs that agree in some layer: they carry the same tensor
-        failed: list[tuple[BoundaryPair, tuple[str, ...], str]] = []
+        failed: list[tuple[BoundaryPair, tuple[tuple[str, ...], ...], str]] = []
         for p in self.pairs:
             if p.how not in ("parameters", "user"):  # anchors: the same weights, or the user said so
                 continue
             for ka in self._slot_keys("npu", p.npu):
                 for kb in self._slot_keys("bench", p.bench):
                     d = self._dist(p, ka, kb)
-                    keys = (self._tkey(p, ka, kb) or (str(p.npu), str(p.bench), ka, kb), self._ckey(p, ka, kb))
+                    keys: tuple[tuple[str, ...], ...] = (self._tkey(p, ka, kb) or (str(p.npu), str(p.bench), ka, kb),
+                                                         self._ckey(p, ka, kb))  # fmt: skip
                     if d <= 1:
                         real.update(keys)
                     elif d < math.inf:
                         failed.append((p, keys, ka))
         outs: dict[int, int] = {}  # pair -> the time it parts: its start when an input parts too, else its end
-        for p, keys, ka in failed:  # a slot pair that agrees in another layer, or between the same classes
-            if ka.startswith("output") and any(k in real for k in keys):
+        for p, seen, ka in failed:  # a slot pair that agrees in another layer, or between the same classes
+            if ka.startswith("output") and any(k in real for k in seen):
                 outs[id(p)] = self._time("npu", p.npu, ka)
-        for p, keys, ka in failed:
-            if id(p) in outs and ka.startswith("input") and any(k in real for k in keys):
+        for p, seen, ka in failed:
+            if id(p) in outs and ka.startswith("input") and any(k in real for k in seen):
                 outs[id(p)] = self._time("npu", p.npu, ka)
         first = min(outs.values(), default=-1)
         self.parted = first
