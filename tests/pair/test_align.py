@@ -242,3 +242,44 @@ def test_decide_aligns_only_trees_of_different_code() -> None:
     other = decide(flatten(Path("a"), attention(False, x, w, a).data),
                    flatten(Path("b"), attention(True, x, w, a, prefix="model.self_attention").data))  # fmt: skip
     assert other.differ and other.same_names == 0
+
+
+def micro_batches(merged: bool, x: list[dict[str, Any]], w: dict[str, Any], a: list[dict[str, Any]],
+                  prefix: str, head_calls: int) -> Dump:  # fmt: skip
+    """The attention block run once per micro-batch (forward.k for the k-th), then a head module called
+    `head_calls` times."""
+    d = Dump()
+    for k, (xk, ak) in enumerate(zip(x, a)):
+        one = attention(merged, xk, w, ak, prefix=prefix)
+        for name, entry in one.data.items():
+            renamed = name[: -len(".0")] + f".{k}"
+            parent = one.tree[name]
+            d.data[renamed] = entry
+            d.tree[renamed] = parent[: -len(".0")] + f".{k}" if parent else None
+    for k in range(head_calls):
+        d.data[f"Module.head.Linear.forward.{k}"] = {"input_args": [a[k]["o"]], "input_kwargs": {},
+                                                     "output": [a[k]["ctx"]], "parameters": {"weight": w["o"]}}
+        d.tree[f"Module.head.Linear.forward.{k}"] = None
+    return d
+
+
+def test_later_calls_of_many_micro_batches_follow_the_first_calls() -> None:
+    x = [t([16, 32]) for _ in range(3)]
+    _, w, _ = weights()
+    a = [weights()[2] for _ in range(3)]
+    npu, bench = micro_batches(False, x, w, a, "m.attn", 3).side(), micro_batches(True, x, w, a, "model.attn", 2).side()
+    al = align(npu, bench)
+    got = names(al)
+    for k in (1, 2):  # every call of a module called as often on both sides: its k-th with the k-th
+        assert (f"m.attn.q_proj#{k};m.attn.k_proj#{k};m.attn.v_proj#{k}", f"model.attn.qkv#{k}") in got
+        assert (f"m.attn#{k}", f"model.attn#{k}") in got
+    later = [p for p in al.pairs if p.how == "repeat"]
+    assert later and all({(s.npu, s.bench) for s in p.slots} for p in later)
+    assert ("head", "head") in got and ("head#1", "head#1") not in got  # called 3 times against 2: left
+    assert "head#1" in describe(al)["unpaired"]["npu"] and "head#2" in describe(al)["unpaired"]["npu"]
+    tables = aligned_tables(al)  # the third micro-batch's merged output: its own parts combined
+    npu_t = tables.npu.table
+    row = npu_t.names.index(";".join(f"Module.m.attn.{k}_proj.Linear.forward.2.output.0" for k in "qkv"))
+    want = cat([a[2]["q"], a[2]["k"], a[2]["v"]], [16, 64])
+    assert npu_t.stats[row].tolist() == pytest.approx([want["Max"], want["Min"], want["Mean"], want["Norm"]])
+    assert tables.bench.table.names[tables.match[row]] == "Module.model.attn.qkv.QKVParallelLinear.forward.2.output.0"

@@ -171,6 +171,17 @@ class RawCells(Mapping[tuple[int, int], Any]):
         else:
             self._rows[row] = _Cells(cells)
 
+    def moved(self, new_of_old: np.ndarray, into: RawCells) -> None:
+        """Put each row's cells into `into` at row `new_of_old[row]` (rows mapped below 0 are left out)."""
+        for row, value in self._rows.items():
+            new = int(new_of_old[row])
+            if new >= 0:
+                into._rows[new] = value
+
+    def sort(self) -> None:
+        """Order the rows by row number (after `moved`)."""
+        self._rows = dict(sorted(self._rows.items()))
+
     def __getitem__(self, key: tuple[int, int]) -> Any:
         row, col = key
         value = self._rows[row]

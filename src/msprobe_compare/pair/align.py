@@ -70,7 +70,7 @@ class ModuleCall:
 class Side:
     table: RowTable
     calls: list[ModuleCall]
-    numel: np.ndarray  # per row: element count (-1 without a shape)
+    numel: np.ndarray  # per row: element count (-1 without a shape, and for rows of no module call's forward slots)
     low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a size and 4 finite numbers
 
@@ -141,7 +141,7 @@ def decide(npu: RowTable, bench: RowTable) -> Decision:
 # ---------------------------------------------------------------------------------------------------- reading
 
 
-def _numel(shape: str) -> int:
+def shape_numel(shape: str) -> int:
     if not shape or shape[0] != "[":
         return -1
     inner = shape[1:-1].strip()
@@ -160,6 +160,7 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     bounds = table.entry_bounds
     backward: dict[tuple[str, str, int], int] = {}
     grads: dict[tuple[str, str], int] = {}
+    slot_rows: list[int] = []
     for e, entry in enumerate(table.entries):
         if not entry.startswith("Module."):
             continue
@@ -179,6 +180,7 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
             cut = len(entry) + 1
             for r in range(bounds[e], bounds[e + 1]):
                 slots.setdefault(table.names[r][cut:], r)
+            slot_rows.extend(slots.values())
             index[entry] = len(calls)
             calls.append(ModuleCall(e, path, cls, int(last), -1, e, slots))
     first_inside: dict[str, int] = {}
@@ -195,7 +197,10 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
         c.start = min(first_inside.get(entry, c.entry), c.entry)
         c.backward = backward.get((c.path, c.cls, c.count), -1)
         c.grads = grads.get((c.path, c.cls), -1) if c.count == 0 else -1
-    numel = np.fromiter((_numel(s) for s in table.shape), dtype=np.int64, count=len(table.shape))
+    numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)
+    shape = table.shape
+    sizes = {sh: shape_numel(sh) for sh in {shape[r] for r in slot_rows}}  # few distinct shapes
+    numel[slot_rows] = [sizes[shape[r]] for r in slot_rows]
     low = any(_low(d) for d in table.dtype_codes[0] if d)
     kinds = np.asarray(table.stat_kind)
     numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1) if len(kinds) else \
@@ -286,6 +291,7 @@ class _Aligner:
         self.same_as: dict[str, dict[int, int]] = {"npu": {}, "bench": {}}
         self.parted = -1
         self._stats: dict[tuple[str, tuple[int, ...], str], Stat | None] = {}
+        self._keys: dict[str, dict[int, tuple[float, ...]]] = {"npu": {}, "bench": {}}
         self._param_keys = {side: {self._key(side, r) for c in s.calls for k, r in c.slots.items()
                                    if k.startswith("parameters.") and s.numel[r] > 1} for side, s in self.s.items()}
 
@@ -313,8 +319,11 @@ class _Aligner:
 
     def _key(self, side: str, r: int) -> tuple[float, ...]:
         """A tensor's identity within one run: the same tensor read twice has the same statistics, bit for bit."""
-        s = self.s[side]
-        return (float(s.numel[r]), *s.table.stats[r].tolist())
+        got = self._keys[side].get(r)
+        if got is None:
+            s = self.s[side]
+            got = self._keys[side][r] = (float(s.numel[r]), *s.table.stats[r].tolist())
+        return got
 
     # ---- 1. parameters
     def anchors(self) -> None:
@@ -653,20 +662,24 @@ class _Aligner:
                                 readers.append((ca, cb, sum(self._free("npu", c) for c, _ in same_a),
                                                 sum(self._free("bench", c) for c, _ in same_b)))  # fmt: skip
         new_pairs += [(ca, cb) for ca, cb, na, nb in readers if na == 1 and nb == 1]
+        paired: set[tuple[tuple[float, ...], tuple[float, ...]]] = set()
+        for q in self.pairs:
+            self._paired_keys(q, paired)
         for ca, cb in new_pairs:
             if self._free("npu", ca) and self._free("bench", cb):
                 self._add((ca,), (cb,), "dataflow")
-                self.slots_of_new(self.pairs[-1], ident)
+                self.slots_of_new(self.pairs[-1], paired)
+                self._paired_keys(self.pairs[-1], paired)
 
-    def slots_of_new(self, p: BoundaryPair, ident: dict[str, dict[tuple[float, ...], list[tuple[int, str]]]]
-                     ) -> None:  # fmt: skip
-        """A pair found by dataflow: its slots that are tensors already paired elsewhere."""
-        paired: set[tuple[tuple[float, ...], tuple[float, ...]]] = set()
-        for q in self.pairs:
-            if len(q.npu) == 1 and len(q.bench) == 1 and q is not p:
-                for sp in q.slots:
-                    paired.add((self._key("npu", self.s["npu"].calls[q.npu[0]].slots[sp.npu]),
-                                self._key("bench", self.s["bench"].calls[q.bench[0]].slots[sp.bench])))
+    def _paired_keys(self, q: BoundaryPair, into: set[tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
+        """The identities of a 1:1 pair's paired tensors, both sides', added to `into`."""
+        if len(q.npu) == 1 and len(q.bench) == 1:
+            a, b = self.s["npu"].calls[q.npu[0]], self.s["bench"].calls[q.bench[0]]
+            for sp in q.slots:
+                into.add((self._key("npu", a.slots[sp.npu]), self._key("bench", b.slots[sp.bench])))
+
+    def slots_of_new(self, p: BoundaryPair, paired: set[tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
+        """A pair found by dataflow: its slots that are tensors already paired elsewhere (`paired`: identities)."""
         a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
         for ka in self._slot_keys("npu", p.npu):
             for kb in self._slot_keys("bench", p.bench):
@@ -735,9 +748,94 @@ class _Aligner:
         return got
 
 
+FOLD = 2  # calls per module at least (on average, both sides) for the later calls to follow the first ones
+
+
 def align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> Alignment:
     """Pair the two sides' module calls and their tensors (see the module's docstring). `user`: an alignment file's
-    document (`describe`'s form, read from `user_path`); its pairs come first and stand."""
+    document (`describe`'s form, read from `user_path`); its pairs come first and stand.
+
+    Runs that call their modules many times (micro-batches, steps: FOLD calls a module or more on both sides) are
+    aligned on each module's first call; its later calls then follow (`_repeats`)."""
+    if user is None:
+        firsts = {side: [c for c, call in enumerate(s.calls) if call.count == 0] for side, s in
+                  (("npu", npu), ("bench", bench))}  # fmt: skip
+        if all(len(s.calls) >= FOLD * max(len(firsts[side]), 1) for side, s in (("npu", npu), ("bench", bench))):
+            return _repeats(npu, bench, _align(_first_calls(npu, firsts["npu"]),
+                                               _first_calls(bench, firsts["bench"])), firsts)  # fmt: skip
+    return _align(npu, bench, user, user_path)
+
+
+def _first_calls(side: Side, firsts: list[int]) -> Side:
+    """The side with each module's first call only (a later call's parent: its module's first call)."""
+    at = {c: i for i, c in enumerate(firsts)}
+    first_of = {(call.path, call.cls): i for i, call in ((i, side.calls[c]) for i, c in enumerate(firsts))}
+    calls = []
+    for c in firsts:
+        call = side.calls[c]
+        parent = -1
+        if call.parent >= 0:
+            up = side.calls[call.parent]
+            parent = at.get(call.parent, first_of.get((up.path, up.cls), -1))
+        calls.append(ModuleCall(call.entry, call.path, call.cls, call.count, parent, call.start, call.slots,
+                                call.backward, call.grads))  # fmt: skip
+    return Side(side.table, calls, side.numel, side.low, side.ok)
+
+
+def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[int]]) -> Alignment:
+    """The alignment of the first calls (`first`, over `_first_calls`) on the whole sides: each pair's k-th later
+    calls pair where every module of the pair is called as often on its side, with the first pair's slots (those
+    the later calls have too); wrappers likewise. Later calls of modules called unequally often stay unpaired."""
+    sides = {"npu": npu, "bench": bench}
+    calls_of: dict[str, dict[tuple[str, str], list[int]]] = {side: defaultdict(list) for side in sides}
+    for side, s in sides.items():
+        for c, call in enumerate(s.calls):
+            calls_of[side][(call.path, call.cls)].append(c)
+
+    def series(side: str, firsts_: tuple[int, ...]) -> list[list[int]]:
+        s = sides[side]
+        return [calls_of[side][(s.calls[c].path, s.calls[c].cls)] for c in firsts_]
+
+    pairs: list[BoundaryPair] = []
+    taken: dict[str, set[int]] = {side: set() for side in sides}
+    for p in first.pairs:
+        whole = {side: tuple(firsts[side][c] for c in getattr(p, side)) for side in sides}
+        pairs.append(BoundaryPair(whole["npu"], whole["bench"], p.how, p.slots, p.grads, p.fixed))
+        runs = {side: series(side, whole[side]) for side in sides}
+        n = len(runs["npu"][0])
+        if any(len(r) != n for side in sides for r in runs[side]):
+            continue
+        for k in range(1, n):
+            got = {side: tuple(r[k] for r in runs[side]) for side in sides}
+            pairs.append(BoundaryPair(got["npu"], got["bench"], "repeat",
+                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]),
+                                      _kept(p.grads, npu, got["npu"], bench, got["bench"], grads=True)))  # fmt: skip
+    for p in pairs:
+        for side in sides:
+            taken[side].update(getattr(p, side))
+    same_as: dict[str, dict[int, int]] = {side: {} for side in sides}
+    for side in sides:
+        for w, h in first.same_as[side].items():
+            ws, hs = series(side, (firsts[side][w], firsts[side][h]))
+            for a, b in zip(ws, hs) if len(ws) == len(hs) else zip(ws[:1], hs[:1]):
+                same_as[side][a] = b
+    pairs.sort(key=lambda p: npu.calls[p.npu[-1]].entry)
+    unpaired = {side: [c for c in range(len(s.calls)) if c not in taken[side] and c not in same_as[side]]
+                for side, s in sides.items()}  # fmt: skip
+    return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
+
+
+def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...],
+          grads: bool = False) -> list[SlotPair]:  # fmt: skip
+    """The slot pairs a later call pair keeps: those whose forward slots its calls have too (grads: all)."""
+    if grads:
+        return list(slots)
+    have_a, have_b = npu.calls[a[0]].slots, bench.calls[b[0]].slots
+    return [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
+
+
+def _align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> Alignment:
+    """`align` on every call."""
     al = _Aligner(npu, bench)
     if user is not None:
         _user_pairs(al, user, user_path)

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_compare.load.rows import RowTable
-from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls
+from msprobe_compare.load.rows import RawCells, RowTable
+from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
@@ -24,11 +24,44 @@ from msprobe_compare.records import dataclass
 CONCAT, SHARED, SUM = "concat", "shared", "sum"
 
 
-@dataclass
 class Built:
-    table: RowTable
-    rows: dict[tuple[int, str], int]  # (old entry of the side, or the group's first part's, row key) -> new row
-    partial: list[int]  # rows that are sums of the parts (only the Mean is known)
+    """One side's table to compare: its own rows, with each merged group's parts as one entry a direction."""
+
+    def __init__(self, table: RowTable, old: RowTable, new_of_old: np.ndarray, merged: dict[tuple[int, str], int],
+                 partial: list[int]) -> None:  # fmt: skip
+        self.table = table
+        self.old = old  # the side's own table
+        self.new_of_old = new_of_old  # per row of `old`: its row here (-1: a part's, combined into its group's)
+        self.merged = merged  # (a group's first part's entry, row key) -> its row here
+        self.partial = partial  # rows that are sums of the parts (only the Mean is known)
+        self._keyed: dict[int, dict[str, int]] = {}
+
+    def seed(self, side: Side) -> Built:
+        """Take the module calls' forward slots as their entries' keys (read once already)."""
+        for c in side.calls:
+            self._keyed[c.entry] = c.slots
+        return self
+
+    def keys(self, e: int) -> dict[str, int]:
+        """Entry `e` of the side's own table: its rows by key ("input.0"), read once an entry."""
+        got = self._keyed.get(e)
+        if got is None:
+            t = self.old
+            cut = len(t.entries[e]) + 1
+            got = self._keyed[e] = {}
+            for r in range(t.entry_bounds[e], t.entry_bounds[e + 1]):
+                got.setdefault(t.names[r][cut:], r)
+        return got
+
+    def row(self, e: int, key: str) -> int | None:
+        """The row here of entry `e`'s row `key` (a merged group's: by its first part's entry); None if none."""
+        got = self.merged.get((e, key))
+        if got is not None:
+            return got
+        r = self.keys(e).get(key)
+        if r is None or self.new_of_old[r] < 0:
+            return None
+        return int(self.new_of_old[r])
 
 
 def _shape(shapes: list[str], how: str, axis: int) -> str:
@@ -71,38 +104,32 @@ def _shared(t: RowTable, rows: list[int]) -> bool:
 
 
 def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
-    """The side's table with each group's parts as one entry a direction."""
+    """The side's table with each group's parts as one entry a direction: the side's rows as they are, in blocks,
+    with the groups' combined rows spliced in where each group's last part ends."""
     t = side.table
+    if not groups:
+        return Built(t, t, np.arange(len(t), dtype=np.int64), {}, [])
     g = _Groups(side, groups)
     out = _Out()
-    entries: list[str] = []
-    rows: dict[tuple[int, str], int] = {}
-    partial: list[int] = []
+    m_entries: list[str] = []
+    m_rows: dict[tuple[int, str], int] = {}  # -> row of the combined rows' table
+    m_partial: list[int] = []
     bounds = t.entry_bounds
-    for e, name in enumerate(t.entries):
-        if e in g.part_of and e not in g.at:
-            continue
-        if e not in g.at:
-            cut = len(name) + 1
-            for r in range(bounds[e], bounds[e + 1]):
-                rows[(e, t.names[r][cut:])] = len(out.names)
-                out.copy_row(t, r, t.names[r], len(entries))
-            entries.append(name)
-            continue
+    for e in sorted(g.at):
         gi, direction = g.at[e]
         calls = [side.calls[c] for c in groups[gi]]
         part_entries = [c.entry if direction == "forward" else c.backward if direction == "backward" else c.grads
                         for c in calls]  # fmt: skip
         fwd_shared = all(_shared(t, [c.slots[k] for c in calls]) for k in calls[0].slots
                          if k.startswith("input") and all(k in c.slots for c in calls))  # fmt: skip
-        index = len(entries)
-        entries.append(";".join(t.entries[p] for p in part_entries))
+        index = len(m_entries)
+        m_entries.append(";".join(t.entries[p] for p in part_entries))
         keyed = [{t.names[r][len(t.entries[p]) + 1:]: r for r in range(bounds[p], bounds[p + 1])}
                  for p in part_entries]  # fmt: skip
         for key in keyed[0]:
             parts = [k.get(key, -1) for k in keyed]
             if any(r < 0 for r in parts):  # not every part has it: the first part's row alone, unpaired
-                rows[(part_entries[0], key)] = len(out.names)
+                m_rows[(part_entries[0], key)] = len(out.names)
                 out.copy_row(t, parts[0], t.names[parts[0]], index)
                 continue
             how = CONCAT
@@ -110,7 +137,7 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
                 how = SHARED
             elif direction == "backward" and key.startswith("output") and fwd_shared:
                 how = SUM
-            rows[(part_entries[0], key)] = row = len(out.names)
+            m_rows[(part_entries[0], key)] = row = len(out.names)
             out.copy_row(t, parts[0], ";".join(t.names[r] for r in parts), index,
                          shape=_shape([t.shape[r] for r in parts], how, 0 if direction == "grads" or
                                       key.startswith("parameters.") else -1))  # fmt: skip
@@ -121,13 +148,70 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
                 vals, kinds = combine_split([t] * len(parts), parts, shapes)
             elif how == SUM:
                 vals, kinds = combine_partial([t] * len(parts), parts)
-                partial.append(row)
+                m_partial.append(row)
             else:
                 continue
             out.stats[row], out.kinds[row] = vals, kinds
             out.md5[row] = None
-    table = out.table(entries, t.stacks, t.has_md5)
-    return Built(table, rows, partial)
+    m = out.table(m_entries, {}, t.has_md5)
+    return _splice(t, m, sorted(g.part_of), set(g.at), m_rows, m_partial)
+
+
+def _splice(t: RowTable, m: RowTable, parts: list[int], at: set[int], m_rows: dict[tuple[int, str], int],
+            m_partial: list[int]) -> Built:  # fmt: skip
+    """`t` without the entries `parts`, the k-th entry of `m` (a group's combined rows) in place of the k-th of
+    `at` (in order): list slices and array blocks, no pass over the rows in Python."""
+    bounds, m_bounds = t.entry_bounds, m.entry_bounds
+    new_of_old = np.full(len(t), -1, dtype=np.int64)
+    m_new = np.full(len(m), -1, dtype=np.int64)
+    entry_new = np.full(len(t.entries), -1, dtype=np.int64)
+    blocks: list[tuple[RowTable, int, int, np.ndarray]] = []  # table, rows [lo, hi), their new entry indices
+    entries: list[str] = []
+    pos = 0
+
+    def keep(e0: int, e1: int) -> None:
+        nonlocal pos
+        lo, hi = int(bounds[e0]), int(bounds[e1])
+        entry_new[e0:e1] = np.arange(len(entries), len(entries) + e1 - e0)
+        entries.extend(t.entries[e0:e1])
+        new_of_old[lo:hi] = np.arange(pos, pos + hi - lo)
+        blocks.append((t, lo, hi, entry_new[t.entry_index[lo:hi]]))
+        pos += hi - lo
+
+    prev, k = 0, 0
+    for e in parts:
+        keep(prev, e)
+        prev = e + 1
+        if e in at:
+            lo, hi = int(m_bounds[k]), int(m_bounds[k + 1])
+            m_new[lo:hi] = np.arange(pos, pos + hi - lo)
+            blocks.append((m, lo, hi, np.full(hi - lo, len(entries), dtype=np.int64)))
+            entries.append(m.entries[k])
+            pos += hi - lo
+            k += 1
+    keep(prev, len(t.entries))
+    raw = RawCells()
+    t.raw.moved(new_of_old, raw)
+    m.raw.moved(m_new, raw)
+    raw.sort()
+
+    def cat_list(col: str) -> list[Any]:
+        got: list[Any] = []
+        for tb, lo, hi, _ in blocks:
+            got.extend(getattr(tb, col)[lo:hi])
+        return got
+
+    def cat_array(col: str) -> np.ndarray:
+        return np.concatenate([getattr(tb, col)[lo:hi] for tb, lo, hi, _ in blocks])
+
+    table = RowTable(
+        entries=entries, names=cat_list("names"), entry_index=np.concatenate([b[3] for b in blocks]).astype(np.int32),
+        state=cat_array("state"), dtype=cat_list("dtype"), shape=cat_list("shape"), stats=cat_array("stats"),
+        stat_kind=cat_array("stat_kind"), raw=raw, requires_grad=cat_array("requires_grad"), md5=cat_list("md5"),
+        data_name=cat_list("data_name"), stacks=t.stacks, has_md5=t.has_md5,
+    )  # fmt: skip
+    return Built(table, t, new_of_old, {key: int(m_new[r]) for key, r in m_rows.items()},
+                 [int(m_new[r]) for r in m_partial])
 
 
 @dataclass
@@ -147,36 +231,56 @@ def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) ->
     """Both sides' tables and the match of their rows: every slot pair of every boundary pair, forward and
     backward, the parameters and their gradients, and the API calls paired inside (`inner`: npu entry, bench
     entry)."""
-    npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1])
-    bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1])
-    match = np.full(len(npu.table), UNMATCHED, dtype=np.int64)
+    npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
+    bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
+    rows_n: list[int] = []
+    rows_b: list[int] = []
 
     def put(e_n: int, k_n: str, e_b: int, k_b: str) -> None:
-        a, b = npu.rows.get((e_n, k_n)), bench.rows.get((e_b, k_b))
-        if a is not None and b is not None and match[a] == UNMATCHED:
-            match[a] = b
+        a, b = npu.row(e_n, k_n), bench.row(e_b, k_b)
+        if a is not None and b is not None:
+            rows_n.append(a)
+            rows_b.append(b)
 
     for p in al.pairs:
         _pair_rows(al, p, put)
-    by_entry: dict[int, list[str]] = {}
-    for e, k in npu.rows:
-        by_entry.setdefault(e, []).append(k)
-    for e_n, e_b in inner or []:
-        for k in by_entry.get(e_n, []):
-            b = bench.rows.get((e_b, k))
-            if b is not None and al.npu.numel[_old(al.npu, e_n, k)] == al.bench.numel[_old(al.bench, e_b, k)]:
-                put(e_n, k, e_b, k)
+    old_n, old_b = _inner_rows(npu, bench, inner or [])
+    a = np.concatenate([np.array(rows_n, dtype=np.int64), npu.new_of_old[old_n]])
+    b = np.concatenate([np.array(rows_b, dtype=np.int64), bench.new_of_old[old_b]])
+    keep = (a >= 0) & (b >= 0)
+    a, b = a[keep], b[keep]
+    first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
+    match = np.full(len(npu.table), UNMATCHED, dtype=np.int64)
+    match[a[first]] = b[first]
     return AlignedTables(npu, bench, match, int(np.count_nonzero(match != UNMATCHED)))
 
 
-def _old(side: Side, e: int, key: str) -> int:
-    """The row of an entry's slot in the side's own table."""
-    t = side.table
-    name = f"{t.entries[e]}.{key}"
-    for r in range(t.entry_bounds[e], t.entry_bounds[e + 1]):
-        if t.names[r] == name:
-            return r
-    return -1
+def _inner_rows(npu: Built, bench: Built, inner: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (of each side's own table) of the API calls paired inside paired modules: rows of the same key
+    whose element counts agree. Calls whose rows have the same keys in the same order pair row by row."""
+    tn, tb = npu.old, bench.old
+    bn, bb = tn.entry_bounds.tolist(), tb.entry_bounds.tolist()
+    names_n, names_b, shape_n, shape_b = tn.names, tb.names, tn.shape, tb.shape
+    old_n: list[int] = []
+    old_b: list[int] = []
+    for e_n, e_b in inner:
+        lo_n, hi_n, lo_b, hi_b = bn[e_n], bn[e_n + 1], bb[e_b], bb[e_b + 1]
+        cut_n, cut_b = len(tn.entries[e_n]) + 1, len(tb.entries[e_b]) + 1
+        if hi_n - lo_n == hi_b - lo_b and [x[cut_n:] for x in names_n[lo_n:hi_n]] == \
+                [x[cut_b:] for x in names_b[lo_b:hi_b]]:  # fmt: skip
+            if shape_n[lo_n:hi_n] == shape_b[lo_b:hi_b]:
+                old_n.extend(range(lo_n, hi_n))
+                old_b.extend(range(lo_b, hi_b))
+                continue
+            got = zip(range(lo_n, hi_n), range(lo_b, hi_b))
+        else:
+            keys_b = bench.keys(e_b)
+            got = ((i, keys_b[k]) for k, i in npu.keys(e_n).items() if k in keys_b)  # type: ignore[assignment]
+        for i, j in got:
+            if shape_n[i] == shape_b[j] or shape_numel(shape_n[i]) == shape_numel(shape_b[j]):
+                old_n.append(i)
+                old_b.append(j)
+    return np.array(old_n, dtype=np.int64), np.array(old_b, dtype=np.int64)
 
 
 def _pair_rows(al: Alignment, p: BoundaryPair, put: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 SHOWN = 8  # module calls without a counterpart named on the console, per side
@@ -49,12 +50,15 @@ def not_aligned_line(decision: Any, aligned: int, by_name: int) -> str:
 def alignment_yaml(doc: dict[str, Any]) -> str:
     """The alignment as a file `--alignment` reads back: edit a pair's npu/bench (parts joined by ';') or its
     slots, delete wrong pairs; its pairs then win over the ones found."""
-    import yaml  # only when an alignment is written (start-up speed)
-
     head = ("# msprobe-compare module alignment. Pass it back with --alignment FILE: its pairs are taken as they\n"
             "# are (a pair without 'slots' has its tensors paired by the aligner), the rest is aligned as before.\n"
             "# npu / bench: module paths (the n-th call after the first: path#n), merged parts joined by ';'.\n")
     head += "# unpaired / same_as: what was left, and the wrappers of a paired call (not read back).\n"
-    rows = [{"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])} for p in doc["pairs"]]
-    return head + yaml.safe_dump({"pairs": rows, "unpaired": doc["unpaired"], "same_as": doc["same_as"]},
-                                 sort_keys=False, allow_unicode=True, width=200)  # fmt: skip
+    head += "# One pair a line (YAML's flow style, which is JSON's syntax).\n"
+    rows = (json.dumps({"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])},
+                       ensure_ascii=False) for p in doc["pairs"])  # fmt: skip
+    lines = [head, "pairs:\n", *(f"- {r}\n" for r in rows)] if doc["pairs"] else [head, "pairs: []\n"]
+    for key in ("unpaired", "same_as"):
+        lines.append(f"{key}:\n")
+        lines += [f"  {side}: {json.dumps(value, ensure_ascii=False)}\n" for side, value in doc[key].items()]
+    return "".join(lines)
