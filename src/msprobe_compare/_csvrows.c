@@ -215,9 +215,18 @@ static PyObject *coded_text(const Spec *s, Py_ssize_t i, const char *what) {
     return PyList_GET_ITEM(s->texts, code);
 }
 
+/* Item i of a list, checked against its length now: a callback into Python may have shrunk it since the call began. */
+static PyObject *list_item(PyObject *list, Py_ssize_t i) {
+    if (i >= PyList_GET_SIZE(list)) {
+        PyErr_SetString(PyExc_RuntimeError, "a column's list changed during the call");
+        return NULL;
+    }
+    return PyList_GET_ITEM(list, i);
+}
+
 /* The cell of row i of a field/value column: list[start + i], or list[rows[i]] (`missing` where -1). */
 static PyObject *list_cell(const Spec *s, Py_ssize_t i) {
-    if (!s->has_rows) return PyList_GET_ITEM(s->texts, s->start + i);
+    if (!s->has_rows) return list_item(s->texts, s->start + i);
     int64_t r = ((const int64_t *)s->rows.buf)[i];
     if (r < 0) return s->missing;
     if (r >= PyList_GET_SIZE(s->texts)) {
@@ -332,14 +341,20 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     int json = 0;
     if (!PyArg_ParseTuple(args, "O!n|p", &PyList_Type, &columns, &n, &json)) return NULL;
-    Py_ssize_t m = PyList_GET_SIZE(columns);
+    /* the columns held for the call (reading a buffer or an index may run Python code that changes the list) */
+    PyObject *held = PyList_AsTuple(columns);
+    if (!held) return NULL;
+    Py_ssize_t m = PyTuple_GET_SIZE(held);
     Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
-    if (!specs) return PyErr_NoMemory();
+    if (!specs) {
+        Py_DECREF(held);
+        return PyErr_NoMemory();
+    }
     Out o = {NULL, NULL, 0, 0};
     PyObject *result = NULL;
     if (out_init(&o, n) < 0) goto done;
     for (Py_ssize_t k = 0; k < m; k++) {
-        PyObject *c = PyList_GET_ITEM(columns, k);
+        PyObject *c = PyTuple_GET_ITEM(held, k);
         Spec *s = &specs[k];
         if (PyList_Check(c)) {
             s->type = C_TEXTS;
@@ -388,7 +403,8 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
                 continue;
             }
             if (s->type == C_TEXTS) {
-                text = PyList_GET_ITEM(s->texts, i);
+                text = list_item(s->texts, i);
+                if (!text) goto done;
             } else {
                 int kind = s->type == C_CODED ? 3 : ((const int8_t *)s->kinds.buf)[i];
                 const char *tok = NULL;
@@ -435,6 +451,7 @@ static PyObject *csv_block(PyObject *self, PyObject *args) {
 done:
     out_free(&o);
     release(specs, m);
+    Py_DECREF(held);
     return result;
 }
 
@@ -518,44 +535,51 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
     Py_ssize_t n, first_row;
     if (!PyArg_ParseTuple(args, "O!nnOO!", &PyList_Type, &columns, &n, &first_row, &colours_obj, &PyList_Type, &styles))
         return NULL;
-    Py_ssize_t m = PyList_GET_SIZE(columns), n_styles = PyList_GET_SIZE(styles);
+    /* the columns and styles held for the call: a value column's callable (or a buffer or an index read) may run
+     * Python code that changes the lists; their items are then checked against their lengths where read */
+    PyObject *held = PyList_AsTuple(columns), *held_styles = PyList_AsTuple(styles);
+    if (!held || !held_styles) {
+        Py_XDECREF(held);
+        Py_XDECREF(held_styles);
+        return NULL;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(held), n_styles = PyTuple_GET_SIZE(held_styles);
     const char *style_s[8];
     Py_ssize_t style_n[8];
-    if (n_styles < 1 || n_styles > 8) {
-        PyErr_SetString(PyExc_ValueError, "xml_block: 1 to 8 styles");
-        return NULL;
-    }
-    for (Py_ssize_t k = 0; k < n_styles; k++) {
-        PyObject *st = PyList_GET_ITEM(styles, k);
-        if (!PyUnicode_Check(st)) {
-            PyErr_SetString(PyExc_TypeError, "xml_block: styles must be str");
-            return NULL;
-        }
-        style_s[k] = PyUnicode_AsUTF8AndSize(st, &style_n[k]);
-        if (!style_s[k]) return NULL;
-    }
-    Py_buffer colours;
-    if (PyObject_GetBuffer(colours_obj, &colours, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (colours.len != n) {
-        PyBuffer_Release(&colours);
-        PyErr_SetString(PyExc_ValueError, "xml_block: one colour (int8) per row");
-        return NULL;
-    }
-    Spec *specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
-    if (!specs) {
-        PyBuffer_Release(&colours);
-        return PyErr_NoMemory();
-    }
-    PyObject **ones = PyMem_Calloc((size_t)(m ? m : 1), sizeof(PyObject *));
+    Py_buffer colours = {0};
+    int has_colours = 0;
+    Spec *specs = NULL;
+    PyObject **ones = NULL;
     Out o = {NULL, NULL, 0, 0};
     PyObject *result = NULL;
-    if (!ones) {
+    if (n_styles < 1 || n_styles > 8) {
+        PyErr_SetString(PyExc_ValueError, "xml_block: 1 to 8 styles");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_styles; k++) {
+        PyObject *st = PyTuple_GET_ITEM(held_styles, k);
+        if (!PyUnicode_Check(st)) {
+            PyErr_SetString(PyExc_TypeError, "xml_block: styles must be str");
+            goto done;
+        }
+        style_s[k] = PyUnicode_AsUTF8AndSize(st, &style_n[k]);
+        if (!style_s[k]) goto done;
+    }
+    if (PyObject_GetBuffer(colours_obj, &colours, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    has_colours = 1;
+    if (colours.len != n) {
+        PyErr_SetString(PyExc_ValueError, "xml_block: one colour (int8) per row");
+        goto done;
+    }
+    specs = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Spec));
+    ones = PyMem_Calloc((size_t)(m ? m : 1), sizeof(PyObject *));
+    if (!specs || !ones) {
         PyErr_NoMemory();
         goto done;
     }
     if (out_init(&o, n) < 0) goto done;
     for (Py_ssize_t k = 0; k < m; k++) {
-        PyObject *c = PyList_GET_ITEM(columns, k);
+        PyObject *c = PyTuple_GET_ITEM(held, k);
         Spec *s = &specs[k];
         if (PyList_Check(c)) {
             s->type = X_PIECES;
@@ -609,7 +633,9 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
                     const char *t = PyUnicode_AsUTF8AndSize(v, &tn);
                     if (!t || put_xml_text(&o, (const unsigned char *)t, tn, st, st_n) < 0) goto done;
                 } else {
+                    Py_INCREF(v); /* the callable may drop the list's reference */
                     PyObject *piece = PyObject_CallOneArg(ones[k], v);
+                    Py_DECREF(v);
                     if (!piece) goto done;
                     int bad = put_piece(&o, piece, st, st_n);
                     Py_DECREF(piece);
@@ -618,7 +644,8 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
                 continue;
             }
             if (s->type == X_PIECES) {
-                if (put_piece(&o, PyList_GET_ITEM(s->texts, i), st, st_n) < 0) goto done;
+                PyObject *piece = list_item(s->texts, i);
+                if (!piece || put_piece(&o, piece, st, st_n) < 0) goto done;
                 continue;
             }
             int kind = s->type == X_CODED ? KIND_OTHER : ((const int8_t *)s->kinds.buf)[i];
@@ -651,8 +678,10 @@ static PyObject *xml_block(PyObject *self, PyObject *args) {
 done:
     out_free(&o);
     PyMem_Free(ones);
-    release(specs, m);
-    PyBuffer_Release(&colours);
+    if (specs) release(specs, m);
+    if (has_colours) PyBuffer_Release(&colours);
+    Py_DECREF(held);
+    Py_DECREF(held_styles);
     return result;
 }
 

@@ -18,21 +18,12 @@ typedef struct {
     uint32_t row1; /* the name's row + 1; 0: empty (a calloc'ed table needs no pass to mark its slots empty) */
 } Slot;
 
-static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s + i, (size_t)(n - i));
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 29;
-    return h;
-}
+static Py_hash_t (*seeded_hash)(const void *, Py_ssize_t); /* PyHash_GetFuncDef()->hash, set at import */
+
+/* The hash of a name's UTF-8 bytes: CPython's string hash (PEP 456: SipHash keyed per process, as a dict's), so no
+ * choice of names from a dump collides more than chance makes them (a fixed hash can be inverted: 64,000 names of one
+ * hash made a join quadratic). */
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) { return (uint64_t)seeded_hash(s, n); }
 
 static int utf8_of(PyObject *list, Py_ssize_t i, const char **s, Py_ssize_t *n) {
     PyObject *item = PyList_GET_ITEM(list, i);
@@ -214,7 +205,18 @@ typedef struct {
     Py_ssize_t repeated; /* names equal to an earlier one */
 } NameIndex;
 
+static int NameIndex_traverse(NameIndex *self, visitproc visit, void *arg) {
+    Py_VISIT(self->names);
+    return 0;
+}
+
+static int NameIndex_clear(NameIndex *self) {
+    Py_CLEAR(self->names); /* the table stays until dealloc; ready() refuses an index without its list */
+    return 0;
+}
+
 static void NameIndex_dealloc(NameIndex *self) {
+    PyObject_GC_UnTrack(self);
     PyMem_Free(self->table);
     PyMem_Free(self->first);
     Py_XDECREF(self->names);
@@ -244,17 +246,17 @@ static int NameIndex_init(NameIndex *self, PyObject *args, PyObject *kwds) {
     PyMem_Free(self->first);
     self->first = first;
     self->repeated = repeated;
-    Py_INCREF(names);
-    Py_XSETREF(self->names, names);
     self->table = table;
     self->mask = mask;
     self->size = PyList_GET_SIZE(names);
     self->guess = 0;
+    Py_INCREF(names);
+    Py_XSETREF(self->names, names); /* last: dropping the old list may run code that uses this index */
     return 0;
 }
 
 static int ready(NameIndex *self) {
-    if (!self->table) {
+    if (!self->table || !self->names) {
         PyErr_SetString(PyExc_ValueError, "NameIndex: not initialised");
         return -1;
     }
@@ -339,7 +341,10 @@ static PyTypeObject NameIndexType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "msprobe_compare._join.NameIndex",
     .tp_basicsize = sizeof(NameIndex),
     .tp_dealloc = (destructor)NameIndex_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)NameIndex_traverse,
+    .tp_clear = (inquiry)NameIndex_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "NameIndex(names): the first position of each text of a list, for many lookups",
     .tp_methods = NameIndex_methods,
     .tp_getset = NameIndex_getset,
@@ -594,6 +599,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_join", "Native name join.", -1, methods};
 
 PyMODINIT_FUNC PyInit__join(void) {
+    seeded_hash = PyHash_GetFuncDef()->hash;
     if (PyType_Ready(&NameIndexType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -42,6 +42,7 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (n <= 0) return 0; /* nothing to copy: a buffer never used has no memory (memcpy to NULL is undefined) */
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->p + b->len, src, (size_t)n);
     b->len += n;
@@ -136,47 +137,97 @@ typedef struct {
     Buf text;             /* scratch text */
     Parser parser;        /* the span tree of the entry being parsed (reused) */
     TextSlot texts[TEXT_SLOTS]; /* text path: the shared object of recent dtype/shape texts, by their bytes */
+    int busy;             /* walk, entry or flush is running (a callback into Python may not re-enter) */
 } Walker;
 
 enum { A_ENTRY = 0, A_STATE = 1, A_STATS = 2, A_KINDS = 3, A_RG = 4 };
 
-static void Walker_dealloc(Walker *w) {
-    Py_XDECREF(w->names);
-    Py_XDECREF(w->dtype);
-    Py_XDECREF(w->shape);
-    Py_XDECREF(w->md5);
-    Py_XDECREF(w->data_name);
-    Py_XDECREF(w->entries);
+/* Drop every reference and pending cell: the state of a Walker made by __new__ alone (its buffers keep their memory). */
+static int Walker_clear(Walker *w) {
+    Py_CLEAR(w->names);
+    Py_CLEAR(w->dtype);
+    Py_CLEAR(w->shape);
+    Py_CLEAR(w->md5);
+    Py_CLEAR(w->data_name);
+    Py_CLEAR(w->entries);
     for (int i = 0; i < 5; i++) {
-        Py_XDECREF(w->arrays[i]);
-        PyMem_Free(w->bufs[i].p);
+        Py_CLEAR(w->arrays[i]);
+        w->bufs[i].len = 0;
     }
-    Py_XDECREF(w->raw_rows);
-    Py_XDECREF(w->strings);
-    Py_XDECREF(w->pending_raw);
-    Py_XDECREF(w->cells_type);
-    Py_XDECREF(w->absent);
+    Py_CLEAR(w->raw_rows);
+    Py_CLEAR(w->strings);
+    Py_CLEAR(w->pending_raw);
+    Py_CLEAR(w->cells_type);
+    Py_CLEAR(w->absent);
+    for (int i = 0; i < TEXT_SLOTS; i++) Py_CLEAR(w->texts[i].obj);
+    w->name.len = w->text.len = 0;
+    w->has_md5 = 0;
+    w->entry = 0;
+    return 0;
+}
+
+static int Walker_traverse(Walker *w, visitproc visit, void *arg) {
+    Py_VISIT(w->names);
+    Py_VISIT(w->dtype);
+    Py_VISIT(w->shape);
+    Py_VISIT(w->md5);
+    Py_VISIT(w->data_name);
+    Py_VISIT(w->entries);
+    for (int i = 0; i < 5; i++) Py_VISIT(w->arrays[i]);
+    Py_VISIT(w->raw_rows);
+    Py_VISIT(w->strings);
+    Py_VISIT(w->pending_raw);
+    Py_VISIT(w->cells_type);
+    Py_VISIT(w->absent);
+    for (int i = 0; i < TEXT_SLOTS; i++) Py_VISIT(w->texts[i].obj);
+    return 0;
+}
+
+static void Walker_dealloc(Walker *w) {
+    PyObject_GC_UnTrack(w);
+    Walker_clear(w);
+    for (int i = 0; i < 5; i++) PyMem_Free(w->bufs[i].p);
     PyMem_Free(w->name.p);
     PyMem_Free(w->text.p);
     PyMem_Free(w->parser.v);
-    for (int i = 0; i < TEXT_SLOTS; i++) Py_XDECREF(w->texts[i].obj);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
+/* 0 when the walker may run; -1 with an exception when __init__ has not run (or the collector cleared it) or a
+ * method of this walker is running (a callback re-entering it). */
+static int walker_ready(Walker *w) {
+    if (w->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Walker: in use (re-entered from a callback)");
+        return -1;
+    }
+    if (!w->names || !w->pending_raw) {
+        PyErr_SetString(PyExc_ValueError, "Walker: not initialised");
+        return -1;
+    }
+    return 0;
+}
+
+/* __init__; run again, it starts afresh (the previous references are dropped, unflushed cells with them). */
 static int Walker_init(Walker *w, PyObject *args, PyObject *kwds) {
     PyObject *names, *dtype, *shape, *md5, *data_name, *entries, *a0, *a1, *a2, *a3, *a4, *raw_rows, *strings;
     PyObject *cells_type, *absent;
     Py_ssize_t limit;
+    if (w->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Walker: in use (re-entered from a callback)");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!OOOOOO!O!nOO", &PyList_Type, &names, &PyList_Type, &dtype, &PyList_Type,
                           &shape, &PyList_Type, &md5, &PyList_Type, &data_name, &PyList_Type, &entries, &a0, &a1,
                           &a2, &a3, &a4, &PyDict_Type, &raw_rows, &PyDict_Type, &strings, &limit, &cells_type, &absent))
         return -1;
-    Py_INCREF(cells_type);
-    Py_INCREF(absent);
-    w->cells_type = cells_type;
-    w->absent = absent;
-    PyObject *objs[] = {names, dtype, shape, md5, data_name, entries, a0, a1, a2, a3, a4, raw_rows, strings};
-    for (int i = 0; i < 13; i++) Py_INCREF(objs[i]);
+    PyObject *pending = PyList_New(0);
+    if (!pending) return -1;
+    PyObject *objs[] = {names, dtype, shape, md5, data_name, entries, a0, a1, a2, a3, a4, raw_rows, strings,
+                        cells_type, absent};
+    for (int i = 0; i < 15; i++) Py_INCREF(objs[i]); /* held before the old references go (they may be these) */
+    w->busy = 1; /* dropping the old references may run finalizers */
+    Walker_clear(w);
+    w->busy = 0;
     w->names = names;
     w->dtype = dtype;
     w->shape = shape;
@@ -190,9 +241,11 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kwds) {
     w->arrays[4] = a4;
     w->raw_rows = raw_rows;
     w->strings = strings;
+    w->cells_type = cells_type;
+    w->absent = absent;
     w->intern_limit = limit;
-    w->pending_raw = PyList_New(0);
-    return w->pending_raw ? 0 : -1;
+    w->pending_raw = pending;
+    return 0;
 }
 
 /* One shared object per distinct dtype/shape text, as _Builder.intern. Returns a new reference. */
@@ -823,7 +876,9 @@ static PyObject *Walker_entry(Walker *w, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     PyObject *op = args[0], *body = args[1];
+    if (walker_ready(w) < 0) return NULL;
     if (!PyUnicode_Check(op) || !PyDict_Check(body)) Py_RETURN_FALSE;
+    w->busy = 1;
     Mark m;
     mark_take(w, &m);
     w->entry = (int32_t)m.entries;
@@ -834,9 +889,12 @@ static PyObject *Walker_entry(Walker *w, PyObject *const *args, Py_ssize_t nargs
     if (status == OK) status = commit_raw(w);
     if (status == OK) {
         if (has) w->has_md5 = 1;
+        w->busy = 0;
         Py_RETURN_TRUE;
     }
-    if (rollback(w, &m) < 0 || status == FAIL) return NULL;
+    int undone = rollback(w, &m);
+    w->busy = 0;
+    if (undone < 0 || status == FAIL) return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -1029,6 +1087,114 @@ static int32_t j_number(Parser *ps) {
     return k;
 }
 
+/* ---- the repeated-name check of large objects ---------------------------------------------------------------
+ * An object's first SMALL_OBJECT member names are checked with a 64-bit filter and, on a filter hit, compared with
+ * the members so far; from then on they go into a hash set keyed by CPython's seeded string hash (PEP 456: SipHash,
+ * keyed per process), so no choice of names (64,000 of one length, first and last byte, or chosen to collide in
+ * any fixed hash) makes the check more than linear. */
+#define SMALL_OBJECT 16
+
+typedef struct {
+    const char *key; /* NULL: an empty slot (a name's bytes are never at NULL) */
+    Py_ssize_t n;
+    Py_hash_t h;
+} KeySlot;
+
+typedef struct {
+    KeySlot *slots;
+    size_t mask, used;
+} KeySet;
+
+static Py_hash_t (*seeded_hash)(const void *, Py_ssize_t); /* PyHash_GetFuncDef()->hash, set at import */
+
+/* 1: the name is in the set already; 0: added; -2: no memory. */
+static int keyset_add(KeySet *set, const char *key, Py_ssize_t n) {
+    if (!set->slots || (set->used + 1) * 2 > set->mask + 1) { /* at most half full: grow and rehash */
+        size_t cap = set->slots ? (set->mask + 1) * 2 : 4 * SMALL_OBJECT;
+        KeySlot *slots = PyMem_Calloc(cap, sizeof(KeySlot));
+        if (!slots) return -2;
+        for (size_t i = 0; set->slots && i <= set->mask; i++) {
+            if (!set->slots[i].key) continue;
+            size_t q = (size_t)set->slots[i].h & (cap - 1);
+            while (slots[q].key) q = (q + 1) & (cap - 1);
+            slots[q] = set->slots[i];
+        }
+        PyMem_Free(set->slots);
+        set->slots = slots;
+        set->mask = cap - 1;
+    }
+    Py_hash_t h = seeded_hash(key, n);
+    for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
+        KeySlot *slot = &set->slots[i];
+        if (!slot->key) {
+            slot->key = key;
+            slot->n = n;
+            slot->h = h;
+            set->used++;
+            return 0;
+        }
+        if (slot->h == h && slot->n == n && memcmp(slot->key, key, (size_t)n) == 0) return 1;
+    }
+}
+
+static int32_t j_value(Parser *ps, int depth);
+
+/* The members (or items) of the container node k whose opening bracket c was read, up to its closing one; k, or -1
+ * / -2 as j_value. `set` holds the member names once there are more than SMALL_OBJECT (the caller frees it). */
+static int32_t j_members(Parser *ps, int depth, int32_t k, char c, KeySet *set) {
+    char close = c == '{' ? '}' : ']';
+    int32_t last = -1, members = 0;
+    uint64_t names_seen = 0; /* a bit per (length, first and last byte) of the first member names */
+    for (;;) {
+        const char *key = NULL;
+        Py_ssize_t key_n = 0;
+        if (c == '{') {
+            j_ws(ps);
+            if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &key, &key_n) < 0) return -1;
+            if (++members > SMALL_OBJECT) {
+                if (!set->slots) { /* the names so far into the set */
+                    for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next)
+                        if (keyset_add(set, ps->v[o].key, ps->v[o].key_n) == -2) return -2;
+                }
+                int r = keyset_add(set, key, key_n);
+                if (r) return r == 1 ? -1 : -2; /* a repeated name: the general path decides */
+            } else {
+                uint64_t bit = key_n ? 1ull << (((uint64_t)key_n * 7u + (unsigned char)key[0] * 3u +
+                                                 (unsigned char)key[key_n - 1]) & 63u)
+                                     : 1ull;
+                if (names_seen & bit) { /* perhaps a repeated name: compare with the (few) members so far */
+                    for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next)
+                        if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
+                }
+                names_seen |= bit;
+            }
+            j_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') return -1;
+            ps->p++;
+        }
+        int32_t item = j_value(ps, depth + 1);
+        if (item < 0) return item;
+        ps->v[item].key = key;
+        ps->v[item].key_n = key_n;
+        if (last < 0)
+            ps->v[k].child = item;
+        else
+            ps->v[last].next = item;
+        last = item;
+        j_ws(ps);
+        if (ps->p >= ps->end) return -1;
+        if (*ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (*ps->p == close) {
+            ps->p++;
+            return k;
+        }
+        return -1;
+    }
+}
+
 /* One value; its node index, -1 when the text is not what this parser takes, -2 on memory errors. */
 static int32_t j_value(Parser *ps, int depth) {
     if (depth > MAX_DEPTH) return -1;
@@ -1045,47 +1211,10 @@ static int32_t j_value(Parser *ps, int depth) {
             ps->p++;
             return k;
         }
-        int32_t last = -1;
-        uint64_t names_seen = 0; /* a bit per (length, first and last byte) of the member names so far */
-        for (;;) {
-            const char *key = NULL;
-            Py_ssize_t key_n = 0;
-            if (c == '{') {
-                j_ws(ps);
-                if (ps->p >= ps->end || *ps->p != '"' || j_string(ps, &key, &key_n) < 0) return -1;
-                uint64_t bit = key_n ? 1ull << (((uint64_t)key_n * 7u + (unsigned char)key[0] * 3u +
-                                                 (unsigned char)key[key_n - 1]) & 63u)
-                                     : 1ull;
-                if (names_seen & bit) { /* perhaps a repeated name: compare with the members so far */
-                    for (int32_t o = ps->v[k].child; o >= 0; o = ps->v[o].next)
-                        if (ps->v[o].key_n == key_n && memcmp(ps->v[o].key, key, (size_t)key_n) == 0) return -1;
-                }
-                names_seen |= bit;
-                j_ws(ps);
-                if (ps->p >= ps->end || *ps->p != ':') return -1;
-                ps->p++;
-            }
-            int32_t item = j_value(ps, depth + 1);
-            if (item < 0) return item;
-            ps->v[item].key = key;
-            ps->v[item].key_n = key_n;
-            if (last < 0)
-                ps->v[k].child = item;
-            else
-                ps->v[last].next = item;
-            last = item;
-            j_ws(ps);
-            if (ps->p >= ps->end) return -1;
-            if (*ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (*ps->p == close) {
-                ps->p++;
-                return k;
-            }
-            return -1;
-        }
+        KeySet set = {NULL, 0, 0};
+        int32_t r = j_members(ps, depth, k, c, &set);
+        PyMem_Free(set.slots);
+        return r;
     }
     if (c == '"') {
         const char *s;
@@ -1578,12 +1707,13 @@ static PyObject *Walker_walk(Walker *w, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
     int final;
-    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &final)) return NULL;
+    if (walker_ready(w) < 0 || !PyArg_ParseTuple(args, "y*np", &view, &pos, &final)) return NULL;
     if (pos < 0 || pos > view.len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "walk: position out of range");
         return NULL;
     }
+    w->busy = 1;
     const char *base = (const char *)view.buf, *end = base + view.len;
     Parser *ps = &w->parser;
     PyObject *names = PyList_New(0);
@@ -1667,6 +1797,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args) {
         if (!w->has_md5 && j_has_md5(ps, body)) w->has_md5 = 1;
     }
     PyBuffer_Release(&view);
+    w->busy = 0;
     if (status != OK) {
         Py_XDECREF(names);
         return NULL;
@@ -1719,16 +1850,21 @@ static PyObject *rowwalk_skip(PyObject *module, PyObject *args) {
 }
 
 static PyObject *Walker_flush(Walker *w, PyObject *unused) {
+    if (walker_ready(w) < 0) return NULL;
+    w->busy = 1; /* frombytes may be Python code */
     for (int i = 0; i < 5; i++) {
         if (!w->bufs[i].len) continue;
         PyObject *bytes = PyBytes_FromStringAndSize(w->bufs[i].p, w->bufs[i].len);
-        if (!bytes) return NULL;
-        PyObject *r = PyObject_CallMethodObjArgs(w->arrays[i], s_frombytes, bytes, NULL);
-        Py_DECREF(bytes);
-        if (!r) return NULL;
+        PyObject *r = bytes ? PyObject_CallMethodObjArgs(w->arrays[i], s_frombytes, bytes, NULL) : NULL;
+        Py_XDECREF(bytes);
+        if (!r) {
+            w->busy = 0;
+            return NULL;
+        }
         Py_DECREF(r);
         w->bufs[i].len = 0;
     }
+    w->busy = 0;
     Py_RETURN_NONE;
 }
 
@@ -1753,7 +1889,10 @@ static PyTypeObject WalkerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "msprobe_compare._rowwalk.Walker",
     .tp_basicsize = sizeof(Walker),
     .tp_dealloc = (destructor)Walker_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Walker_traverse,
+    .tp_clear = (inquiry)Walker_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "Walker(names, dtype, shape, md5, data_name, entries, entry_index, state, stats, kinds, rg, raw_rows, "
               "strings, intern_limit)",
     .tp_methods = Walker_methods,
@@ -1775,6 +1914,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowwalk", "Native w
     if (!((var) = PyUnicode_InternFromString(text))) return NULL;
 
 PyMODINIT_FUNC PyInit__rowwalk(void) {
+    seeded_hash = PyHash_GetFuncDef()->hash;
     crc_init();
     j_tables();
     INTERN(s_type, "type");
