@@ -1,3 +1,3 @@
-from msprobe_compare.cli import main
+from msprobe_compare.launch import msprobe_compare
 
-raise SystemExit(main())
+raise SystemExit(msprobe_compare())

@@ -44,7 +44,10 @@ finally:
         gc.enable()
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
-COMMANDS = ("compare", "merge_result")
+COMMANDS = ("compare", "merge_result")  # launch.OURS: `msprobe` hands every other subcommand to mindstudio-probe
+OWN_COMMAND = "msprobe-compare"  # ours alone, never handed over (launch.msprobe_compare)
+# the reference's own compare, for users who want it rather than ours (the CLI module of 8.3.x and 26.x runs with -m)
+REFERENCE_COMPARE = "python -m msprobe.msprobe [-f FRAMEWORK] compare ..."
 EXAMPLE = "msprobe -f pytorch compare -i ./compare.json -o ./compare_result/accuracy_compare -s"
 SPELLING_26 = """\
 msprobe 26.x spelling, also accepted (paths given directly, framework from the dumps):
@@ -83,14 +86,25 @@ def _formatter(cls: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> An
     return functools.partial(cls, width=_terminal_columns() - 2)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="msprobe", description="Accuracy comparison of msprobe dumps.",
-                                     epilog=f"example: {EXAMPLE}", formatter_class=_formatter())  # fmt: skip
+def _epilog(prog: str) -> str:
+    """The top-level help's last lines: an example, and (for `msprobe`) where the other subcommands go."""
+    example = f"example: {EXAMPLE.replace('msprobe', prog, 1)}"
+    if prog != "msprobe":
+        return example
+    return (f"{example}\n\nother subcommands (run_ut, parse, acc_check, ...) are handed to mindstudio-probe when it is "
+            f"installed;\nits own compare: {REFERENCE_COMPARE}\nthis compare alone: {OWN_COMMAND} ...")
+
+
+def _parser(prog: str = "msprobe") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Accuracy comparison of msprobe dumps.",
+                                     epilog=_epilog(prog),
+                                     formatter_class=_formatter(argparse.RawDescriptionHelpFormatter))  # fmt: skip
     parser.add_argument("--version", action="version", version=f"msprobe-compare {__version__}")
     parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default=None,
                         help="framework of the NPU dump (required; before the subcommand)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
-    cmp = sub.add_parser("compare", help="compare two dumps", epilog=f"example: {EXAMPLE}\n\n{SPELLING_26}",
+    cmp = sub.add_parser("compare", help="compare two dumps",
+                         epilog=f"example: {EXAMPLE.replace('msprobe', prog, 1)}\n\n{SPELLING_26}",
                          formatter_class=_formatter(argparse.RawDescriptionHelpFormatter))  # fmt: skip
     cmp.add_argument("-i", "--input_path", required=True, type=Path, help="compare.json")
     cmp.add_argument("-o", "--output_path", nargs="?", const="./output", default="./output",
@@ -177,9 +191,9 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
                         "docs/rootcause.md)")  # fmt: skip
 
 
-def _parser_26() -> argparse.ArgumentParser:
+def _parser_26(prog: str = "msprobe") -> argparse.ArgumentParser:
     """`msprobe compare -tp TARGET -gp GOLDEN ...` (msprobe 26.x), with our own options too; dests as in _parser."""
-    p = argparse.ArgumentParser(prog="msprobe compare", description="Compare two dumps (msprobe 26.x spelling).",
+    p = argparse.ArgumentParser(prog=f"{prog} compare", description="Compare two dumps (msprobe 26.x spelling).",
                                 epilog=SPELLING_26,
                                 formatter_class=_formatter(argparse.RawDescriptionHelpFormatter))  # fmt: skip
     p.add_argument("-tp", "--target_path", required=True, type=Path, help="NPU dump: dump.json, rank or step folder")
@@ -216,15 +230,15 @@ def _parse_26(parser: argparse.ArgumentParser, argv: list[str], at: int) -> argp
     head = argv[:at]
     framework = None
     if head:
-        top = argparse.ArgumentParser(prog="msprobe", add_help=False, formatter_class=_formatter())
+        top = argparse.ArgumentParser(prog=parser.prog, add_help=False, formatter_class=_formatter())
         top.add_argument("-f", "--framework", choices=FRAMEWORKS)
         known, extra = top.parse_known_args(head)
         if extra:
             parser.error(f"unrecognized arguments before compare: {_shell_join(extra)}")
         framework = known.framework
-    args = _parser_26().parse_args(argv[at + 1 :])
+    args = _parser_26(parser.prog).parse_args(argv[at + 1 :])
     if args.mode != "auto":
-        _parser_26().error(f"--mode {args.mode} is not supported; only dump compares (--mode auto)")
+        _parser_26(parser.prog).error(f"--mode {args.mode} is not supported; only dump compares (--mode auto)")
     if args.xlsx and "xlsx" not in args.format:
         args.format = (*args.format, "xlsx")
     args.framework, args.command, args.input_path = framework, "compare", None
@@ -255,27 +269,28 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "msprobe") -> int:
     """Run the command line; returns the exit code (usage errors, -h and --version exit through SystemExit).
     Called as the command itself (no `argv`: console script, python -m), the process ends here once the run is
-    done (runtime.exit_now): a large compare's tables are not taken apart object by object first."""
+    done (runtime.exit_now): a large compare's tables are not taken apart object by object first. `prog`: the
+    command's name in usage and hints (launch.py's commands)."""
     if argv is not None:
-        return _run(argv)
+        return _run(argv, prog)
     gc.freeze()  # what is loaded now lives until exit: no collection scans it again (start-up speed: ~5%)
     with runtime.exiting_now():
-        code = _run(sys.argv[1:])
+        code = _run(sys.argv[1:], prog)
     runtime.exit_now(code)
     return code  # not reached
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], prog: str = "msprobe") -> int:
     """main's work: the exit code."""
-    parser = _parser()
+    parser = _parser(prog)
     if not argv:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     at26 = _spelling_26(argv)
-    misplaced = _misplaced_framework(argv) if at26 is None else None
+    misplaced = _misplaced_framework(argv, prog) if at26 is None else None
     if misplaced:
         parser.error(misplaced)
     args = parser.parse_args(argv) if at26 is None else _parse_26(parser, argv, at26)
@@ -291,10 +306,10 @@ def _run(argv: list[str]) -> int:
             Console().error(exc.message)
             return EXIT_ERROR
         if args.framework is None:
-            parser.error(f"the framework of {args.target_path} cannot be told from the dump; give it: msprobe -f "
+            parser.error(f"the framework of {args.target_path} cannot be told from the dump; give it: {prog} -f "
                          f"{{{','.join(FRAMEWORKS)}}} {_shell_join(argv[at26:])}")  # fmt: skip
     if args.framework is None:
-        parser.error(f"-f/--framework is required before the subcommand: msprobe -f {{{','.join(FRAMEWORKS)}}} "
+        parser.error(f"-f/--framework is required before the subcommand: {prog} -f {{{','.join(FRAMEWORKS)}}} "
                      f"{_shell_join(argv)}")  # fmt: skip
     if getattr(args, "consistent_check", False) and args.backend is None:
         parser.error("--consistent_check needs --backend fsdp or --backend megatron (the training engine)")
@@ -434,7 +449,7 @@ def _jobs(text: str) -> int:
     return jobs
 
 
-def _misplaced_framework(argv: list[str]) -> str | None:
+def _misplaced_framework(argv: list[str], prog: str = "msprobe") -> str | None:
     """The hint for `-f FRAMEWORK` typed after the subcommand (where -f means --fuzzy_match), else None."""
     after_flag = ("-f", "--framework")  # `-f compare` would be a (bad) framework value, not the subcommand
     command = next((k for k, arg in enumerate(argv) if arg in COMMANDS and (k == 0 or argv[k - 1] not in after_flag)),
@@ -450,7 +465,7 @@ def _misplaced_framework(argv: list[str]) -> str | None:
         else:
             continue
         framework = value if value in FRAMEWORKS else "{" + ",".join(FRAMEWORKS) + "}"
-        fixed = " ".join(["msprobe -f", framework, _shell_join([argv[command], *rest[:k], *rest[end:]])])
+        fixed = " ".join([prog, "-f", framework, _shell_join([argv[command], *rest[:k], *rest[end:]])])
         return f"-f/--framework goes before the subcommand (after it, -f is --fuzzy_match): {fixed}"
     return None
 
