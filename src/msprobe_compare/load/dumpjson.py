@@ -49,6 +49,19 @@ class JSONDepthError(ValueError):
         super().__init__(f"nested deeper than {MAX_JSON_DEPTH} levels")
 
 
+class TextEncodingError(ValueError):
+    """JSON bytes that are not text in their encoding (UTF-8 unless a BOM or NULs say otherwise): `byte` at
+    `offset` of the text starts no character. An encoded surrogate (ED A0 80) is one: no output could hold it."""
+
+    def __init__(self, encoding: str, byte: int, offset: int) -> None:
+        super().__init__(f"is not valid {encoding} (byte 0x{byte:02x} at offset {offset})")
+        self.encoding, self.byte, self.offset = encoding, byte, offset
+
+    def at(self, start: int) -> str:
+        """The message with the offset moved by `start` (where the text began in its file)."""
+        return f"is not valid {self.encoding} (byte 0x{self.byte:02x} at offset {start + self.offset})"
+
+
 # an escaped backslash (kept), a surrogate pair (kept), a lone surrogate (replaced)
 _ESCAPES = lazy_regex(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
                       rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -96,7 +109,8 @@ def loads(text: bytes) -> Any:
     Text nested deeper than MAX_JSON_DEPTH raises JSONDepthError on both paths. A lone surrogate escape
     (`\\ud800`, valid JSON but no character) is read as U+FFFD, as orjson refuses it and no output could hold
     it: both dumps get the same text, so their names still pair. Raises ValueError (json.JSONDecodeError)
-    for text that is not JSON."""
+    for text that is not JSON, TextEncodingError for bytes that are not text (the stdlib parser, left to decode
+    them, would take an encoded surrogate)."""
     try:
         doc = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -106,9 +120,14 @@ def loads(text: bytes) -> Any:
         return doc
     check_depth(text)
     if b"\\u" in text:
-        text = _ESCAPES.sub(_lone_surrogate, text)
+        text = _ESCAPES.sub(_lone_surrogate, text)  # same length: offsets stay
+    encoding = json.detect_encoding(text)
     try:
-        return json.loads(text)
+        decoded = text.decode(encoding)  # strict (json.loads would decode bytes with surrogatepass)
+    except UnicodeDecodeError as exc:
+        raise TextEncodingError(exc.encoding, text[exc.start], exc.start) from None
+    try:
+        return json.loads(decoded)
     except RecursionError:  # within the depth bound but deep in a deep call stack
         raise JSONDepthError() from None
 
@@ -171,6 +190,8 @@ def read_json(path: Path) -> Any:
         return loads(raw)
     except JSONDepthError as exc:
         raise InputError(f"is {exc}; refused", path) from None
+    except TextEncodingError as exc:
+        raise InputError(str(exc), path) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"is not valid JSON ({exc})", path) from None
 

@@ -290,8 +290,12 @@ class _Builder:
                         nums[col] = v
                         kinds[col] = _NUMBER
                 elif tv is int:
-                    nums[col] = float(v)
-                    kinds[col] = _INT
+                    try:
+                        nums[col] = float(v)
+                        kinds[col] = _INT
+                    except OverflowError:  # beyond the float range: +-inf, a number, as the literal 1e400 reads
+                        nums[col] = float("inf") if v > 0 else float("-inf")
+                        kinds[col] = _NUMBER
                 else:
                     kinds[col] = _RAW
                     if raw is None:

@@ -200,14 +200,15 @@ class _Others:
 
 
 def _mark_ints(others: _Others, kind: np.ndarray, values: np.ndarray, ints: np.ndarray) -> None:
-    """Integer cells: KIND_INT where a float64 holds them exactly, else the exact int as the cell object."""
+    """Integer cells: KIND_INT up to 2**53, beyond it the int the float64 holds as the cell object (any size: no
+    int64 cast to wrap 2**63 round); a non-finite value (a difference beyond the float range) keeps its float text."""
     if not ints.any():
         return
     safe_ints = _int_kind(values, ints)
     kind[safe_ints] = KIND_INT
-    big = np.flatnonzero(ints & ~safe_ints)
+    big = np.flatnonzero(ints & ~safe_ints & np.isfinite(values))
     if len(big):
-        others.put_each(big, values[big].astype(np.int64).astype(object).tolist())
+        others.put_each(big, [int(x) for x in values[big].tolist()])
 
 
 def _int_kind(values: np.ndarray, ints: np.ndarray) -> np.ndarray:
