@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""What aligning module trees (issue #30) costs on the 1,000,705-row statistics pair.
+
+    python3 bench/align_1m.py [--runs 3] [--data /var/tmp/msprobe_bench_stats_1m]
+
+The pair of bench/run_all.py's `stats_1m` case (gen_stats.py --entries 281300 --seed 1, generated when missing) is
+one model's code on both sides: its compare pairs rows by name. Its copy `<data>_renamed` renames every bench module
+(`Module.x` -> `Module.model.x`, in dump.json, construct.json and stack.json): the same tensors under a different
+module tree, as a training engine against an inference engine has them (32 layers x 107 micro-batches: 34,329
+module calls a side). Three runs, each its own child process, alternated `--runs` times (csv output):
+
+    same      the same-code pair (pairing by name; the baseline)
+    off       the renamed pair, --align off (pairing by name: the module rows stay unpaired)
+    aligned   the renamed pair, --align auto (the trees differ: aligned)
+
+Prints the median wall time and the largest peak RSS of each, and the ratios aligned / same and aligned / off.
+Issue #30's goal: aligning adds at most 20% to the 1M-row compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def renamed(data: Path) -> Path:
+    """`data`'s pair with the bench side's modules renamed (made once, beside it)."""
+    out = data.parent / (data.name + "_renamed")
+    if (out / "compare.json").exists():
+        return out
+    src, dst = data / "bench" / "step0" / "rank", out / "bench" / "step0" / "rank"
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("dump.json", "construct.json", "stack.json"):
+        if (src / name).exists():
+            (dst / name).write_bytes((src / name).read_bytes().replace(b'"Module.', b'"Module.model.'))
+    npu = data / "npu" / "step0" / "rank"
+    (out / "compare.json").write_text(f'{{"npu_path": "{npu / "dump.json"}", "bench_path": "{dst / "dump.json"}"}}')
+    return out
+
+
+def run(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one child."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if status != 0:
+        raise SystemExit(f"failed ({status}): {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--data", type=Path, default=Path("/var/tmp/msprobe_bench_stats_1m"))
+    args = ap.parse_args()
+    if not (args.data / "compare.json").exists():
+        print(f"generating {args.data} (gen_stats.py --entries 281300 --seed 1)", file=sys.stderr)
+        subprocess.run([sys.executable, str(HERE / "gen_stats.py"), "--entries", "281300", "--seed", "1",
+                        "--out", str(args.data)], check=True)  # fmt: skip
+    other = renamed(args.data)
+    ours = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare"]
+    out = Path(tempfile.mkdtemp(prefix="msprobe_align_1m_"))
+    cases = {"same": [*ours, "-i", str(args.data / "compare.json")],
+             "off": [*ours, "-i", str(other / "compare.json"), "--align", "off"],
+             "aligned": [*ours, "-i", str(other / "compare.json"), "--align", "auto"]}  # fmt: skip
+    walls: dict[str, list[float]] = {k: [] for k in cases}
+    peaks: dict[str, int] = {k: 0 for k in cases}
+    try:
+        for r in range(args.runs):
+            for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
+                shutil.rmtree(out / name, ignore_errors=True)
+                wall, peak = run([*cases[name], "-o", str(out / name), "--format", "csv"])
+                walls[name].append(wall)
+                peaks[name] = max(peaks[name], peak)
+                print(f"  run {r + 1} {name:8s} {wall:6.2f} s  {peak / 1024:6.0f} MiB", file=sys.stderr)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.runs} runs each, median wall, largest peak RSS")
+    for k in cases:
+        print(f"{k:8s} {med[k]:6.2f} s  {peaks[k] / 1024:6.0f} MiB")
+    print(f"aligned / same {med['aligned'] / med['same']:.2f}x wall, {peaks['aligned'] / peaks['same']:.2f}x memory")
+    print(f"aligned / off  {med['aligned'] / med['off']:.2f}x wall, {peaks['aligned'] / peaks['off']:.2f}x memory")
+    goal = med["aligned"] <= 1.2 * med["same"]
+    print(f"goal (aligned <= 1.2x the same-code compare): {'met' if goal else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
