@@ -295,3 +295,72 @@ def test_runs_of_different_code_show_their_module_alignment(browser, run_cli, tm
     assert ["\u2014", "model.layers.0.self_attn.attn", "bench only", ""] in rows
     assert "the runs execute different code" in b.eval("document.getElementById('unmatched-warning').innerText")
     _clean(b)
+
+
+def _rect(b: Browser, selector: str) -> dict[str, float]:
+    return b.eval(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
+                  "return {left: r.left, top: r.top, bottom: r.bottom, right: r.right}; })()")  # fmt: skip
+
+
+def test_table_as_a_tool(browser, run_cli):
+    """Issue #31: the name column and the header stay in view, an opened row's detail is brought into view,
+    numbers show 6 significant digits at most (the full value in the title), stacks read as frames with the
+    user's own frame first, in the table, the detail and the origin card."""
+    run = run_cli(CASE, "pytorch", "-s")
+    assert run.code == 0, run.out
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    grid = _rect(b, "#grid")
+    b.eval("document.getElementById('grid').scrollIntoView({block: 'start'})")
+    b.eval("(() => { const g = document.getElementById('grid'); g.scrollLeft = 100000; g.scrollTop = 200;"
+           " g.dispatchEvent(new Event('scroll')); })()")  # fmt: skip
+    b.wait_for("document.getElementById('grid').scrollLeft > 0")
+    grid = _rect(b, "#grid")
+    name = _rect(b, "#tbl tbody tr:not([hidden]) td.name")
+    head = _rect(b, "#tbl th.name")
+    assert abs(name["left"] - (grid["left"] + 1 + 6)) <= 1.5, (name, grid)  # sticky beside the 6 px state column
+    assert abs(head["top"] - (grid["top"] + 1)) <= 1.5 and abs(head["left"] - name["left"]) <= 1
+    x, y = name["left"] + 20, name["top"] + 5
+    assert b.eval(f"document.elementFromPoint({x}, {y}).closest('td.name') !== null")  # on top of the other cells
+
+    # numbers: at most 6 significant digits shown, the full value as Python writes it in the title
+    col = b.eval("window.__report.columns.indexOf('NPU max')")
+    full = b.eval(f"Array.from({{length: 40}}, (_, i) => window.__report.cell(i, {col}))")
+    shown = b.eval(f"Array.from({{length: 40}}, (_, i) => window.__report.shown(i, {col}))")
+    assert any(len(f) > 12 for f in full), full
+    for f, s in zip(full, shown):
+        try:
+            value = float(f)
+        except ValueError:
+            assert s == f
+            continue
+        digits = s.split("e")[0].lstrip("-").replace(".", "").lstrip("0").rstrip("0")
+        assert len(digits) <= 6 and abs(float(s) - value) <= abs(value) * 1e-5, (f, s)
+    b.eval("(() => { const g = document.getElementById('grid'); g.scrollLeft = 0; g.scrollTop = 0;"
+           " g.dispatchEvent(new Event('scroll')); })()")  # fmt: skip
+    b.wait_for("document.getElementById('grid').dataset.first === '0'")
+    td = b.eval(f"(() => {{ const td = document.querySelector('#tbl tbody tr').cells[{col + 1}];"
+                " return [td.textContent, td.title]; })()")  # fmt: skip
+    assert td == [shown[0], full[0]] or td[0] == full[0]
+
+    # the stack cell shows the user's own innermost frame; the detail lists frames, the user's first
+    stack = b.eval("window.__report.columns.indexOf('NPU_Stack_Info')")
+    assert b.eval(f"window.__report.shown(0, {stack})") == "/home/user/train/make.py:104 forward (+8)"  # 9 frames
+
+    # a click on a row brings its detail into view
+    b.eval("window.scrollTo(0, 0)")
+    b.eval("document.getElementById('grid').scrollIntoView({block: 'start'})")
+    b.eval("document.querySelector('#tbl tbody tr').click()")
+    detail = _rect(b, "#detail")
+    assert 0 <= detail["top"] < b.eval("window.innerHeight"), detail
+    frames = b.eval("Array.from(document.querySelectorAll('#detail .frames li')).map((li) => [li.className, "
+                    "li.querySelector('.where').textContent, (li.querySelector('code') || {}).textContent])")  # fmt: skip
+    assert frames[0] == ["user", "/home/user/train/make.py:104 forward", "h = self.act1(self.fc1(x))"], frames
+    assert frames[-1][0] == "lib" and "site-packages" in frames[-1][1]
+    kinds = [f[0] for f in frames]
+    assert kinds == sorted(kinds, key=lambda k: k != "user")  # user frames, then library frames
+
+    # the origin card shows the origin's stack as frames too
+    where = b.eval("Array.from(document.querySelectorAll('#origin-main .frames li .where')).map((x) => x.textContent)")
+    assert where and where[0].startswith("/home/user/train/make.py:") and "site-packages" not in where[0]
+    _clean(b)

@@ -404,12 +404,13 @@ def _num(x: float | None) -> Any:
     return x if math.isfinite(x) else repr(float(x))
 
 
-def _origin_json(o: Origin, position: _Places | dict[str, int]) -> dict[str, Any]:
+def _origin_json(o: Origin, position: _Places | dict[str, int], stacks: dict[str, list[str]]) -> dict[str, Any]:
+    """An origin for the page; `stack`: its call's stack lines as dumped (the page shows them as frames)."""
     ev = o.evidence
     return {
         "entry": o.entry, "pos": position.get(o.entry, -1), "kind": o.kind.value, "phase": o.phase,
         "after": o.after, "description": story.origin_description(o), "advice": story.origin_advice(o),
-        "args": list(o.differing_args),
+        "args": list(o.differing_args), "stack": [str(x) for x in stacks.get(o.entry) or ()],
         "evidence": _evidence_json(ev),
     }  # fmt: skip
 
@@ -489,7 +490,7 @@ class _Places:
         return at if at >= 0 else self.extra.get(name, default)
 
 
-def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
+def _rootcause_json(rc: RootCause, blob: _Blob, stacks: dict[str, list[str]] | None = None) -> dict[str, Any]:
     entries = list(rc.entries)
     n = len(entries)
     parent_idx, extra, position = _tree_links(entries, rc.parents)
@@ -503,7 +504,7 @@ def _rootcause_json(rc: RootCause, blob: _Blob) -> dict[str, Any]:
         "states": blob.add(_state_codes(rc.states)),
         "out": blob.add(np.asarray(out, dtype=np.float64)), "in": blob.add(np.asarray(ins, dtype=np.float64)),
         "parent": blob.add(_narrow(parent_idx + 1)),  # 0: no parent
-        "origins": [_origin_json(o, position) for o in rc.origins],
+        "origins": [_origin_json(o, position, stacks or {}) for o in rc.origins],
         "suspects": [_suspect_json(x, position) for x in rc.suspects],
         "floor": blob.add(np.asarray(floors, dtype=np.float64)),
         "margin": rc.tolerance.origin, "lowest_precision": rc.lowest_precision, "repaired": rc.repaired,
@@ -551,7 +552,7 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         **_summary(outcome), "n": n, "columns": metas, "dicts": [_strings(d.items, blob) for d in dicts],
         "colour": _codes(np.asarray(colour, dtype=np.int64), blob),
         "entry": _codes(np.diff(np.asarray(outcome.npu.entry_index, dtype=np.int64), prepend=0), blob),
-        "rootcause": _rootcause_json(rc, blob) if rc is not None else None,
+        "rootcause": _rootcause_json(rc, blob, outcome.npu.stacks) if rc is not None else None,
         "alignment": outcome.alignment,  # runs of different code: the module pairs, the calls left (pair.align)
     }  # fmt: skip
     head = orjson.dumps(meta)

@@ -223,6 +223,74 @@
     return k === K_PCT ? pyRepr(v) + '%' : pyRepr(v);
   }
 
+  // A number as shown in a cell: 6 significant digits (trailing zeros dropped), exponent form when tiny or huge;
+  // the cell's title keeps the full value (cellText).
+  function shortNumber(v) {
+    if (v !== v || v === Infinity || v === -Infinity || v === 0) return pyRepr(v);
+    const a = Math.abs(v);
+    if (a >= 1e-4 && a < 1e6) {
+      const t = v.toPrecision(6);
+      return t.indexOf('.') >= 0 ? t.replace(/0+$/, '').replace(/\.$/, '.0') : t;
+    }
+    const e = v.toExponential(5).replace(/\.?0+e/, 'e');
+    return e.replace(/e([+-])(\d)$/, 'e$10$2');
+  }
+
+  function shownText(col, i) {
+    const k = col.code(i);
+    if (k >= K_STR) {
+      const s = col.dict[k - K_STR];
+      return col.stack && s !== 'N/A' ? stackHead(s) : s;
+    }
+    const v = col.value(i);
+    if (k === K_INT) return String(v);
+    return k === K_PCT ? shortNumber(v) + '%' : shortNumber(v);
+  }
+
+  // ---- stacks: "File f, line n, in func, \n code" lines (a list, or its Python text in a cell) as frames ----
+  const FRAME = /File ([^\n]+?), line (\d+), in ([^,\n]+?)(?:,|$)\s*(?:\\n|\n)?\s*([^\n]*?)\s*(?=['"](?:, ['"]|\]$)|$)/;
+  const LIBRARY = /[\\/](?:site-packages|dist-packages)[\\/]|[\\/](?:torch|msprobe|mindspore|torch_npu)[\\/]|^<frozen /;
+
+  function frameList(lines) { // frames in stack order, each {file, line, func, code, user}
+    const out = [];
+    for (const text of lines) {
+      const m = FRAME.exec(text);
+      if (!m) continue;
+      const code = m[4].replace(/\\'/g, "'").replace(/['"]\]?$/, '').trim();
+      out.push({ file: m[1], line: m[2], func: m[3], code, user: !LIBRARY.test(m[1]) });
+    }
+    return out;
+  }
+
+  function cellFrames(text) { // the frames of a stack cell (Python's text of a list of strings)
+    const parts = text.split(/['"], ['"](?=File )/);
+    return frameList(parts);
+  }
+
+  function userFirst(frames) { // the user's own frames first (innermost first, as dumped), then the library's
+    return frames.filter((f) => f.user).concat(frames.filter((f) => !f.user));
+  }
+
+  function frameText(f) {
+    return f.file + ':' + f.line + ' ' + f.func;
+  }
+
+  function stackHead(text) { // a stack cell in the table: the user's innermost frame
+    const frames = userFirst(cellFrames(text));
+    return frames.length ? frameText(frames[0]) + (frames.length > 1 ? ' (+' + (frames.length - 1) + ')' : '') : text;
+  }
+
+  function stackBox(frames) { // frames as a list: file:line function, the code below
+    const ol = el('ol', 'frames');
+    for (const f of userFirst(frames)) {
+      const li = el('li', f.user ? 'user' : 'lib');
+      li.append(el('span', 'where', frameText(f)));
+      if (f.code) li.append(el('code', null, f.code));
+      ol.append(li);
+    }
+    return ol;
+  }
+
   // ---- state ----
   const R = {};
 
@@ -250,6 +318,7 @@
       R.parent = buf(rc.parent);
     }
     R.nameCol = Math.max(0, R.cols.findIndex((c) => c.name === 'NPU Name'));
+    R.cols.forEach((c) => { c.stack = /_Stack_Info$/.test(c.name); });
     R.cols.forEach((c) => { c.numeric = isNumericColumn(c); });
     timings.decode = performance.now();
   }
@@ -400,6 +469,8 @@
         ' (differs above ' + fmtScore(ev.threshold) + ')'));
       row('first differing row', ev.first_row || 'n/a');
       if (o.args && o.args.length) row('differing arguments', o.args.join(', '));
+      const frames = o.stack ? frameList(o.stack) : [];
+      if (frames.length) row('code (your frames first)', stackBox(frames));
       row('advice', o.advice);
     });
   }
@@ -535,12 +606,12 @@
     const sample = Math.min(R.n, 300);
     R.cols.forEach((col, ci) => {
       let len = col.name.length;
-      for (let i = 0; i < sample; i++) len = Math.max(len, Math.min(80, cellText(col, i).length));
-      const cap = ci === R.nameCol || /Name$/.test(col.name) ? 60 : 28;
+      for (let i = 0; i < sample; i++) len = Math.max(len, Math.min(80, shownText(col, i).length));
+      const cap = ci === R.nameCol || /Name$/.test(col.name) ? 60 : col.stack ? 48 : 28;
       const w = Math.round(Math.min(cap, Math.max(5, len)) * charW + 14);
       const c = el('col'); c.style.width = w + 'px'; colgroup.append(c);
       total += w;
-      const th = el('th', null, col.name);
+      const th = el('th', ci === R.nameCol ? 'name' : null, col.name);
       th.title = col.name + ' \u2014 click to sort';
       th.dataset.col = String(ci);
       headRow.append(th);
@@ -569,7 +640,7 @@
     while (T.pool.length < count) {
       const tr = el('tr');
       tr.append(el('td', 'rowstate'));
-      R.cols.forEach((col) => tr.append(el('td', col.numeric ? 'num' : null)));
+      R.cols.forEach((col, ci) => tr.append(el('td', ci === R.nameCol ? 'name' : col.numeric ? 'num' : null)));
       tr.hidden = true;
       T.tbody.append(tr);
       T.pool.push(tr);
@@ -608,9 +679,13 @@
       cells[0].className = 'rowstate st-' + st;
       cells[0].title = 'call ' + st;
       for (let c = 0; c < cols.length; c++) {
-        const text = cellText(cols[c], row);
+        const text = shownText(cols[c], row);
         const td = cells[c + 1];
-        if (td.textContent !== text) { td.textContent = text; td.title = text.length > 24 ? text : ''; }
+        if (td.textContent !== text) {
+          const full = cellText(cols[c], row);
+          td.textContent = text;
+          td.title = full !== text || text.length > 24 ? full : '';
+        }
       }
     }
     $('grid').dataset.first = String(first);
@@ -655,8 +730,15 @@
     close.addEventListener('click', () => { box.hidden = true; V.selected = -1; renderRows(); });
     head.append(close);
     const dl = el('dl');
-    R.cols.forEach((col) => { dl.append(el('dt', null, col.name), el('dd', null, cellText(col, row))); });
+    R.cols.forEach((col) => {
+      const text = cellText(col, row);
+      const frames = col.stack ? cellFrames(text) : [];
+      const dd = el('dd');
+      if (frames.length) dd.append(stackBox(frames)); else dd.textContent = text;
+      dl.append(el('dt', null, col.name), dd);
+    });
     box.append(head, dl);
+    box.scrollIntoView({ block: 'nearest' });
   }
 
   function bindFilters() {
@@ -1053,6 +1135,7 @@
       bindFilters();
       applyView();
       window.__report = { rows: R.n, columns: R.cols.map((c) => c.name), cell: (row, col) => cellText(R.cols[col], row),
+        shown: (row, col) => shownText(R.cols[col], row),
         matching: () => V.view.length, plotX: (k) => (P.xOf ? P.xOf(k) : -1), plotRange: () => [P.lo, P.hi] };
       window.__reportReady = performance.now();
       timings.ready = window.__reportReady;
