@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What aligning module trees (issue #30) costs on the 1,000,705-row statistics pair.
 
-    python3 bench/align_1m.py [--runs 3] [--data /var/tmp/msprobe_bench_stats_1m]
+    python3 bench/align_1m.py [--runs 3] [--data DIR]   (DIR: msprobe_bench_stats_1m under /var/tmp by default)
 
 The pair of bench/run_all.py's `stats_1m` case (gen_stats.py --entries 281300 --seed 1, generated when missing) is
 one model's code on both sides: its compare pairs rows by name. Its copy `<data>_renamed` renames every bench module
