@@ -122,8 +122,7 @@ def test_single_point_compare_matches_the_reference(run_cli, tmp_path):
         with open(exp, newline="") as f:
             want = list(csv.reader(f))
         assert got[0] == want[0]
-        root = str(case) + "/"
-        rows = [[c.replace(root, "") for c in r] for r in got[1:]]
+        rows = got[1:]  # Data_name as the reference writes it: the paths as compare.json gives them
         by_name = {r[0]: r for r in want[1:]}
         assert sorted(r[0] for r in rows) == sorted(by_name)
         for r in rows:
@@ -223,3 +222,32 @@ def test_parallel_rows_equal_serial(run_cli, tmp_path):
 
 def _nan_equal(a: list[list[Any]], b: list[list[Any]]) -> bool:
     return all(x == y or (x != x and y != y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def test_kernel_names_are_absolute_as_the_reference_writes_them(run_cli):
+    """§7.5: NPU Name and Bench Name are the files' absolute paths (8.3.3 writes `os.path.abspath` of each; the
+    `./npu/...` of expected/ is reference_run.py's rewriting of the case folder)."""
+    case = DATA / "npy"
+    run = _run(run_cli, case)
+    header, rows, _ = read_xlsx(run.one("compare_result_0_0_*.xlsx"))
+    names = [r[0] for r in rows if r[0]] + [r[1] for r in rows if r[1]]
+    assert names and all(n.startswith(str(case) + "/npu/rank_0/") or n.startswith(str(case) + "/bench/rank_0/")
+                         for n in names)  # fmt: skip
+
+
+@pytest.mark.parametrize("given,shown", [(("./npu", "./bench"), ("npu", "bench")),
+                                         (("../common/./npu", None), ("../common/npu", None))])  # fmt: skip
+def test_single_point_data_name_is_the_path_compare_json_gives(run_cli, tmp_path, given, shown):
+    """§7.6: Data_name names the files under npu_path/bench_path as compare.json gives them (normalised), an
+    absolute path staying absolute, as the reference does."""
+    case = tmp_path / "common"
+    shutil.copytree(DATA / "common", case, ignore=shutil.ignore_patterns("expected"))
+    bench = given[1] or str(case / "bench")
+    (case / "c.json").write_text(json.dumps({"npu_path": given[0], "bench_path": bench, "common": True,
+                                             "map_dict": {"gelu": "gelu_act"}}))  # fmt: skip
+    run = _run(run_cli, case, "c.json")
+    with open(run.one("layer1/result.csv"), newline="") as f:
+        rows = {r["Name"]: r for r in csv.DictReader(f)}
+    want_bench = f"{shown[1]}/layer1" if shown[1] else f"{case}/bench/layer1"
+    assert rows["cast_0"]["Data_name"] == str([f"{shown[0]}/layer1/cast_float16_0.npy",
+                                               f"{want_bench}/cast_float32_0.npy"])  # fmt: skip

@@ -336,6 +336,8 @@ def _run(argv: list[str], prog: str = "msprobe") -> int:
             ray_session.enter_context(distribute.session())
         cfg = (load_config(args.input_path, options) if at26 is None
                else make_config(args.target_path, args.golden_path, options))  # fmt: skip
+        for note in cfg.notes:  # compare.json's unknown keys, paths read from its folder
+            console.warning(note)
         out_dir = prepare_output_dir(options.output_dir)
         cfg = _with_output(cfg, out_dir)
         if cfg.graph is not None:  # MindSpore graph mode (spec §7.5, §7.6): kernel_compare.py

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from msprobe_compare.errors import InputError, OptionError
-from msprobe_compare.load.dumpjson import read_json
+from msprobe_compare.load.dumpjson import open_regular, read_json
 from msprobe_compare.load.layout import resolve_input
 from msprobe_compare.runtime import POOL_KINDS
 from msprobe_compare.records import dataclass
@@ -143,28 +145,104 @@ class CompareConfig:
     print_compare_log: bool
     options: Options
     graph: GraphRequest | None = None  # the MindSpore graph-mode compare compare.json asks for, if any
+    notes: tuple[str, ...] = ()  # warnings about compare.json (unknown keys, paths read from its folder), to print
 
     @property
     def is_directory_compare(self) -> bool:
         return self.npu_path.is_dir()
 
 
-def _path_field(doc: dict[str, Any], key: str, source: Path) -> Path:
+# compare.json's keys (spec §1.3; npu_parallel/bench_parallel are ours): any other is named in a warning
+CONFIG_KEYS = ("npu_path", "bench_path", "stack_path", "is_print_compare_log", "rank_id", "step_id", "common",
+               "map_dict", "npu_parallel", "bench_parallel")  # fmt: skip
+DUMP_HEAD_BYTES = 65536  # what is read of an -i file to tell a dump.json before parsing all of it
+# a dump.json (or debug.json) opens with these keys (the dumper writes "task" first)
+_DUMP_HEAD = re.compile(rb'\A\s*\{\s*"(?:task|level|framework|dump_data_dir)"\s*:')
+
+
+def _is_dump_json(doc: Any) -> bool:
+    """Whether a parsed -i file is a dump.json (or debug.json) rather than a compare.json."""
+    return (isinstance(doc, dict) and "npu_path" not in doc and "bench_path" not in doc and "data" in doc
+            and ("task" in doc or "dump_data_dir" in doc))  # fmt: skip
+
+
+def _dump_json_error(input_path: Path) -> InputError:
+    return InputError(f"this is a dump.json, not a compare.json (which names the two dumps, e.g. "
+                      f'{{"npu_path": "{input_path}", "bench_path": "<bench>/dump.json"}}); or compare two dumps '
+                      f"directly: msprobe compare -tp {input_path} -gp <bench>/dump.json", input_path)  # fmt: skip
+
+
+def _read_config(input_path: Path) -> Any:
+    """compare.json parsed; a dump.json given instead is refused from its first bytes (it may be gigabytes)."""
+    fd = open_regular(input_path)
+    try:
+        head = os.read(fd, DUMP_HEAD_BYTES)
+    except OSError:
+        head = b""  # read_json below says what is wrong with the file
+    finally:
+        os.close(fd)
+    if _DUMP_HEAD.match(head) and b'"npu_path"' not in head:
+        raise _dump_json_error(input_path)
+    doc = read_json(input_path)
+    if _is_dump_json(doc):
+        raise _dump_json_error(input_path)
+    return doc
+
+
+def _unknown_keys(doc: dict[str, Any], source: Path) -> list[str]:
+    """A warning for each key of compare.json that nothing reads, with the closest known key."""
+    notes = []
+    for key in doc:
+        if key in CONFIG_KEYS:
+            continue
+        close = difflib.get_close_matches(key, CONFIG_KEYS, n=1, cutoff=0.6) if isinstance(key, str) else []
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
+        notes.append(f"{source}: unknown key {key!r} is ignored ({hint})")
+    return notes
+
+
+def _resolved(key: str, value: str, source: Path, notes: list[str], *, required: bool = True) -> Path:
+    """A compare.json path: absolute as it is; relative against the working directory (spec §1.3), else, where it
+    exists only there, against compare.json's folder (with a warning in `notes`). Missing from both: an error naming
+    both places when `required`, else the working directory's path."""
+    here = Path(os.path.abspath(value))
+    if os.path.isabs(value) or os.path.lexists(here):
+        return here
+    beside = Path(os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(source)), value)))
+    if beside != here and os.path.lexists(beside):
+        notes.append(f"{source}: {key} '{value}' does not exist from the working directory ({os.getcwd()}); "
+                     f"reading it from compare.json's folder instead: {beside}")  # fmt: skip
+        return beside
+    if required and beside != here:  # (compare.json in the working directory: make_config names the one place)
+        raise InputError(f"{key} '{value}' does not exist, neither from the working directory ({here}) nor from "
+                         f"compare.json's folder ({beside})", source)  # fmt: skip
+    return here
+
+
+def _shown_path(value: str, used: Path) -> str:
+    """A compare.json path as the reference writes it into the single-point table (spec §7.6): as given,
+    normalised; the path used where it was read from compare.json's folder instead."""
+    return os.path.normpath(value) if Path(os.path.abspath(value)) == used else str(used)
+
+
+def _path_field(doc: dict[str, Any], key: str, source: Path, notes: list[str]) -> Path:
     value = doc.get(key)
     if value is None or value == "":
         raise InputError(f"'{key}' is missing; compare.json needs both npu_path and bench_path", source)
     if not isinstance(value, str):
         raise InputError(f"'{key}' must be a path string, got {type(value).__name__}", source)
-    return Path(os.path.abspath(value))  # relative paths: against the working directory (spec §1.3)
+    return _resolved(key, value, source, notes)
 
 
 def load_config(input_path: Path, options: Options) -> CompareConfig:
-    """The compare described by a compare.json; relative paths are read against the working directory."""
-    doc = read_json(input_path)
+    """The compare described by a compare.json; relative paths are read against the working directory, or against
+    compare.json's folder where they exist only there (said in `notes`, with unknown keys)."""
+    doc = _read_config(input_path)
     if not isinstance(doc, dict):
         raise InputError("must be a JSON object with npu_path and bench_path", input_path)
-    npu = _path_field(doc, "npu_path", input_path)
-    bench = _path_field(doc, "bench_path", input_path)
+    notes = _unknown_keys(doc, input_path)
+    npu = _path_field(doc, "npu_path", input_path, notes)
+    bench = _path_field(doc, "bench_path", input_path, notes)
     graph = None
     if options.framework == "mindspore":
         from msprobe_compare.load.kernel_dump import graph_request  # MindSpore only (start-up speed)
@@ -175,12 +253,14 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
             if not path.is_dir():
                 raise InputError(f"{key} must be a folder for the MindSpore graph-mode compare ('rank_id' or "
                                  "'common' in compare.json)", path)  # fmt: skip
+        shown = tuple(_shown_path(doc[key], path) for key, path in (("npu_path", npu), ("bench_path", bench)))
         return CompareConfig(input_path=input_path, npu_path=npu, bench_path=bench, stack_path=None,
                              print_compare_log=bool(doc.get("is_print_compare_log", True)), options=options,
-                             graph=graph)  # fmt: skip
+                             graph=replace(graph, shown=shown), notes=tuple(notes))  # fmt: skip
     stack = doc.get("stack_path")
     if stack is not None and not isinstance(stack, str):
         raise InputError(f"'stack_path' must be a path string, got {type(stack).__name__}", input_path)
+    stack_path = _resolved("stack_path", stack, input_path, notes, required=False) if stack else None
     print_log = doc.get("is_print_compare_log", True)  # decision D11: absent means on
     if not isinstance(print_log, bool):
         raise InputError("'is_print_compare_log' must be true or false", input_path)
@@ -193,8 +273,8 @@ def load_config(input_path: Path, options: Options) -> CompareConfig:
                 options = replace(options, **layout)
             except OptionError as exc:
                 raise InputError(exc.problem, input_path) from None
-    return make_config(npu, bench, options, stack_path=Path(stack) if stack else None, print_compare_log=print_log,
-                       input_path=input_path)  # fmt: skip
+    made = make_config(npu, bench, options, stack_path=stack_path, print_compare_log=print_log, input_path=input_path)
+    return replace(made, notes=tuple(notes))
 
 
 def make_config(

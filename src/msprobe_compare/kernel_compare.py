@@ -172,14 +172,22 @@ def _named_files(folder: str) -> dict[str, list[str]]:
     return found
 
 
-def _common_row(name: str, npu_file: str, bench_file: str) -> list[Any]:
-    return kt.common_cells(name, npu_file, bench_file, measure_common(Path(npu_file), Path(bench_file)))
+def _shown(path: str, root: str, shown_root: str) -> str:
+    """`path` (under `root`) as the reference names it: under the root as compare.json gives it, normalised."""
+    return os.path.normpath(os.path.join(shown_root, os.path.relpath(path, root))) if shown_root else path
 
 
 def compare_common(npu_root: Path, bench_root: Path, request: GraphRequest, out_dir: Path, console: Console,
                    jobs: int | None = None) -> list[Path]:  # fmt: skip
     """`result.csv` per NPU folder holding .npy files (and its bench twin), in a tree mirroring the NPU one."""
     npu_text, bench_text = os.fspath(npu_root), os.fspath(bench_root)
+    npu_shown, bench_shown = request.shown or ("", "")
+
+    def row(pair: tuple[str, str, str]) -> list[Any]:
+        name, npu_file, bench_file = pair
+        return kt.common_cells(name, _shown(npu_file, npu_text, npu_shown), _shown(bench_file, bench_text, bench_shown),
+                               measure_common(Path(npu_file), Path(bench_file)))  # fmt: skip
+
     written = []
     for folder, files in _walk(npu_text, COMMON_MAX_DEPTH):
         if not files:
@@ -202,7 +210,7 @@ def compare_common(npu_root: Path, bench_root: Path, request: GraphRequest, out_
         if not pairs:
             console.warning(f"No file pairs found in {rel}")
             continue
-        rows = _in_order(lambda p: _common_row(*p), pairs, jobs)
+        rows = _in_order(row, pairs, jobs)
         final = target / "result.csv"
         with atomic_output(final) as tmp:
             kt.write_result_csv(tmp, kt.COMMON_HEADER, rows)

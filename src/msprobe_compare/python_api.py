@@ -147,7 +147,8 @@ def compare_json(
     **options: Any,
 ) -> CompareResult:
     """`compare` of the dumps a compare.json names (`npu_path`, `bench_path`, optional `stack_path`), as
-    `msprobe -f FRAMEWORK compare -i path` does; relative paths in it are read against the working directory."""
+    `msprobe -f FRAMEWORK compare -i path` does; relative paths in it are read against the working directory, or
+    against compare.json's folder where they exist only there."""
     source = path_option("path", path)
     return _run(lambda opts: load_config(source, opts), framework, output_dir, verbose, diff_analyze, options)
 
@@ -183,6 +184,8 @@ def _run(
     else:
         cfg = build(Options(framework=framework, **settings))  # options checked before any file is read
     console = Console(quiet=cfg.options.quiet)
+    for note in cfg.notes:  # compare.json's unknown keys, paths read from its folder (verbose only, as every line)
+        console.warning(note)
     with contextlib.ExitStack() as session:
         if cfg.options.ray:
             session.enter_context(distribute.session())

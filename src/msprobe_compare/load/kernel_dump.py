@@ -223,6 +223,7 @@ class GraphRequest:
     ranks: tuple[int, ...] = ()
     steps: tuple[int, ...] = ()
     map_dict: dict[str, str] = field(default_factory=dict)
+    shown: tuple[str, ...] = ()  # npu_path, bench_path as compare.json gives them: the single-point Data_name's roots
 
 
 def _int_list(doc: dict[str, Any], key: str, source: Path) -> tuple[int, ...]:
