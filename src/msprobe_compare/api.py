@@ -410,7 +410,9 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
             return PairResult(Written(None, None), summarize(outcome, with_table))
         written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
-                                   bench_path=cfg.bench_path, prefix="debug_" if debug else "")  # fmt: skip
+                                   bench_path=cfg.bench_path, prefix="debug_" if debug else "",
+                                   compared=report.compared_facts(cfg.npu_path, cfg.bench_path,
+                                                                  cfg.options.framework))  # fmt: skip
         return PairResult(written, summarize(outcome, with_table))
 
 

@@ -364,3 +364,38 @@ def test_table_as_a_tool(browser, run_cli):
     where = b.eval("Array.from(document.querySelectorAll('#origin-main .frames li .where')).map((x) => x.textContent)")
     assert where and where[0].startswith("/home/user/train/make.py:") and "site-packages" not in where[0]
     _clean(b)
+
+
+def test_report_says_what_was_compared(browser, run_cli):
+    """Issue #31: the page's title names the two dump folders; its head lists the dumps (task, level, framework),
+    the data compared in plain words, this tool's version and the command line."""
+    from msprobe_compare import __version__
+
+    run = run_cli(CASE, "pytorch")
+    assert run.code == 0, run.out
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    title = b.eval("document.title")
+    assert title.startswith("msprobe-compare: ") and title.endswith("npu/step0/rank vs " + title.split(" vs ")[1])
+    assert title.split(" vs ")[1].endswith("bench/step0/rank"), title
+    assert b.eval("document.getElementById('title').textContent") == title
+    facts = b.eval("""Object.fromEntries(Array.from(document.querySelectorAll('#compared dt'))
+        .map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))""")
+    assert facts["NPU dump"].endswith("npu/step0/rank/dump.json (statistics, mix (modules and APIs), pytorch)"), facts
+    assert facts["bench dump"].endswith("bench/step0/rank/dump.json (statistics, mix (modules and APIs), pytorch)")
+    assert facts["framework"] == "pytorch" and facts["dump level"] == "mix (modules and APIs)"
+    assert facts["data compared"].startswith("statistics") and facts["tool"] == f"msprobe-compare {__version__}"
+    assert facts["command"]
+    assert "mode summary" not in b.eval("document.querySelector('header.top').innerText")
+    _clean(b)
+
+
+def test_real_data_mode_in_plain_words(browser, tmp_path):
+    o = outcome_of("pytorch/mlp_bug_tensor")
+    path = tmp_path / "tensor.html"
+    html.write_html(path, o, "tensor")
+    _open(browser, path)
+    counts = browser.eval("document.getElementById('counts').innerText")
+    assert "real data (tensors)" in counts and "all" not in counts.split()
+    assert browser.eval("document.getElementById('compared').hidden")  # no facts given: nothing invented
+    _clean(browser)

@@ -532,14 +532,17 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
             "unmatched_warning": story.unmatched_warning(levels, None, outcome.alignment is not None)}  # fmt: skip
 
 
-def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None) -> bytes:
+def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None,
+            compared: dict[str, Any] | None = None) -> bytes:  # fmt: skip
     """The binary payload the page decodes (see the module docstring); `columns`: the plain-style
-    table.column_data of `outcome`, when the caller has it already."""
+    table.column_data of `outcome`, when the caller has it already; `compared`: what was compared
+    (report.compared_facts), shown at the top."""
     with gc_paused():  # millions of short-lived objects, no cycles: the collector would only rescan the heap
-        return _payload(outcome, title, columns)
+        return _payload(outcome, title, columns, compared)
 
 
-def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None) -> bytes:
+def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None,
+             compared: dict[str, Any] | None = None) -> bytes:  # fmt: skip
     blob = _Blob()
     header = table.header(outcome)
     cols = columns if columns is not None else table.column_data(outcome, table.Style(text_booleans=False))
@@ -554,6 +557,7 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         "entry": _codes(np.diff(np.asarray(outcome.npu.entry_index, dtype=np.int64), prepend=0), blob),
         "rootcause": _rootcause_json(rc, blob, outcome.npu.stacks) if rc is not None else None,
         "alignment": outcome.alignment,  # runs of different code: the module pairs, the calls left (pair.align)
+        "compared": compared,
     }  # fmt: skip
     head = orjson.dumps(meta)
     body: list[bytes | memoryview] = [len(head).to_bytes(4, "little"), head, bytes(-(4 + len(head)) % 8)]
@@ -597,7 +601,7 @@ def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
 
 def write_html(
     path: Path, outcome: CompareOutcome, title: str, *, compress: bool | None = None,
-    columns: list[table.Column] | None = None,
+    columns: list[table.Column] | None = None, compared: dict[str, Any] | None = None,
 ) -> None:  # fmt: skip
     """Write the report page for `outcome` to `path` (the caller publishes it atomically)."""
-    path.write_text(page(payload(outcome, title, columns), title, compress=compress), encoding="utf-8")
+    path.write_text(page(payload(outcome, title, columns, compared), title, compress=compress), encoding="utf-8")

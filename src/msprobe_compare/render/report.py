@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import field, replace
 from pathlib import Path
@@ -124,11 +125,12 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
         console.warning(extra)
 
 
-def write_html(path: Path, outcome: CompareOutcome, title: str, *, columns: list[Any] | None) -> None:
+def write_html(path: Path, outcome: CompareOutcome, title: str, *, columns: list[Any] | None,
+               compared: dict[str, Any] | None = None) -> None:  # fmt: skip
     """render/html.py's write_html, imported only when a report is written (start-up speed)."""
     from msprobe_compare.render import html
 
-    html.write_html(path, outcome, title, columns=columns)
+    html.write_html(path, outcome, title, columns=columns, compared=compared)
 
 
 def _xlsx(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any,
@@ -145,6 +147,40 @@ def _csv(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks,
 
 def _jsonl(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool) -> None:
     write_jsonl(path, header, columns, colours)
+
+
+DUMP_HEAD_CHARS = 65536  # what is read of a dump.json for its level and framework (they precede "data")
+_HEAD_KEY = re.compile(r'"(task|level|framework)"\s*:\s*"([^"\\]{0,64})"')
+
+
+def compared_facts(npu_path: Path, bench_path: Path, framework: str) -> dict[str, Any]:
+    """What a compare compared, for the HTML report's head: the dump.json paths, the framework, each dump's task,
+    level and framework as its head says, this tool's version and the command line."""
+    import shlex
+    import sys
+
+    from msprobe_compare import __version__
+
+    def head(path: Path) -> dict[str, str]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(DUMP_HEAD_CHARS)
+        except OSError:
+            return {}
+        text = text.split('"data"', 1)[0]
+        return {k: v for k, v in _HEAD_KEY.findall(text)}
+
+    return {"npu": str(npu_path), "bench": str(bench_path), "framework": framework,
+            "npu_dump": head(npu_path), "bench_dump": head(bench_path), "version": __version__,
+            "command": shlex.join(sys.argv)}  # fmt: skip
+
+
+def report_title(compared: dict[str, Any] | None, suffix: str) -> str:
+    """The report's title: what it compares (the two dump folders) and the rank suffix."""
+    rank = suffix.replace("_", " ")
+    if not compared:
+        return f"msprobe compare report{rank}"
+    return f"msprobe-compare: {Path(compared['npu']).parent} vs {Path(compared['bench']).parent}{rank}"
 
 
 # the writer of each table format: (path, header, columns, colour codes, coloured) -> the file at path
@@ -165,9 +201,11 @@ def write_all(
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     bench_path: Path | None = None,
     prefix: str = "",
+    compared: dict[str, Any] | None = None,
 ) -> Written:
     """Write the table in each requested format (and the HTML report), then the advisor file; one time stamp.
-    `prefix`: `debug_` for debug.json compares (`debug_compare_result_{ts}.xlsx`, spec §7.7)."""
+    `prefix`: `debug_` for debug.json compares (`debug_compare_result_{ts}.xlsx`, spec §7.7); `compared`: what was
+    compared (compared_facts), for the HTML report's head and title."""
     unknown = [fmt for fmt in formats if fmt not in FORMATS]
     if unknown:  # Options refuses them; a caller that made its own tuple gets no file of a guessed format
         raise ValueError(f"unknown format {', '.join(map(repr, unknown))}; choose from {', '.join(FORMATS)}")
@@ -180,7 +218,8 @@ def write_all(
     patterns = [*names.values(), html_name, advisor_name, *mapping_name]
     with claim_names(out_dir, patterns) as claim:  # one stamp for the set, reserved
         written = _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
-                             suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path)
+                             suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path,
+                             compared=compared)
     published = (claim.path(p) for p in patterns)  # those written (an advisor under -c is not)
     return replace(written, files=tuple(p for p in published if p.is_file() and not p.is_symlink()))
 
@@ -198,6 +237,7 @@ def _write_set(
     coloured: bool,
     formats: tuple[str, ...],
     bench_path: Path | None,
+    compared: dict[str, Any] | None = None,
 ) -> Written:
     """write_all's files under the claimed stamp `ts`."""
     header = table.header(outcome)
@@ -226,7 +266,7 @@ def _write_set(
     if "html" in formats:
         html_path = out_dir / html_name.format(ts=ts)
         with atomic_output(html_path) as tmp:
-            write_html(tmp, outcome, f"msprobe compare report{suffix.replace('_', ' ')}", columns=plain)
+            write_html(tmp, outcome, report_title(compared, suffix), columns=plain, compared=compared)
         console.info(f"The HTML report is saved in: {html_path}")
     del plain
     if outcome.derived_mapping is not None:  # -lm: the row mapping it derived, published with the rest

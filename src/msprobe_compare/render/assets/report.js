@@ -370,11 +370,37 @@
     $('alignment-body').append(tbl);
   }
 
+  // the dump modes in plain words (the reference calls them summary, md5 and all)
+  const MODE_TEXT = { summary: 'statistics (max, min, mean, norm per tensor)', md5: 'checksums (md5 per tensor)',
+    all: 'real data (tensors)' };
+  const LEVEL_TEXT = { L0: 'L0 (modules)', L1: 'L1 (APIs)', mix: 'mix (modules and APIs)', L2: 'L2 (kernels)' };
+
+  function modeText(mode) {
+    return MODE_TEXT[mode] || mode;
+  }
+
+  function buildCompared(c) { // what was compared: the dumps, framework, dump mode and level, version, command
+    const dl = $('compared');
+    const add = (k, v, cls) => { if (!v) return; dl.append(el('dt', null, k), el('dd', cls || null, v)); };
+    const side = (d) => [d.task, d.level && (LEVEL_TEXT[d.level] || d.level), d.framework].filter(Boolean).join(', ');
+    const npu = c.npu_dump || {}, bench = c.bench_dump || {};
+    add('NPU dump', c.npu + (side(npu) ? ' (' + side(npu) + ')' : ''));
+    add('bench dump', c.bench + (side(bench) ? ' (' + side(bench) + ')' : ''));
+    add('framework', c.framework);
+    add('data compared', modeText(R.meta.mode));
+    const level = npu.level || bench.level;
+    if (level) add('dump level', LEVEL_TEXT[level] || level);
+    add('tool', 'msprobe-compare ' + c.version);
+    add('command', c.command, 'cmd');
+    dl.hidden = false;
+  }
+
   function buildSummary() {
     const m = R.meta;
     document.title = m.title;
     $('title').textContent = m.title;
-    $('subtitle').textContent = 'mode ' + m.mode + ' \u00b7 generated ' + m.generated;
+    $('subtitle').textContent = modeText(m.mode) + ' \u00b7 generated ' + m.generated;
+    if (m.compared) buildCompared(m.compared);
     const c = m.counts;
     const counts = $('counts');
     const add = (label, value, cls) => {
@@ -383,7 +409,7 @@
         document.createTextNode(' ' + label));
       counts.append(box);
     };
-    add('mode', m.mode);
+    add('data', modeText(m.mode));
     add('rows', c.total);
     add('matched', c.matched);
     add('unmatched', c.unmatched);
