@@ -399,3 +399,29 @@ def test_real_data_mode_in_plain_words(browser, tmp_path):
     assert "real data (tensors)" in counts and "all" not in counts.split()
     assert browser.eval("document.getElementById('compared').hidden")  # no facts given: nothing invented
     _clean(browser)
+
+
+def test_plot_in_execution_order_and_advisor_points_up(browser, run_cli):
+    """Issue #31: a module's parameter gradients stand on the plot after its backward call (where they are
+    computed), not at its forward, left of the origin; the advisor block points up to the root cause above it."""
+    run = run_cli(CASE, "pytorch")
+    assert run.code == 0, run.out
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    names = b.eval("window.__report.calls()")
+    at = {n: k for k, n in enumerate(names)}
+    px = {n: b.eval(f"window.__report.plotX({k})") for n, k in at.items()}
+    origin = px["Functional.relu.1.forward"]
+    for module in ("Module.fc1.Linear", "Module.fc2.Linear", "Module.head.Linear"):
+        grad, back = px[f"{module}.parameters_grad"], px[f"{module}.backward.0"]
+        assert grad > back > origin, module
+        later = [n for n in names if px[n] > back and n != f"{module}.parameters_grad"]
+        assert all(px[n] > grad for n in later if at[n] > at[f"{module}.backward.0"])
+    forward = [px[n] for n in names if n.endswith(".forward") or ".forward." in n]
+    assert forward == sorted(forward)  # the other calls keep their order
+    assert sorted(px.values()) == sorted(set(px.values()))  # one place each
+    text = b.eval("document.getElementById('advisor-text').textContent")
+    assert "see Root cause above" in text and "below" not in text
+    assert b.eval("document.getElementById('origin-main').compareDocumentPosition("
+                  "document.getElementById('advisor')) & Node.DOCUMENT_POSITION_FOLLOWING")  # fmt: skip
+    _clean(b)

@@ -511,6 +511,11 @@ def _rootcause_json(rc: RootCause, blob: _Blob, stacks: dict[str, list[str]] | N
     }  # fmt: skip
 
 
+def _above(line: str) -> str:
+    """An advisor-file line as the page shows it: the page's root cause stands above the advisor, not below."""
+    return line.replace("see Root cause below", "see Root cause above")
+
+
 def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     n = len(outcome)
     matched = int(np.count_nonzero(outcome.match >= 0))
@@ -525,7 +530,8 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:
-        advisor = [*story.advisor_lines(outcome.advisor), "", *story.advisor_note(outcome.mode, outcome.advisor, levels)]
+        note = story.advisor_note(outcome.mode, outcome.advisor, levels)
+        advisor = [*story.advisor_lines(outcome.advisor), "", *map(_above, note)]
     head = story.headline(outcome.rootcause, levels)
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
             "headline": {"state": head.state, "text": head.text} if head is not None else None,

@@ -951,7 +951,36 @@
     });
   }
 
-  const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1 };
+  const P = { selected: -1, buckets: null, lo: 0, hi: 0, drag: null, firstBack: -1, ord: null, at: null };
+
+  // The plot's x axis: the calls in execution order, as dumped, except that a module's parameter gradients
+  // ("X.parameters_grad", dumped where the module's forward ran) stand right after X's last backward call, where
+  // they are computed. ord[j]: the call at place j; at[k]: the place of call k.
+  function plotOrder(entries) {
+    const E = entries.length, lastBack = new Map();
+    let grads = 0;
+    for (let k = 0; k < E; k++) {
+      const name = entries[k];
+      const b = name.lastIndexOf('.backward.');
+      if (b > 0 && /^\d+$/.test(name.slice(b + 10))) lastBack.set(name.slice(0, b), k);
+      else if (name.endsWith('.parameters_grad')) grads++;
+    }
+    const ord = new Uint32Array(E), at = new Uint32Array(E);
+    for (let k = 0; k < E; k++) ord[k] = k;
+    if (grads && lastBack.size) {
+      const key = new Float64Array(E);
+      for (let k = 0; k < E; k++) {
+        key[k] = k;
+        const name = entries[k];
+        if (!name.endsWith('.parameters_grad')) continue;
+        const back = lastBack.get(name.slice(0, -'.parameters_grad'.length));
+        if (back !== undefined && back > k) key[k] = back + 0.5 + k / (2 * E); // after it, in dump order
+      }
+      ord.sort((a, b) => key[a] - key[b]);
+    }
+    for (let j = 0; j < E; j++) at[ord[j]] = j;
+    return { ord, at };
+  }
   const STATE_COLOURS = ['#2e7d32', '#c62828', '#ef6c00', '#9e9e9e', '#8bc34a', '#8e24aa', '#5c6bc0'];
 
   function plotRange(out) {
@@ -979,7 +1008,7 @@
     const g = canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, W, H);
-    const out = R.out, E = out.length;
+    const out = R.out, E = out.length, ord = P.ord, at = P.at;
     const L = 62, Rm = 12, Tm = 18, B = 30;
     const pw = Math.max(10, W - L - Rm), ph = Math.max(10, H - Tm - B);
     const [a, b] = P.range || (P.range = plotRange(out));
@@ -1030,7 +1059,7 @@
         g.strokeStyle = '#607d8b'; g.setLineDash(dash); g.beginPath();
         let open = false;
         for (let k = Math.max(0, Math.floor(lo)); k <= Math.min(E - 1, Math.ceil(hi)); k += stepK) {
-          const f = R.floor[k];
+          const f = R.floor[ord[k]];
           if (!(f > 0)) { open = false; continue; }
           const x = xOf(k), y = yOf(f * scale);
           if (open) g.lineTo(x, y); else { g.moveTo(x, y); open = true; }
@@ -1046,10 +1075,10 @@
     const nb = Math.max(1, Math.floor(pw));
     const best = new Int32Array(nb).fill(-1);
     const first = Math.max(0, Math.floor(lo)), last = Math.min(E - 1, Math.ceil(hi));
-    for (let k = first; k <= last; k++) {
-      const v = out[k];
+    for (let j = first; j <= last; j++) { // j: place on the axis; k: the call there
+      const k = ord[j], v = out[k];
       if (v !== v) continue;
-      const bk = Math.min(nb - 1, Math.max(0, Math.floor((k - lo) / (hi - lo) * (nb - 1) + 0.5)));
+      const bk = Math.min(nb - 1, Math.max(0, Math.floor((j - lo) / (hi - lo) * (nb - 1) + 0.5)));
       const cur = best[bk];
       if (cur < 0 || v > out[cur] || (v === out[cur] && SEVERITY[R.states[k]] > SEVERITY[R.states[cur]])) best[bk] = k;
     }
@@ -1060,19 +1089,19 @@
         const k = best[bk];
         if (k < 0 || SEVERITY[R.states[k]] !== order) continue;
         g.fillStyle = STATE_COLOURS[R.states[k]];
-        g.fillRect(xOf(k) - size / 2, yOf(out[k]) - size / 2, size, size);
+        g.fillRect(xOf(at[k]) - size / 2, yOf(out[k]) - size / 2, size, size);
       }
     }
     R.rc.origins.forEach((o, j) => {
-      if (o.pos < lo || o.pos > hi) return;
-      const x = Math.round(xOf(o.pos)) + 0.5;
+      if (o.pos < 0 || o.pos >= E || at[o.pos] < lo || at[o.pos] > hi) return;
+      const x = Math.round(xOf(at[o.pos])) + 0.5;
       g.strokeStyle = '#c62828'; g.lineWidth = j === 0 ? 2 : 1; g.globalAlpha = j === 0 ? 0.9 : 0.45;
       g.beginPath(); g.moveTo(x, Tm); g.lineTo(x, Tm + ph); g.stroke();
       g.globalAlpha = 1; g.lineWidth = 1;
       if (j < 9) { g.fillStyle = '#c62828'; g.textAlign = 'center'; g.textBaseline = 'bottom'; g.fillText(String(j + 1), x, Tm - 2); }
     });
-    if (P.selected >= lo && P.selected <= hi && P.selected < E) {
-      const x = xOf(P.selected), v = out[P.selected];
+    if (P.selected >= 0 && P.selected < E && at[P.selected] >= lo && at[P.selected] <= hi) {
+      const x = xOf(at[P.selected]), v = out[P.selected];
       g.strokeStyle = '#1f5fbf'; g.lineWidth = 2;
       g.beginPath(); g.arc(x, v === v ? yOf(v) : Tm + ph, 6, 0, 2 * Math.PI); g.stroke(); g.lineWidth = 1;
     }
@@ -1107,8 +1136,8 @@
   }
 
   function showCall(k) { // zoom so that call k is visible, then mark it
-    const E = R.out.length;
-    if (k < P.lo || k > P.hi) { const w = P.hi - P.lo; P.lo = Math.max(0, Math.min(E - 1 - w, k - w / 2)); P.hi = P.lo + w; }
+    const E = R.out.length, j = P.at ? P.at[k] : k;
+    if (j < P.lo || j > P.hi) { const w = P.hi - P.lo; P.lo = Math.max(0, Math.min(E - 1 - w, j - w / 2)); P.hi = P.lo + w; }
     P.selected = k;
     drawPlot();
   }
@@ -1116,7 +1145,9 @@
   function bindPlot() {
     const canvas = $('plot'), tip = $('plot-tip');
     P.lo = 0; P.hi = Math.max(1, R.out.length - 1);
-    P.firstBack = R.rc.entries.findIndex((name) => /\.backward(\.|$)/.test(name));
+    Object.assign(P, plotOrder(R.rc.entries.slice(0, R.out.length)));
+    const back = R.rc.entries.findIndex((name) => /\.backward(\.|$)/.test(name));
+    P.firstBack = back < 0 ? -1 : P.at[back];
     $('plot-card').hidden = false;
     $('plot-metric').textContent = 'worst output ' + (R.rc.metric || 'metric') + ' per call (log scale)';
     canvas.addEventListener('mousedown', (ev) => { if (ev.button === 0) P.drag = { x0: plotX(ev) }; });
@@ -1125,7 +1156,7 @@
       const k = plotHit(ev);
       if (k < 0) { tip.hidden = true; return; }
       tip.hidden = false;
-      tip.textContent = '#' + k + ' ' + entryName(k) + '\n' + STATE_NAMES[R.states[k]] + ', outputs ' + fmtScore(R.out[k]) +
+      tip.textContent = '#' + P.at[k] + ' ' + entryName(k) + '\n' + STATE_NAMES[R.states[k]] + ', outputs ' + fmtScore(R.out[k]) +
         ', inputs ' + fmtScore(R.inScores[k]);
       const rect = canvas.getBoundingClientRect();
       tip.style.left = Math.min(plotX(ev) + 12, Math.max(0, rect.width - 360)) + 'px';
@@ -1162,7 +1193,8 @@
       applyView();
       window.__report = { rows: R.n, columns: R.cols.map((c) => c.name), cell: (row, col) => cellText(R.cols[col], row),
         shown: (row, col) => shownText(R.cols[col], row),
-        matching: () => V.view.length, plotX: (k) => (P.xOf ? P.xOf(k) : -1), plotRange: () => [P.lo, P.hi] };
+        matching: () => V.view.length, plotX: (k) => (P.xOf ? P.xOf(P.at[k]) : -1), plotRange: () => [P.lo, P.hi],
+        calls: () => (R.rc ? R.rc.entries.slice(0, R.out.length) : []) };
       window.__reportReady = performance.now();
       timings.ready = window.__reportReady;
       if (R.rc) {
