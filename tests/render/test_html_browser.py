@@ -72,9 +72,13 @@ def _mouse(b: Browser, kind: str, x: float, y: float, clicks: int = 1) -> None:
            clickCount=clicks)  # fmt: skip
 
 
-def _rendered(b: Browser) -> list[list[str]]:
-    return b.eval("""Array.from(document.querySelectorAll('#tbl tbody tr:not([hidden])'))
-        .map((tr) => Array.from(tr.cells).slice(1).map((td) => td.textContent))""")
+def _rendered(b: Browser) -> list[list[str | None]]:
+    """The rendered rows' cell texts by table column (None: a column not shown)."""
+    return b.eval("""(() => { const shown = window.__report.shownColumns(), n = window.__report.columns.length;
+        return Array.from(document.querySelectorAll('#tbl tbody tr:not([hidden])')).map((tr) => {
+            const row = new Array(n).fill(null);
+            Array.from(tr.cells).slice(1).forEach((td, j) => { row[shown[j]] = td.textContent; });
+            return row; }); })()""")
 
 
 def test_report_of_a_fixture_case(browser, run_cli):
@@ -339,9 +343,10 @@ def test_table_as_a_tool(browser, run_cli):
     b.eval("(() => { const g = document.getElementById('grid'); g.scrollLeft = 0; g.scrollTop = 0;"
            " g.dispatchEvent(new Event('scroll')); })()")  # fmt: skip
     b.wait_for("document.getElementById('grid').dataset.first === '0'")
-    td = b.eval(f"(() => {{ const td = document.querySelector('#tbl tbody tr').cells[{col + 1}];"
+    td = b.eval(f"(() => {{ const j = window.__report.shownColumns().indexOf({col});"
+                f" const td = document.querySelector('#tbl tbody tr').cells[j + 1];"
                 " return [td.textContent, td.title]; })()")  # fmt: skip
-    assert td == [shown[0], full[0]] or td[0] == full[0]
+    assert td == [shown[0], full[0] if full[0] != shown[0] else ""]
 
     # the stack cell shows the user's own innermost frame; the detail lists frames, the user's first
     stack = b.eval("window.__report.columns.indexOf('NPU_Stack_Info')")
@@ -424,4 +429,49 @@ def test_plot_in_execution_order_and_advisor_points_up(browser, run_cli):
     assert "see Root cause above" in text and "below" not in text
     assert b.eval("document.getElementById('origin-main').compareDocumentPosition("
                   "document.getElementById('advisor')) & Node.DOCUMENT_POSITION_FOLLOWING")  # fmt: skip
+    _clean(b)
+
+
+@pytest.mark.parametrize("case", ["pytorch/mlp_bug_stat", "pytorch/mlp_bug_md5", "pytorch/mlp_bug_tensor"])
+def test_compact_columns_with_the_rest_on_demand(browser, tmp_path, case):
+    """Issue #31: each mode opens on the name, its key metrics, the verdict and its message; the "columns" control
+    shows every column, a single one, or the compact set again; the row detail always lists every column."""
+    o = outcome_of(case)
+    path = tmp_path / "cols.html"
+    html.write_html(path, o, case)
+    _open(browser, path)
+    b = browser
+    columns = b.eval("window.__report.columns")
+    heads = lambda: b.eval("Array.from(document.querySelectorAll('#tbl th')).slice(1).map((th) => th.textContent)")  # noqa: E731
+    want = {"pytorch/mlp_bug_stat": ["NPU Name", "NPU Dtype", "NPU Tensor Shape", "Max diff", "MaxRelativeErr",
+                                     "NormRelativeErr", "NPU max", "Bench max", "Result", "Err_message", "NPU_Stack_Info"],
+            "pytorch/mlp_bug_md5": ["NPU Name", "NPU Dtype", "NPU Tensor Shape", "NPU MD5", "BENCH MD5", "Result",
+                                    "NPU_Stack_Info"],
+            "pytorch/mlp_bug_tensor": ["NPU Name", "NPU Dtype", "NPU Tensor Shape", "Cosine", "MaxAbsErr",
+                                       "MaxRelativeErr", "One Thousandth Err Ratio", "Accuracy Reached or Not",
+                                       "Err_message", "NPU_Stack_Info"]}[case]  # fmt: skip
+    assert heads() == want and len(columns) > len(want) + 5
+    assert len(_rendered(b)[0]) == len(columns) and [c for c in _rendered(b)[0] if c is not None]
+    assert f"({len(want)} of {len(columns)})" in b.eval("document.getElementById('columns-title').textContent")
+    compact = b.eval("document.getElementById('tbl').getBoundingClientRect().width")
+    if "Cosine" in want:
+        cosine = columns.index("Cosine")
+        assert "cosine similarity" in b.eval(f"document.querySelector('#tbl th[data-col=\"{cosine}\"]').title")
+    b.eval("document.getElementById('columns').open = true")
+    b.eval("document.getElementById('columns-all').click()")
+    assert heads() == columns
+    assert b.eval("window.__report.shownColumns().length") == len(columns)
+    full = b.eval("document.getElementById('tbl').getBoundingClientRect().width")
+    assert compact * 1.5 < full
+    rows = _rendered(b)
+    assert rows[0] == [b.eval(f"window.__report.shown(0, {c})") for c in range(len(columns))]
+    b.eval("document.getElementById('columns-compact').click()")
+    assert heads() == want
+    extra = columns.index("Bench Name")
+    b.eval(f"""(() => {{ const x = document.querySelector('#columns-list input[value="{extra}"]'); x.checked = true;
+        x.dispatchEvent(new Event('change', {{bubbles: true}})); }})()""")
+    assert heads() == [c for c in columns if c in want or c == "Bench Name"]
+    assert _rendered(b)[0][extra] == b.eval(f"window.__report.shown(0, {extra})")
+    b.eval("document.querySelector('#tbl tbody tr').click()")
+    assert b.eval("document.querySelectorAll('#detail dt').length") == len(columns)
     _clean(b)

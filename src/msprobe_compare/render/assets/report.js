@@ -617,37 +617,55 @@
   // ---- table: virtual rendering ----
   const T = { grid: null, tbl: null, tbody: null, spacer: null, pool: [], rowH: 24, headH: 26, pending: false };
 
+  // The columns shown by default, per dump mode: the name, the key metrics, the verdict and its message; the
+  // "columns" control shows the rest. A table with few of these (other layouts) shows every column.
+  const COMPACT = {
+    summary: ['NPU Name', 'NPU Dtype', 'NPU Tensor Shape', 'Max diff', 'MaxRelativeErr', 'NormRelativeErr', 'NPU max',
+      'Bench max', 'Result', 'Err_message', 'NPU_Stack_Info'],
+    md5: ['NPU Name', 'NPU Dtype', 'NPU Tensor Shape', 'NPU MD5', 'BENCH MD5', 'Result', 'Err_message', 'NPU_Stack_Info'],
+    all: ['NPU Name', 'NPU Dtype', 'NPU Tensor Shape', 'Cosine', 'MaxAbsErr', 'MaxRelativeErr',
+      'One Thousandth Err Ratio', 'Accuracy Reached or Not', 'Err_message', 'NPU_Stack_Info'],
+  };
+  // the reference's column names, explained (header tooltips and the columns control)
+  const COLUMN_HELP = {
+    'Max diff': 'NPU max - bench max', 'Min diff': 'NPU min - bench min', 'Mean diff': 'NPU mean - bench mean',
+    'L2norm diff': 'NPU L2 norm - bench L2 norm',
+    MaxRelativeErr: 'relative error in %: |diff| / |bench| x 100 (real data: the largest relative error of the elements)',
+    MinRelativeErr: 'relative error of the minimum, in %', MeanRelativeErr: 'relative error of the mean, in %',
+    NormRelativeErr: 'relative error of the L2 norm, in %',
+    Cosine: 'cosine similarity of the two tensors (1: same direction)', EucDist: 'Euclidean distance of the two tensors',
+    MaxAbsErr: 'largest |NPU - bench| over the elements',
+    'One Thousandth Err Ratio': 'share of elements with relative error below 0.001',
+    'Five Thousandths Err Ratio': 'share of elements with relative error below 0.005',
+    'Accuracy Reached or Not': "the reference tool's verdict for the row", Result: "the reference tool's verdict for the row",
+    Err_message: 'why the row was judged so', 'Requires_grad Consistent': 'whether both sides agree on requires_grad',
+    NPU_Stack_Info: "where the call was made: your code's innermost frame (+ the other frames); open a row for all",
+    Data_name: 'the tensor files compared',
+  };
+
+  function compactColumns() {
+    const want = COMPACT[R.meta.mode] || [];
+    const shown = R.cols.map((c, i) => i).filter((i) => i === R.nameCol || want.includes(R.cols[i].name));
+    return shown.length >= 3 ? shown : R.cols.map((c, i) => i);
+  }
+
   function buildTable() {
     T.grid = $('grid'); T.tbl = $('tbl'); T.tbody = T.tbl.tBodies[0]; T.spacer = $('spacer');
-    const headRow = T.tbl.tHead.rows[0];
-    const colgroup = T.tbl.querySelector('colgroup');
     const probe = el('span', null, '0000000000');
     probe.style.cssText = 'position:absolute;visibility:hidden;font:12.5px/1 ui-monospace, Menlo, Consolas, monospace';
     document.body.append(probe);
-    const charW = Math.max(5, probe.getBoundingClientRect().width / 10);
+    T.charW = Math.max(5, probe.getBoundingClientRect().width / 10);
     probe.remove();
-    const stateCol = el('col'); stateCol.style.width = '6px'; colgroup.append(stateCol);
-    const th0 = el('th', null, ''); th0.title = 'call state'; headRow.append(th0);
-    let total = 6;
-    const sample = Math.min(R.n, 300);
-    R.cols.forEach((col, ci) => {
+    T.widths = R.cols.map((col, ci) => {
       let len = col.name.length;
+      const sample = Math.min(R.n, 300);
       for (let i = 0; i < sample; i++) len = Math.max(len, Math.min(80, shownText(col, i).length));
       const cap = ci === R.nameCol || /Name$/.test(col.name) ? 60 : col.stack ? 48 : 28;
-      const w = Math.round(Math.min(cap, Math.max(5, len)) * charW + 14);
-      const c = el('col'); c.style.width = w + 'px'; colgroup.append(c);
-      total += w;
-      const th = el('th', ci === R.nameCol ? 'name' : null, col.name);
-      th.title = col.name + ' \u2014 click to sort';
-      th.dataset.col = String(ci);
-      headRow.append(th);
+      return Math.round(Math.min(cap, Math.max(5, len)) * T.charW + 14);
     });
-    T.tbl.style.width = total + 'px';
-    T.headH = T.tbl.tHead.getBoundingClientRect().height || 26;
-    const tr = ensurePool(1)[0];
-    tr.hidden = false;
-    T.rowH = tr.getBoundingClientRect().height || 24;
-    headRow.addEventListener('click', (ev) => {
+    T.shown = compactColumns();
+    buildColumns();
+    T.tbl.tHead.rows[0].addEventListener('click', (ev) => {
       const th = ev.target.closest('th');
       if (!th || th.dataset.col === undefined) return;
       sortBy(+th.dataset.col, th);
@@ -660,13 +678,70 @@
       if (!T.pending) { T.pending = true; requestAnimationFrame(() => { T.pending = false; renderRows(); }); }
     }, { passive: true });
     window.addEventListener('resize', () => layoutTable());
+    buildColumnPicker();
+  }
+
+  function buildColumns() { // header, column widths and an empty row pool for the shown columns
+    const headRow = T.tbl.tHead.rows[0];
+    const colgroup = T.tbl.querySelector('colgroup');
+    headRow.replaceChildren();
+    colgroup.replaceChildren();
+    T.tbody.replaceChildren();
+    T.pool = [];
+    const stateCol = el('col'); stateCol.style.width = '6px'; colgroup.append(stateCol);
+    const th0 = el('th', null, ''); th0.title = 'call state'; headRow.append(th0);
+    let total = 6;
+    for (const ci of T.shown) {
+      const col = R.cols[ci], w = T.widths[ci];
+      const c = el('col'); c.style.width = w + 'px'; colgroup.append(c);
+      total += w;
+      const sorted = V.sortCol === ci;
+      const th = el('th', (ci === R.nameCol ? 'name' : '') + (sorted ? ' sorted' : ''),
+        col.name + (sorted ? (V.sortDir > 0 ? ' \u25b2' : ' \u25bc') : ''));
+      th.title = col.name + (COLUMN_HELP[col.name] ? ' \u2014 ' + COLUMN_HELP[col.name] : '') + ' \u2014 click to sort';
+      th.dataset.col = String(ci);
+      headRow.append(th);
+    }
+    T.tbl.style.width = total + 'px';
+    T.headH = T.tbl.tHead.getBoundingClientRect().height || 26;
+    const tr = ensurePool(1)[0];
+    tr.hidden = false;
+    T.rowH = tr.getBoundingClientRect().height || 24;
+  }
+
+  function buildColumnPicker() { // the "columns" control: a check box per column, compact and all
+    const box = $('columns-list');
+    const sync = () => {
+      box.querySelectorAll('input').forEach((inp) => { inp.checked = T.shown.includes(+inp.value); });
+      $('columns-title').textContent = 'columns (' + T.shown.length + ' of ' + R.cols.length + ')';
+    };
+    R.cols.forEach((col, ci) => {
+      const label = el('label');
+      const inp = el('input');
+      inp.type = 'checkbox'; inp.value = String(ci); inp.disabled = ci === R.nameCol;
+      label.append(inp, document.createTextNode(' ' + col.name));
+      if (COLUMN_HELP[col.name]) label.title = COLUMN_HELP[col.name];
+      box.append(label);
+    });
+    const apply = (shown) => {
+      T.shown = shown;
+      buildColumns();
+      sync();
+      layoutTable();
+    };
+    box.addEventListener('change', () => {
+      apply(Array.from(box.querySelectorAll('input')).filter((x) => x.checked || +x.value === R.nameCol).map((x) => +x.value));
+    });
+    $('columns-compact').addEventListener('click', () => apply(compactColumns()));
+    $('columns-all').addEventListener('click', () => apply(R.cols.map((c, i) => i)));
+    sync();
   }
 
   function ensurePool(count) {
     while (T.pool.length < count) {
       const tr = el('tr');
       tr.append(el('td', 'rowstate'));
-      R.cols.forEach((col, ci) => tr.append(el('td', ci === R.nameCol ? 'name' : col.numeric ? 'num' : null)));
+      for (const ci of T.shown) tr.append(el('td', ci === R.nameCol ? 'name' : R.cols[ci].numeric ? 'num' : null));
       tr.hidden = true;
       T.tbody.append(tr);
       T.pool.push(tr);
@@ -694,7 +769,7 @@
     const maxFirst = Math.max(0, total - rows);
     const range = T.grid.scrollHeight - T.grid.clientHeight;
     const first = range > 0 ? Math.min(maxFirst, Math.round(T.grid.scrollTop / range * maxFirst)) : 0;
-    const cols = R.cols;
+    const cols = R.cols, shown = T.shown;
     for (let r = 0; r < rows; r++) {
       const tr = T.pool[r];
       const row = view[first + r];
@@ -704,11 +779,12 @@
       const st = STATE_NAMES[rowState(row)];
       cells[0].className = 'rowstate st-' + st;
       cells[0].title = 'call ' + st;
-      for (let c = 0; c < cols.length; c++) {
-        const text = shownText(cols[c], row);
-        const td = cells[c + 1];
+      for (let j = 0; j < shown.length; j++) {
+        const col = cols[shown[j]];
+        const text = shownText(col, row);
+        const td = cells[j + 1];
         if (td.textContent !== text) {
-          const full = cellText(cols[c], row);
+          const full = cellText(col, row);
           td.textContent = text;
           td.title = full !== text || text.length > 24 ? full : '';
         }
@@ -1194,7 +1270,8 @@
       window.__report = { rows: R.n, columns: R.cols.map((c) => c.name), cell: (row, col) => cellText(R.cols[col], row),
         shown: (row, col) => shownText(R.cols[col], row),
         matching: () => V.view.length, plotX: (k) => (P.xOf ? P.xOf(P.at[k]) : -1), plotRange: () => [P.lo, P.hi],
-        calls: () => (R.rc ? R.rc.entries.slice(0, R.out.length) : []) };
+        calls: () => (R.rc ? R.rc.entries.slice(0, R.out.length) : []),
+        shownColumns: () => Array.from(T.shown) };
       window.__reportReady = performance.now();
       timings.ready = window.__reportReady;
       if (R.rc) {
