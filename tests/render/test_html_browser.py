@@ -475,3 +475,55 @@ def test_compact_columns_with_the_rest_on_demand(browser, tmp_path, case):
     b.eval("document.querySelector('#tbl tbody tr').click()")
     assert b.eval("document.querySelectorAll('#detail dt').length") == len(columns)
     _clean(b)
+
+
+@pytest.mark.parametrize("given_columns", [False, True])
+def test_large_table_keeps_the_rows_that_matter(browser, tmp_path, monkeypatch, given_columns):
+    """Issue #31: past a row limit the page holds the rows of origin and suspect calls, the red, yellow and
+    unmatched rows and an even sample, each cell as the table writes it, and says so, naming the full table's files;
+    built a block at a time when the caller has no columns, taken from its columns otherwise."""
+    import numpy as np
+
+    from msprobe_compare.render import table
+
+    from dataclasses import replace
+
+    o = big_outcome()
+    colour = np.zeros(len(o), dtype=np.int8)
+    colour[7::13] = 2  # 317 red rows
+    colour[3::5] = 1  # 824 yellow rows
+    o = replace(o, marks=type(o.marks)(reasons=o.marks.reasons, colour=colour))
+    monkeypatch.setattr(html, "ROW_LIMIT", 1000)
+    monkeypatch.setattr(html, "SAMPLE_ROWS", 200)
+    monkeypatch.setattr(html, "BLOCK_ROWS", 512)
+    rows = html.kept_rows(o)
+    assert rows is not None and 800 < len(rows) <= 1000 and list(rows) == sorted(set(rows.tolist()))
+    kept = set(rows.tolist())
+    origin = [i for i in range(len(o)) if o.npu.names[i].startswith("Functional.relu.1.forward.")]
+    red, yellow = np.flatnonzero(colour == 2), np.flatnonzero(colour == 1)
+    assert origin and set(origin) <= kept and set(red.tolist()) <= kept  # all of these fit
+    assert 0 < len(kept & set(yellow.tolist())) < len(yellow)  # yellow thinned to the room left
+    path = tmp_path / "large.html"
+    columns = table.column_data(o, table.Style(text_booleans=False)) if given_columns else None
+    html.write_html(path, o, "large", columns=columns, tables=["out/compare_result_1.xlsx"])
+    _open(browser, path)
+    b = browser
+    full = expected_cells(o)
+    assert _all_cells(b) == [[col[i] for i in rows.tolist()] for col in full]
+    note = b.eval("document.getElementById('partial-note').innerText")
+    assert f"holds {len(rows):,} of the table's {len(o):,} rows" in note and "out/compare_result_1.xlsx" in note
+    assert f"(of {len(o):,} in the table)" in b.eval("document.getElementById('row-count').textContent")
+    assert f"{len(o):,} rows" in b.eval("document.getElementById('counts').innerText")  # the counts: the whole table
+    b.eval("document.querySelector('#tbl tbody tr').click()")
+    assert b.eval("document.querySelector('#detail .head b').textContent") == f"Row {rows[0] + 1}"
+    _clean(b)
+
+
+def test_small_table_is_whole(browser, tmp_path):
+    o = outcome_of("pytorch/mlp_bug_stat")
+    assert html.kept_rows(o) is None
+    path = tmp_path / "whole.html"
+    html.write_html(path, o, "whole")
+    _open(browser, path)
+    assert browser.eval("document.getElementById('partial-note').hidden")
+    _clean(browser)

@@ -51,6 +51,9 @@ BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
 COMPRESS_ABOVE = 64 * 1024  # payload bytes; smaller reports stay uncompressed
 ZLIB_LEVEL = 1  # the payload is mostly float mantissas: higher levels cost time and gain little
 MAX_SAFE_INT = 2**53
+ROW_LIMIT = 200_000  # past this many rows the page holds the rows that matter plus a sample (issue #31)
+SAMPLE_ROWS = 20_000  # the evenly spaced sample of a table past ROW_LIMIT
+BLOCK_ROWS = 65_536  # a table past ROW_LIMIT is built a block at a time, only the blocks holding kept rows
 _TYPE_NAMES = {
     np.dtype(np.int8): "i1", np.dtype(np.uint8): "u1", np.dtype(np.int16): "i2", np.dtype(np.uint16): "u2",
     np.dtype(np.int32): "i4", np.dtype(np.uint32): "u4", np.dtype(np.float32): "f4", np.dtype(np.float64): "f8",
@@ -538,29 +541,131 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
             "unmatched_warning": story.unmatched_warning(levels, None, outcome.alignment is not None)}  # fmt: skip
 
 
+def kept_rows(outcome: CompareOutcome, limit: int | None = None, sample: int | None = None) -> np.ndarray | None:
+    """The rows a report of a large table holds (ascending), None: all of them. Past `limit` rows: the rows of
+    origin and suspect calls, the red, yellow and unmatched rows, in that order while they fit in `limit` (the last
+    group that does not fit evenly thinned), and an evenly spaced `sample` of the whole table (defaults: ROW_LIMIT,
+    SAMPLE_ROWS)."""
+    limit = ROW_LIMIT if limit is None else limit
+    sample = min(limit, SAMPLE_ROWS if sample is None else sample)
+    n = len(outcome)
+    if n <= limit:
+        return None
+    groups = []
+    rc = outcome.rootcause
+    if rc is not None:
+        codes = _state_codes(rc.states)
+        special = (codes == STATE_CODE[CallState.ORIGIN]) | (codes == STATE_CODE[CallState.SUSPECT])
+        entry = np.asarray(outcome.npu.entry_index, dtype=np.int64)
+        groups.append(special[np.clip(entry, 0, max(0, len(special) - 1))] if len(special) else np.zeros(n, bool))
+    if outcome.marks is not None:
+        colour = np.asarray(outcome.marks.colour)
+        groups += [colour == Colour.RED, colour == Colour.YELLOW]
+    groups.append(np.asarray(outcome.match) < 0)
+    keep = np.zeros(n, dtype=bool)
+    room = max(0, limit - sample)
+    for group in groups:
+        new = np.flatnonzero(group & ~keep)
+        if len(new) > room:
+            new = new[np.linspace(0, len(new) - 1, room).astype(np.int64)] if room else new[:0]
+        keep[new] = True
+        room -= len(new)
+    keep[np.linspace(0, n - 1, min(n, sample)).astype(np.int64)] = True
+    return np.flatnonzero(keep)
+
+
+def _take(cells: Any, rows: np.ndarray) -> Any:
+    """The cells at `rows` of a column (a list, table.Cells or a table.Column of any shape), in the same shape."""
+    at = rows.tolist()
+    if isinstance(cells, table.Cells):
+        out = table.Cells(map(cells.__getitem__, at))
+        out.kind, out.values = cells.kind[rows], cells.values[rows]
+        return out
+    if isinstance(cells, table.Column):
+        if cells.codes is not None:
+            return table.Column(codes=cells.codes[rows], table=cells.table)
+        if cells.kind is not None:
+            assert cells.values is not None  # a column with kinds has values
+            return table.Column(np.asarray(cells.objects, dtype=object)[rows], cells.kind[rows], cells.values[rows])
+        cells = cells.objects
+    return list(map(cells.__getitem__, at))
+
+
+def _concat(parts: list[Any]) -> Any:
+    """One column from its blocks' pieces (as _take makes them); shapes that differ become lists of cells."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, table.Column) and p.codes is not None for p in parts):
+        offsets = np.cumsum([0] + [len(p.table or []) for p in parts[:-1]])
+        return table.Column(codes=np.concatenate([p.codes + off for p, off in zip(parts, offsets.tolist())]),
+                            table=[x for p in parts for x in p.table or []])  # fmt: skip
+    if all(isinstance(p, table.Column) and p.kind is not None and p.codes is None for p in parts):
+        return table.Column(np.concatenate([np.asarray(p.objects, dtype=object) for p in parts]),
+                            np.concatenate([p.kind for p in parts]), np.concatenate([p.values for p in parts]))
+    cells = [p.cells() if isinstance(p, table.Column) else p for p in parts]
+    numeric = [c for c in cells if isinstance(c, table.Cells)]
+    if len(numeric) == len(cells):
+        out = table.Cells(chain.from_iterable(numeric))
+        out.kind = np.concatenate([c.kind for c in numeric])
+        out.values = np.concatenate([c.values for c in numeric])
+        return out
+    return list(chain.from_iterable(cells))
+
+
+def _kept_columns(outcome: CompareOutcome, columns: list[table.Column] | None, rows: np.ndarray) -> list[Any]:
+    """The plain-style columns at `rows`: taken from `columns` when given, else built a block at a time."""
+    if columns is not None:
+        return [_take(c, rows) for c in columns]
+    style, memo = table.Style(text_booleans=False), dict[str, Any]()
+    pieces: list[list[Any]] = []
+    n = len(outcome)
+    for lo in range(0, n, BLOCK_ROWS):
+        hi = min(n, lo + BLOCK_ROWS)
+        a, b = np.searchsorted(rows, [lo, hi])
+        if a == b:
+            continue
+        block = table.column_data(outcome, style, lo, hi, memo)
+        pieces.append([_take(c, rows[a:b] - lo) for c in block])
+        del block
+    return [_concat([p[k] for p in pieces]) for k in range(len(pieces[0]))] if pieces else []
+
+
 def payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None = None,
-            compared: dict[str, Any] | None = None) -> bytes:  # fmt: skip
+            compared: dict[str, Any] | None = None, tables: Sequence[str] = ()) -> bytes:  # fmt: skip
     """The binary payload the page decodes (see the module docstring); `columns`: the plain-style
     table.column_data of `outcome`, when the caller has it already; `compared`: what was compared
-    (report.compared_facts), shown at the top."""
+    (report.compared_facts), shown at the top; `tables`: the result table's files (named where the page holds
+    only part of a large table, see kept_rows)."""
     with gc_paused():  # millions of short-lived objects, no cycles: the collector would only rescan the heap
-        return _payload(outcome, title, columns, compared)
+        return _payload(outcome, title, columns, compared, tables)
 
 
 def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | None,
-             compared: dict[str, Any] | None = None) -> bytes:  # fmt: skip
+             compared: dict[str, Any] | None = None, tables: Sequence[str] = ()) -> bytes:  # fmt: skip
     blob = _Blob()
     header = table.header(outcome)
-    cols = columns if columns is not None else table.column_data(outcome, table.Style(text_booleans=False))
+    total = len(outcome)
+    rows = kept_rows(outcome)
+    if rows is not None:
+        cols: Sequence[Any] = _kept_columns(outcome, columns, rows)
+    else:
+        cols = columns if columns is not None else table.column_data(outcome, table.Style(text_booleans=False))
     metas, dicts = _encode_table(header, cols, blob)
-    n = len(outcome)
-    colour = outcome.marks.colour if outcome.marks is not None else np.zeros(n, dtype=np.uint8)
+    del cols
+    at = rows if rows is not None else slice(None)
+    colour = outcome.marks.colour[at] if outcome.marks is not None else np.zeros(total, dtype=np.uint8)[at]
+    entry = np.asarray(outcome.npu.entry_index, dtype=np.int64)[at]
+    n = len(entry)
     rc = outcome.rootcause
+    partial = None
+    if rows is not None:
+        partial = {"total": total, "rows": blob.add(rows.astype(np.uint32)), "limit": ROW_LIMIT,
+                   "sample": SAMPLE_ROWS, "tables": list(tables)}  # fmt: skip
     meta = {
         "version": 1, "title": title, "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
         **_summary(outcome), "n": n, "columns": metas, "dicts": [_strings(d.items, blob) for d in dicts],
-        "colour": _codes(np.asarray(colour, dtype=np.int64), blob),
-        "entry": _codes(np.diff(np.asarray(outcome.npu.entry_index, dtype=np.int64), prepend=0), blob),
+        "colour": _codes(np.asarray(colour, dtype=np.int64), blob), "partial": partial,
+        "entry": _codes(np.diff(entry, prepend=0), blob),
         "rootcause": _rootcause_json(rc, blob, outcome.npu.stacks) if rc is not None else None,
         "alignment": outcome.alignment,  # runs of different code: the module pairs, the calls left (pair.align)
         "compared": compared,
@@ -607,7 +712,8 @@ def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
 
 def write_html(
     path: Path, outcome: CompareOutcome, title: str, *, compress: bool | None = None,
-    columns: list[table.Column] | None = None, compared: dict[str, Any] | None = None,
+    columns: list[table.Column] | None = None, compared: dict[str, Any] | None = None, tables: Sequence[str] = (),
 ) -> None:  # fmt: skip
     """Write the report page for `outcome` to `path` (the caller publishes it atomically)."""
-    path.write_text(page(payload(outcome, title, columns, compared), title, compress=compress), encoding="utf-8")
+    data = payload(outcome, title, columns, compared, tables)
+    path.write_text(page(data, title, compress=compress), encoding="utf-8")

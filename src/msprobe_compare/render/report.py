@@ -126,11 +126,12 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
 
 
 def write_html(path: Path, outcome: CompareOutcome, title: str, *, columns: list[Any] | None,
-               compared: dict[str, Any] | None = None) -> None:  # fmt: skip
-    """render/html.py's write_html, imported only when a report is written (start-up speed)."""
+               compared: dict[str, Any] | None = None, tables: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """render/html.py's write_html, imported only when a report is written (start-up speed); `tables`: the result
+    table's files, named on a page that holds part of a large table."""
     from msprobe_compare.render import html
 
-    html.write_html(path, outcome, title, columns=columns, compared=compared)
+    html.write_html(path, outcome, title, columns=columns, compared=compared, tables=tables)
 
 
 def _xlsx(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any,
@@ -266,7 +267,8 @@ def _write_set(
     if "html" in formats:
         html_path = out_dir / html_name.format(ts=ts)
         with atomic_output(html_path) as tmp:
-            write_html(tmp, outcome, report_title(compared, suffix), columns=plain, compared=compared)
+            tables = tuple(str(out_dir / name.format(ts=ts)) for name in names.values())
+            write_html(tmp, outcome, report_title(compared, suffix), columns=plain, compared=compared, tables=tables)
         console.info(f"The HTML report is saved in: {html_path}")
     del plain
     if outcome.derived_mapping is not None:  # -lm: the row mapping it derived, published with the rest

@@ -306,6 +306,7 @@
     R.n = meta.n;
     R.cols = decodeColumns(meta, buf);
     R.colour = storedCodes(meta.colour, buf).all();
+    R.rowIndex = meta.partial ? buf(meta.partial.rows) : null; // a large table: the table row of each page row
     R.rowEntry = prefixSum(storedCodes(meta.entry, buf).all());
     const rc = meta.rootcause;
     if (rc) {
@@ -401,6 +402,15 @@
     $('title').textContent = m.title;
     $('subtitle').textContent = modeText(m.mode) + ' \u00b7 generated ' + m.generated;
     if (m.compared) buildCompared(m.compared);
+    if (m.partial) { // a large table: the page holds the rows that matter and a sample (render/html.py kept_rows)
+      const p = m.partial, fmt = (x) => x.toLocaleString('en-US');
+      const note = $('partial-note');
+      note.textContent = 'This report holds ' + fmt(m.n) + ' of the table\'s ' + fmt(p.total) + ' rows: the rows of ' +
+        'origin and suspect calls, the red, yellow and unmatched rows (up to ' + fmt(p.limit - p.sample) + '), and an ' +
+        'even sample of ' + fmt(p.sample) + '. Every row is in ' +
+        (p.tables.length ? p.tables.join(' and ') : 'the result table (write it with --format csv or xlsx)') + '.';
+      note.hidden = false;
+    }
     const c = m.counts;
     const counts = $('counts');
     const add = (label, value, cls) => {
@@ -605,8 +615,9 @@
       }
       V.view = out.subarray(0, m);
     }
-    $('row-count').textContent = V.view.length === n ? n.toLocaleString('en-US') + ' rows'
-      : 'showing ' + V.view.length.toLocaleString('en-US') + ' of ' + n.toLocaleString('en-US') + ' rows';
+    $('row-count').textContent = (V.view.length === n ? n.toLocaleString('en-US') + ' rows'
+      : 'showing ' + V.view.length.toLocaleString('en-US') + ' of ' + n.toLocaleString('en-US') + ' rows') +
+      (R.meta.partial ? ' (of ' + R.meta.partial.total.toLocaleString('en-US') + ' in the table)' : '');
     $('grid').dataset.matching = String(V.view.length);
     $('grid').dataset.filterText = V.text;
     $('grid').dataset.sort = V.sortCol + ':' + V.sortDir;
@@ -817,7 +828,7 @@
     box.hidden = false;
     box.replaceChildren();
     const head = el('div', 'head');
-    head.append(el('b', null, 'Row ' + (row + 1)));
+    head.append(el('b', null, 'Row ' + ((R.rowIndex ? R.rowIndex[row] : row) + 1)));
     if (R.rc) {
       const e = R.rowEntry[row];
       const st = STATE_NAMES[rowState(row)];
