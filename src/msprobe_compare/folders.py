@@ -11,6 +11,7 @@ from msprobe_compare import distribute
 from msprobe_compare.api import RankOutcome, compare_rank
 from msprobe_compare.config import CompareConfig
 from msprobe_compare.layouts import LayoutPlan, compare_layouts, plan_layouts
+from msprobe_compare.layouts_aligned import compare_layouts_aligned, different_code
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
 from msprobe_compare.log import Console
 from msprobe_compare.records import dataclass
@@ -53,7 +54,10 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
         out_dir = cfg.options.output_dir / rel
         plan = _layout_plan(cfg, rel)
         if plan is not None:  # the runs were split differently across cards: ranks combined (layouts.py)
-            layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
+            if different_code(plan, cfg.options.align):  # and their code differs: each side alone, then aligned
+                layout_results += compare_layouts_aligned(cfg, console, plan, out_dir, prefix, with_table)
+            else:
+                layout_results += compare_layouts(cfg, console, plan, out_dir, prefix, with_table)
             continue
         pairing = pair_ranks(cfg.npu_path / rel, cfg.bench_path / rel)
         console.info(("process folders paired in sorted order: " if pairing.by_order else "rank pairing: ")

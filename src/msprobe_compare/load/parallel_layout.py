@@ -247,6 +247,9 @@ def _tp_candidates(n_npu: int, n_bench: int, pp_n: int, pp_b: int, ratio: int) -
             add(base_b * k, base_b)
         elif base_b % k == 0:
             add(base_b // k, base_b)
+    if k == 1:  # no shape says it (runs of different code share no names): one side sharded over all its ranks
+        add(n_npu // pp_n if _divides(n_npu, pp_n) else 0, 1)
+        add(1, n_bench // pp_b if _divides(n_bench, pp_b) else 0)
     return out
 
 

@@ -457,6 +457,41 @@ def pair_logical(npu: Shards, bench: Shards, npu_keys: dict[str, str] | None = N
     return match, decisions
 
 
+def alone_decisions(side: Shards) -> list[Decision | None]:
+    """How one side's shards add up without the other side to match (runs of different code, whose call names do
+    not pair: pair/align.py aligns the combined tables afterwards). Ranks that agree hold the whole tensor; a row
+    feeding a sum-reduction is a partial sum; shards that differ are split: parameters of a row-parallel class
+    along their input dim (1), other parameters along dim 0, activations along the last dim. The statistics of a
+    concatenation do not depend on the dim; its shape text is the guess. Rows missing on some rank: None."""
+    agrees = agree_mask(side)
+    out: list[Decision | None] = []
+    group = side.group
+    for i in range(len(side)):
+        present = [(r, int(j)) for r, j in enumerate(side.rows[i].tolist()) if j >= 0]
+        texts = {side.tables[r].shape[j] for r, j in present}
+        if len(present) < group or len(present) == 1:
+            out.append(None if len(present) < group else Decision(None, None, texts.pop() if len(texts) == 1 else None))
+            continue
+        if agrees[i] or side.partial_hint[i]:
+            out.append(Decision(None, None, texts.pop()) if len(texts) == 1 else Decision(None, None, None))
+            continue
+        shapes = side.shapes(i)
+        first = shapes[0]
+        if first is None or not first:
+            out.append(Decision(None, None, None))
+            continue
+        dim = len(first) - 1
+        if _state(side, i) in (State.PARAMETERS, State.PARAMETERS_GRAD):
+            dim = 1 if "RowParallel" in side.entries[side.entry_index[i]] and len(first) > 1 else 0
+        differ = [d for d in range(len(first)) if any(s is not None and len(s) == len(first) and s[d] != first[d]
+                                                     for s in shapes)]  # fmt: skip
+        if len(differ) == 1:  # uneven shards show their dim
+            dim = differ[0]
+        got = _combined(shapes, dim)
+        out.append(Decision(dim, dim, _shape_text(got)) if got is not None else Decision(None, None, None))
+    return out
+
+
 def _rule_for_whole(side: Shards, i: int, rows: list[int], tables: list[RowTable], split_input: bool) -> str:
     if len(rows) == 1:
         return SINGLE

@@ -1,0 +1,176 @@
+"""Runs of different code in different parallel layouts (issue #30 item 5): a Megatron-style training run at TP=2
+(q/k/v merged in a column-parallel `linear_qkv`, gate/up in `linear_fc1`, row-parallel `linear_proj`/`linear_fc2`,
+`[s, b, h]`) against an HF-style run at TP=1, step folders of rank folders. Each side's ranks are combined on their
+own (pair/parallel.py `alone_decisions`), then aligned (pair/align.py) and compared (layouts_aligned.py).
+
+The dumps are written here, statistics only: every shard's statistics are drawn, and the unsharded run's are their
+exact concatenations, so the runs carry the same tensors where no bug is planted."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from msprobe_compare.load.rows import flatten
+from msprobe_compare.pair import parallel as P
+
+H, F, S, B, L = 32, 64, 8, 2, 2
+
+
+class Stats:
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def t(self, shape: list[int], scale: float = 1.0) -> dict[str, Any]:
+        n = math.prod(shape)
+        s = float(self.rng.uniform(0.5, 2.0)) * scale
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": 3 * s + float(self.rng.random()),
+                "Min": -3 * s - float(self.rng.random()), "Mean": float(self.rng.normal(0, 0.05)),
+                "Norm": s * math.sqrt(n), "requires_grad": True}  # fmt: skip
+
+
+def cat(parts: list[dict[str, Any]], shape: list[int]) -> dict[str, Any]:
+    n = [math.prod(p["shape"]) for p in parts]
+    return {**parts[0], "shape": shape, "Max": max(p["Max"] for p in parts), "Min": min(p["Min"] for p in parts),
+            "Mean": sum(p["Mean"] * k for p, k in zip(parts, n)) / sum(n),
+            "Norm": math.sqrt(sum(p["Norm"] ** 2 for p in parts))}  # fmt: skip
+
+
+def like(leaf: dict[str, Any], shape: list[int], k: float = 1.0) -> dict[str, Any]:
+    """The same tensor in another layout (`[s, b, h]` for `[b, s, h]`), scaled by `k`."""
+    return {**leaf, "shape": shape, "Max": leaf["Max"] * k, "Min": leaf["Min"] * k, "Mean": leaf["Mean"] * k,
+            "Norm": leaf["Norm"] * k}  # fmt: skip
+
+
+class Run:
+    """One rank's dump.json data and construct.json."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.tree: dict[str, str | None] = {}
+
+    def module(self, path: str, cls: str, inputs: list[Any], outputs: list[Any], params: dict[str, Any] | None = None,
+               parent: str | None = None) -> str:  # fmt: skip
+        name = f"Module.{path}.{cls}.forward.0"
+        self.data[name] = {"input_args": inputs, "input_kwargs": {}, "output": outputs, "parameters": params or {}}
+        self.tree[name] = parent
+        return name
+
+    def write(self, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": self.data}
+        (folder / "dump.json").write_text(json.dumps(doc, indent=1))
+        (folder / "construct.json").write_text(json.dumps(self.tree))
+        (folder / "stack.json").write_text("{}")
+
+
+def make(root: Path, bug: float = 1.0, seed: int = 11) -> Path:
+    """root/npu/step0/rank{0,1} (Megatron-style, TP=2) and root/bench/step0/rank0 (HF-style); `bug` scales the npu's
+    layer 1 MLP output (from its linear_fc2 on)."""
+    st = Stats(seed)
+    hf, mg = Run(), [Run(), Run()]
+    bsh, sbh = (lambda n: [B, S, n]), (lambda n: [S, B, n])  # noqa: E731
+    x = st.t(bsh(H))
+    for i in range(L):
+        # the shards of every split tensor, per rank; the whole tensors are their concatenations
+        wq, wk, wv = ([st.t([n, H], 0.1) for _ in range(2)] for n in (H // 2, H // 4, H // 4))
+        wo = [st.t([H, H // 2], 0.1) for _ in range(2)]
+        wg, wu = ([st.t([F // 2, H], 0.1) for _ in range(2)] for _ in range(2))
+        wd = [st.t([H, F // 2], 0.1) for _ in range(2)]
+        q, k, v = ([st.t(bsh(n)) for _ in range(2)] for n in (H // 2, H // 4, H // 4))
+        ctx = [st.t(bsh(H // 2)) for _ in range(2)]
+        g, u, act = ([st.t(bsh(F // 2)) for _ in range(2)] for _ in range(3))
+        wn1, wn2 = st.t([H], 0.5), st.t([H], 0.5)
+        n1, o, h1, n2, d, out = (st.t(bsh(H)) for _ in range(6))
+        d_bug = like(d, sbh(H), bug if i == 1 else 1.0)
+        out_bug = like(out, sbh(H), bug if i == 1 else 1.0)
+        # HF, TP=1
+        layer = f"Module.model.layers.{i}.LlamaDecoderLayer.forward.0"
+        attn, mlp = (f"Module.model.layers.{i}.{p}.forward.0" for p in ("self_attn.LlamaAttention", "mlp.LlamaMLP"))
+        hf.module(f"model.layers.{i}.input_layernorm", "LlamaRMSNorm", [x], [n1], {"weight": wn1}, layer)
+        for name, w, a, n in (("q_proj", wq, q, H), ("k_proj", wk, k, H // 2), ("v_proj", wv, v, H // 2)):
+            hf.module(f"model.layers.{i}.self_attn.{name}", "Linear", [n1], [cat(a, bsh(n))],
+                      {"weight": cat(w, [n, H])}, attn)  # fmt: skip
+        hf.module(f"model.layers.{i}.self_attn.o_proj", "Linear", [cat(ctx, bsh(H))], [o],
+                  {"weight": cat(wo, [H, H])}, attn)  # fmt: skip
+        hf.module(f"model.layers.{i}.self_attn", "LlamaAttention", [n1], [o], None, layer)
+        hf.module(f"model.layers.{i}.post_attention_layernorm", "LlamaRMSNorm", [h1], [n2], {"weight": wn2}, layer)
+        hf.module(f"model.layers.{i}.mlp.gate_proj", "Linear", [n2], [cat(g, bsh(F))], {"weight": cat(wg, [F, H])}, mlp)
+        hf.module(f"model.layers.{i}.mlp.up_proj", "Linear", [n2], [cat(u, bsh(F))], {"weight": cat(wu, [F, H])}, mlp)
+        hf.module(f"model.layers.{i}.mlp.down_proj", "Linear", [cat(act, bsh(F))], [d], {"weight": cat(wd, [H, F])},
+                  mlp)  # fmt: skip
+        hf.module(f"model.layers.{i}.mlp", "LlamaMLP", [n2], [d], None, layer)
+        hf.module(f"model.layers.{i}", "LlamaDecoderLayer", [x], [out], None, None)
+        # Megatron, TP=2: replicated tensors on both ranks, shards on their own
+        layer = f"Module.decoder.layers.{i}.TransformerLayer.forward.0"
+        attn, mlp = (f"Module.decoder.layers.{i}.{p}.forward.0" for p in ("self_attention.SelfAttention", "mlp.MLP"))
+        for r, run in enumerate(mg):
+            run.module(f"decoder.layers.{i}.input_layernorm", "RMSNorm", [like(x, sbh(H))], [like(n1, sbh(H))],
+                       {"weight": wn1}, layer)  # fmt: skip
+            qkv = cat([like(q[r], sbh(H // 2)), like(k[r], sbh(H // 4)), like(v[r], sbh(H // 4))], sbh(H))
+            run.module(f"decoder.layers.{i}.self_attention.linear_qkv", "ColumnParallelLinear", [like(n1, sbh(H))],
+                       [qkv, None], {"weight": cat([wq[r], wk[r], wv[r]], [H, H])}, attn)  # fmt: skip
+            run.module(f"decoder.layers.{i}.self_attention.linear_proj", "RowParallelLinear",
+                       [like(ctx[r], sbh(H // 2))], [like(o, sbh(H)), None], {"weight": wo[r]}, attn)  # fmt: skip
+            run.module(f"decoder.layers.{i}.self_attention", "SelfAttention", [like(n1, sbh(H))],
+                       [like(o, sbh(H)), None], None, layer)  # fmt: skip
+            run.module(f"decoder.layers.{i}.pre_mlp_layernorm", "RMSNorm", [like(h1, sbh(H))], [like(n2, sbh(H))],
+                       {"weight": wn2}, layer)  # fmt: skip
+            fc1 = cat([like(g[r], sbh(F // 2)), like(u[r], sbh(F // 2))], sbh(F))
+            run.module(f"decoder.layers.{i}.mlp.linear_fc1", "ColumnParallelLinear", [like(n2, sbh(H))], [fc1, None],
+                       {"weight": cat([wg[r], wu[r]], [F, H])}, mlp)  # fmt: skip
+            run.module(f"decoder.layers.{i}.mlp.linear_fc2", "RowParallelLinear", [like(act[r], sbh(F // 2))],
+                       [d_bug, None], {"weight": wd[r]}, mlp)  # fmt: skip
+            run.module(f"decoder.layers.{i}.mlp", "MLP", [like(n2, sbh(H))], [d_bug, None], None, layer)
+            run.module(f"decoder.layers.{i}", "TransformerLayer", [like(x, sbh(H))], [out_bug, None], None, None)
+        x = out
+    hf.write(root / "bench" / "step0" / "rank0")
+    for r, run in enumerate(mg):
+        run.write(root / "npu" / "step0" / f"rank{r}")
+    (root / "compare.json").write_text(json.dumps({"npu_path": "npu/step0", "bench_path": "bench/step0"}))
+    return root
+
+
+def test_shards_of_one_side_combine_on_their_own(tmp_path: Path) -> None:
+    make(tmp_path)
+    tables = [flatten(tmp_path / "npu" / "step0" / f"rank{r}" / "dump.json",
+                      json.loads((tmp_path / "npu" / "step0" / f"rank{r}" / "dump.json").read_text())["data"])
+              for r in range(2)]  # fmt: skip
+    shards = P.align(tables, ["rank0", "rank1"])
+    combined = P.combine(shards, np.arange(len(shards)), P.alone_decisions(shards), is_npu=True)
+    rule = dict(zip(combined.table.names, combined.rule))
+    shape = dict(zip(combined.table.names, combined.table.shape))
+    qkv = "Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0"
+    proj = "Module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0"
+    assert rule[f"{qkv}.output.0"] == P.SPLIT and shape[f"{qkv}.output.0"] == "[8, 2, 64]"
+    assert rule[f"{qkv}.parameters.weight"] == P.SPLIT and shape[f"{qkv}.parameters.weight"] == "[64, 32]"
+    assert rule[f"{proj}.parameters.weight"] == P.SPLIT and shape[f"{proj}.parameters.weight"] == "[32, 32]"
+    assert rule[f"{qkv}.input.0"] == P.REPLICATED and rule[f"{proj}.output.0"] == P.REPLICATED
+
+
+@pytest.mark.parametrize("bug", [1.0, 1.25])
+def test_tp2_training_run_against_tp1_of_other_code_is_aligned(tmp_path: Path, run_cli, bug: float) -> None:
+    case = make(tmp_path / "case", bug=bug)
+    run = run_cli(case, "pytorch", "--format", "csv")
+    assert run.code == 0, run.out
+    assert "combined on their own (the module trees differ)" in run.out
+    csv = next(run.out_dir.glob("compare_result_dp0_*.csv")).read_text()
+    rows = {line.split(",")[0]: line for line in csv.splitlines()[1:]}
+    merged = ";".join(f"Module.model.layers.0.self_attn.{p}_proj.Linear.forward.0.output.0" for p in "qkv")
+    qkv = "Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0.output.0"
+    assert any(name == qkv and merged in line for name, line in rows.items()) or any(
+        merged in name and qkv in line for name, line in rows.items()), "linear_qkv (TP=2) not paired with q;k;v"
+    doc = next(run.out_dir.glob("module_alignment_dp0_*.yaml")).read_text()
+    assert "decoder.layers.1.mlp.linear_fc1" in doc and "model.layers.1.mlp.gate_proj;model.layers.1.mlp.up_proj" in doc
+    headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
+    if bug == 1.0:
+        assert "Root cause: no origin" in headline, headline
+    else:
+        assert "layers.1.mlp" in headline, headline
+    rank_cols = csv.splitlines()[0].split(",")
+    assert any("rank" in c.lower() for c in rank_cols), rank_cols  # the ranks combined into each row are shown
