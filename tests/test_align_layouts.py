@@ -174,3 +174,14 @@ def test_tp2_training_run_against_tp1_of_other_code_is_aligned(tmp_path: Path, r
         assert "layers.1.mlp" in headline, headline
     rank_cols = csv.splitlines()[0].split(",")
     assert any("rank" in c.lower() for c in rank_cols), rank_cols  # the ranks combined into each row are shown
+
+
+def test_tp1_run_against_a_tp2_run_of_other_code(tmp_path: Path, run_cli) -> None:
+    """The other way round: the unsharded run as npu, the sharded one as bench (inference TP=1 against training)."""
+    case = make(tmp_path / "case", bug=1.25)
+    (case / "compare.json").write_text(json.dumps({"npu_path": "bench/step0", "bench_path": "npu/step0"}))
+    run = run_cli(case, "pytorch", "--format", "csv")
+    assert run.code == 0, run.out
+    assert "bench rank0+rank1 combined on their own" in run.out
+    headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
+    assert "model.layers.1.mlp" in headline, headline
