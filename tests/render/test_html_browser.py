@@ -527,3 +527,18 @@ def test_small_table_is_whole(browser, tmp_path):
     _open(browser, path)
     assert browser.eval("document.getElementById('partial-note').hidden")
     _clean(browser)
+
+
+def test_module_tree_shows_whole_names(browser, run_cli):
+    """Issue #31: at 1400 px the module tree wraps long names inside its card instead of clipping them."""
+    run = run_cli(CASE, "pytorch")
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    b.eval("document.getElementById('tree-origins').click()")
+    fit = b.eval("""(() => { const tree = document.getElementById('tree'), right = tree.getBoundingClientRect().right;
+        const labels = Array.from(tree.querySelectorAll('.tn'));
+        return [tree.scrollWidth <= tree.clientWidth, labels.length,
+                labels.every((tn) => Array.from(tn.children).every((c) => c.getBoundingClientRect().right <= right + 0.5))]; })()""")
+    assert fit == [True, fit[1], True] and fit[1] > 10
+    assert "Module.head.Linear.parameters_grad" in b.eval("document.getElementById('tree').innerText").replace("\n", "")
+    _clean(b)
