@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import openpyxl
 
+from msprobe_compare.render.summary_sheet import SHEET_NAME as SUMMARY_SHEET
+
 NAN_INF_REASON = "maximum or minimum is nan, -inf, or inf"
 
 
@@ -37,6 +39,8 @@ def read_xlsx(path: Path) -> tuple[list[str], list[list[Any]], list[str]]:
     body: list[list[Any]] = []
     fills: list[str] = []
     for ws in wb.worksheets:
+        if ws.title == SUMMARY_SHEET:  # our answer beside the table (no sheet of the reference's)
+            continue
         for i, row in enumerate(ws.iter_rows()):
             if i == 0:
                 header = header or [str(c.value) for c in row if c.value is not None]

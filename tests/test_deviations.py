@@ -32,8 +32,8 @@ def test_d2_split_sheets_stay_coloured(run_cli, monkeypatch):
     monkeypatch.setattr("msprobe_compare.render.xlsx.MAX_SHEET_ROWS", 40)
     run = run_cli(DATA / "pytorch/mlp_struct_stat", "pytorch")
     wb = openpyxl.load_workbook(run.one("compare_result_*.xlsx"))
-    assert wb.sheetnames == [f"part_{k}" for k in range(len(wb.sheetnames))] and len(wb.sheetnames) == 3
-    assert sum(ws.max_row - 1 for ws in wb.worksheets) == 109
+    assert wb.sheetnames == ["part_0", "part_1", "part_2", "Summary"]  # the Summary after the table (D22)
+    assert sum(ws.max_row - 1 for ws in wb.worksheets[:3]) == 109
     header, rows, fills = read_xlsx(run.one("compare_result_*.xlsx"))
     assert fills.count("yellow") == 6  # the colours of the unsplit table, see expected/hl.csv
 
@@ -131,3 +131,33 @@ def test_per_row_logs_off(run_cli, tmp_path):
     cfg.write_text(json.dumps(doc))
     run = run_cli(src, "pytorch", "-s", input_name=str(cfg))
     assert run.code == 0 and "start compare" not in run.out
+
+
+def test_d21_console_never_says_all_data_meets_the_requirements_when_rows_are_red(run_cli):
+    """The reference prints its advisor's "All data in comparison result meets the accuracy requirements." whenever
+    its rule (the first failing row of one column) finds none; we print it only where nothing contradicts it; its
+    advisor file keeps the words."""
+    red = run_cli(DATA / "pytorch/cnn_bug_stat", "pytorch")
+    meets = "meets the accuracy requirements"
+    assert meets not in red.out and "but 75 rows are at error level (red)" in red.out
+    assert meets in red.one("advisor_*.txt").read_text().splitlines()[2]
+    same = run_cli(DATA / "pytorch/mlp_same_stat", "pytorch", out_dir=red.out_dir.parent / "same")
+    assert f"Expert Advice: All data in comparison result {meets}." in same.out
+
+
+def test_d22_workbook_has_a_summary_and_marked_rows(run_cli):
+    """The reference's workbook is its table alone; ours adds the Summary sheet after it and marks the origin rows
+    by font and frame (values and fills as the reference's: the parity tests read the table sheets)."""
+    run = run_cli(DATA / "pytorch/mlp_bug_stat", "pytorch", "-s")
+    path = run.one("compare_result_*.xlsx")
+    wb = openpyxl.load_workbook(path)
+    assert wb.sheetnames == ["Sheet", "Summary"]
+    ws = wb["Sheet"]
+    bold = [ws.cell(row=k, column=1).value for k in range(2, ws.max_row + 1) if ws.cell(row=k, column=1).font.b]
+    assert bold == ["Functional.relu.1.forward.input.0", "Functional.relu.1.forward.input.inplace",
+                    "Functional.relu.1.forward.output.0"]  # fmt: skip
+    header, rows, fills = read_xlsx(path)
+    assert len(rows) == 103 and fills.count("") == 103  # mlp_bug_stat colours nothing (expected/hl.csv)
+    plain = run_cli(DATA / "pytorch/mlp_bug_stat", "pytorch", "-s", "--no-highlight", out_dir=run.out_dir.parent / "p")
+    ws = openpyxl.load_workbook(plain.one("compare_result_*.xlsx"))["Sheet1"]
+    assert not any(ws.cell(row=k, column=1).font.b for k in range(2, ws.max_row + 1))  # a plain table: no marks

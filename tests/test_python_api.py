@@ -67,26 +67,42 @@ def assert_matches_xlsx(result: msprobe_compare.CompareResult, xlsx: Path) -> No
     assert result.unmatched == result.rows - result.matched
 
 
-def readme_example() -> str:
-    section = README.read_text().split("## Python API", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+def readme_examples() -> list[str]:
+    """Every Python block of the README's "Python API" section."""
+    section = README.read_text().split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_readme_example_runs_as_written(tmp_path, monkeypatch, capfd):
-    case = _copy("pytorch/mlp_struct_stat", tmp_path)
-    monkeypatch.chdir(case)
+@pytest.mark.parametrize("case,mode", [("pytorch/mlp_bug_stat", "summary"), ("pytorch/mlp_bug_md5", "md5"),
+                                       ("pytorch/mlp_bug_tensor", "all")])  # fmt: skip
+def test_readme_examples_run_as_written_in_every_mode(tmp_path, monkeypatch, capfd, case, mode):
+    pd = pytest.importorskip("pandas")
+    folder = _copy(case, tmp_path)
+    monkeypatch.chdir(folder)
     scope: dict = {}
-    exec(compile(readme_example(), str(README), "exec"), scope)
+    blocks = readme_examples()
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), scope)
     out, err = capfd.readouterr()
-    result, again = scope["result"], scope["again"]
-    assert (result.rows, result.matched, result.yellow) == (109, 101, 6)  # mlp_struct: one extra API call
-    assert result.xlsx.parent == case / "compare_result" and result.csv.is_file() and result.advisor.is_file()
+    result, df, table, numbers = scope["result"], scope["df"], scope["table"], scope["numbers"]
+    assert result.rows == 103 and result.xlsx.parent == folder / "compare_result"
+    assert result.csv.is_file() and result.advisor.is_file()
     assert_matches_xlsx(result, result.xlsx)
-    assert scope["max_diff"] == result.columns["Max diff"]
-    assert again.xlsx != result.xlsx and again.matched > result.matched  # fuzzy matching pairs more rows
-    assert_matches_xlsx(again, again.xlsx)
-    assert f"{result.rows} {result.matched} {result.red} {result.yellow}" in out  # the example's own prints
+    assert [(o.call, o.kind) for o in result.origins] == [("Functional.relu.1.forward", "boundary")]
+    assert f"{result.rows} {result.matched} {result.unmatched} {result.red}" in out  # the example's own prints
+    relu = ["Functional.relu.1.forward.input.0", "Functional.relu.1.forward.input.inplace",
+            "Functional.relu.1.forward.output.0"]  # fmt: skip
+    assert str(relu) in out and df.loc[df["state"] == "origin", "NPU Name"].tolist() == relu
+    assert len(df) == result.rows and str(df["level"].dtype) == "category"
+    assert {"summary": "Max diff", "md5": None, "all": "Cosine"}[mode] in (numbers.columns.tolist() or [None])
+    assert all(str(t) == "float64" for t in numbers.dtypes)
+    assert table.files == {} and table.output_dir is None and table.xlsx is None
+    assert (table.rows, table.matched) == (result.rows, result.matched)
+    assert table.columns["NPU Name"] == result.columns["NPU Name"]
     assert "[INFO]" not in out + err and "[WARNING]" not in out + err  # quiet by default
+    assert sorted(p.name for p in folder.iterdir()) == ["bench", "compare.json", "compare_result", "npu"]
+    assert set((folder / "compare_result").iterdir()) == set(result.files.values())  # write=False added none
 
 
 @pytest.mark.parametrize("case", ["pytorch/mlp_bug_tensor", "pytorch/cnn_bug_stat", "pytorch/mlp_bug_md5",
@@ -245,14 +261,66 @@ def test_to_pandas(tmp_path, monkeypatch):
     pd = pytest.importorskip("pandas")
     result = msprobe_compare.compare_json(_in(monkeypatch, "pytorch/mlp_same_stat"), tmp_path)
     frame = result.to_pandas()
-    assert isinstance(frame, pd.DataFrame) and frame.shape == (result.rows, len(result.columns))
-    assert list(frame.columns) == list(result.columns)
-    assert frame["NPU max"].tolist() == result.columns["NPU max"] and isinstance(frame.loc[0, "NPU max"], float)
+    assert isinstance(frame, pd.DataFrame) and frame.shape == (result.rows, len(result.columns) + 2)
+    assert list(frame.columns) == [*result.columns, "level", "state"]  # "None" cells have no text column
+    assert frame["NPU max"].dtype == "float64" and frame["Max diff"].dtype == "float64"
+    numbers = [float(v) if isinstance(v, (int, float)) else math.nan for v in result.columns["NPU max"]]  # bool: 0, 1
+    assert frame["NPU max"].tolist() == pytest.approx(numbers, nan_ok=True)
+    assert set(frame["state"]) == {"ok"} and set(frame["level"]) == {"none"}
     case = DATA / "pytorch/dist_same_stat"
     per_rank = msprobe_compare.compare(case / "npu/step0", case / "bench/step0", tmp_path / "ranks")
     ranks = per_rank.to_pandas()
     assert ranks.index.names[0] == "rank" and sorted(set(ranks.index.get_level_values(0))) == ["rank0", "rank1"]
     assert len(ranks) == per_rank.rows and len(ranks.loc["rank1"]) == per_rank.ranks["rank1"].rows
+    assert str(ranks["level"].dtype) == "category" and str(ranks["state"].dtype) == "category"
+
+
+def test_to_pandas_is_made_for_analysis(tmp_path, monkeypatch):
+    """Tensor dumps: metrics as floats (NaN for N/A and unsupported, the texts beside), sortable; level and state
+    per row; the origins as records with their numbers."""
+    pytest.importorskip("pandas")
+    result = msprobe_compare.compare_json(_in(monkeypatch, "pytorch/mlp_bug_tensor"), tmp_path, stack_mode=True)
+    df = result.to_pandas()
+    assert all(df[name].dtype == "float64" for name in ("Cosine", "MaxAbsErr", "One Thousandth Err Ratio"))
+    cells = result.columns["Cosine"]
+    texts = [c for c in cells if isinstance(c, str)]
+    assert texts and set(texts) <= {"N/A", "unsupported"}  # the table's texts ...
+    assert df["Cosine"].isna().sum() == len(texts)  # ... are NaN here, numbers stay numbers
+    assert df["Cosine text"].tolist().count("unsupported") == texts.count("unsupported")
+    assert df.loc[df["Cosine text"] == "unsupported", "Cosine"].isna().all()
+    assert df.columns.tolist().index("Cosine text") == df.columns.tolist().index("Cosine") + 1
+    ordered = df.sort_values("Cosine")["Cosine"]  # raised TypeError on mixed cells before
+    assert ordered.dropna().is_monotonic_increasing
+    assert list(df["level"].cat.categories) == ["none", "yellow", "red"] and df["level"].cat.ordered
+    assert ((df["level"] == "red").sum(), (df["level"] == "yellow").sum()) == (result.red, result.yellow)
+    assert set(df["state"]) <= {"origin", "suspect", "propagated", "noise", "ok", "unknown", "one-sided"}
+    origin = result.origins[0]
+    assert df.loc[df["state"] == "origin", "NPU Name"].str.startswith(origin.call + ".").all()
+    assert (origin.call, origin.kind, origin.state, origin.phase) == ("Functional.relu.1.forward", "boundary",
+                                                                      "origin", "forward")  # fmt: skip
+    assert isinstance(origin.inputs, float) and isinstance(origin.threshold, float) and origin.inputs > origin.threshold
+    assert origin.floor and origin.ratio == pytest.approx(origin.inputs / origin.floor)
+    assert origin.row == "Functional.relu.1.forward.input.0" and origin.description in result.first_origin
+    assert result.suspects == () and origin.rank is None
+
+
+def test_write_false_writes_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    result = msprobe_compare.compare_json(_in(monkeypatch, "pytorch/mlp_bug_stat"), out, write=False)
+    written = msprobe_compare.compare_json("compare.json", tmp_path / "w")
+    assert not out.exists() and result.output_dir is None and result.files == {}
+    assert (result.rows, result.matched, result.errors, result.warnings) == (written.rows, written.matched,
+                                                                            written.errors, written.warnings)  # fmt: skip
+    assert result.first_origin == written.first_origin and result.origins == written.origins
+    assert result.states == written.states and result.levels == written.levels
+    with pytest.raises(OptionError, match="option 'write' must be True or False"):
+        msprobe_compare.compare_json("compare.json", out, write="no")
+    with pytest.raises(OptionError, match="'diff_analyze' writes a file; it cannot go with write=False"):
+        msprobe_compare.compare_json("compare.json", out, write=False, diff_analyze=True)
+    case = DATA / "pytorch/dist_same_stat"
+    ranks = msprobe_compare.compare(case / "npu/step0", case / "bench/step0", out, write=False, jobs=1)
+    assert not out.exists() and ranks.files == {} and list(ranks.ranks) == ["rank0", "rank1"]
+    assert all(r.files == {} and r.output_dir is None and r.rows for r in ranks.ranks.values())
 
 
 def test_empty_compare(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -109,14 +110,73 @@ def test_reference_advisor_is_labelled_and_root_cause_is_the_headline(run_cli):
     assert rest.index("Rows:") < rest.index("Root cause (where the two runs first part")
 
 
+MEETS = "meets the accuracy requirements"  # the reference's Expert Advice when its rule finds no failing row
+
+
 def test_red_rows_are_not_all_pass(run_cli):
-    """cnn_bug_stat: NaN in conv2's output makes 75 rows red, while the reference rule (Result column) finds none."""
+    """cnn_bug_stat: NaN in conv2's output makes 75 rows red, while the reference rule (Result column) finds none:
+    the console and the report do not say all data meets the requirements; the advisor file keeps the reference's
+    words (parity, D21)."""
     run = run_cli(DATA / "pytorch/cnn_bug_stat", "pytorch", "-s", "--fail-on", "error")
     assert run.code == 3
-    assert "Expert Advice: All data in comparison result meets the accuracy requirements." in run.out  # parity
+    assert MEETS not in run.out and "All data from api input/output accuracy reached" not in run.out
+    assert "[INFO] No row fails the reference rule (Result column)" in run.out
+    assert ("Expert Advice: no row fails the reference rule (Result column), but 75 rows are at error level (red); "
+            "the root cause finds 1 origin: see Root cause.") in run.out  # fmt: skip
     assert "[WARNING] The reference rule reads only the Result column: 75 rows are at error level (red) all the same." in run.out
     assert "--fail-on error: failed (75 error row(s)" in run.out
-    assert "The reference rule reads only the Result column: 75 rows" in run.one("advisor_*.txt").read_text()
+    advisor = run.one("advisor_*.txt").read_text()
+    assert advisor.startswith(f"Line: NA\nSuspect Nodes: NA\nExpert Advice: All data in comparison result {MEETS}.\n")
+    assert "The reference rule reads only the Result column: 75 rows" in advisor
+    shown = _meta(run.one("compare_report_*.html"))["advisor"]
+    assert shown[2].startswith("Expert Advice: no row fails the reference rule") and MEETS not in shown[2]
+
+
+def test_nothing_compared_never_meets_the_requirements(run_cli, wrong_bench):
+    run = run_cli(wrong_bench, "pytorch")
+    assert run.code == 0, run.out
+    assert MEETS not in run.out
+    assert ("Expert Advice: no row fails the reference rule (Result column), but nothing could be compared (none of "
+            "the 103 NPU rows has a bench counterpart): see Root cause.") in run.out  # fmt: skip
+    assert MEETS in run.one("advisor_*.txt").read_text().splitlines()[2]  # the reference's file, as it writes it
+
+
+def test_agreement_keeps_the_reference_words(run_cli):
+    run = run_cli(DATA / "pytorch/mlp_same_stat", "pytorch")
+    assert f"[INFO] Expert Advice: All data in comparison result {MEETS}." in run.out
+    assert "[INFO] All data from api input/output accuracy reached" in run.out
+
+
+def test_mostly_unmatched_is_said_first(run_cli, other_model):
+    """The unmatched warning comes before the result files are named, and names the gate that fails on it; the
+    origin it finds says its inputs could not be compared instead of "inputs agree"."""
+    run = run_cli(other_model, "pytorch")
+    assert run.code == 0, run.out
+    warning = _line(run.out, "93 of 103 NPU rows (90%) have no bench counterpart")
+    assert warning < _line(run.out, "Saving result excel file") < _line(run.out, "Compare result is")
+    assert "unmatched rows are not agreement; --fail-on unmatched makes such a compare fail (exit code 3)" in run.out
+    assert MEETS not in run.out
+    assert "but 93 of 103 NPU rows have no bench counterpart; the root cause finds 1 origin" in run.out
+    head = run.out.splitlines()[_line(run.out, "Root cause: ")]
+    assert ("Functional.cross_entropy.0.forward: its inputs could not be compared (2 inputs without a bench "
+            "counterpart, not compared), outputs differ") in head  # fmt: skip
+    assert "inputs agree" not in run.out + run.one("advisor_*.txt").read_text()
+
+
+def test_unmatched_nan_input_is_unknown_not_finite(run_cli, tmp_path):
+    """cnn_bug_stat with the bench side's input of relu.1 (where the NaN arrives) missing: the NaN in relu.1's
+    outputs is an origin, but its NPU input holds NaN already and has no counterpart: never "inputs are finite"."""
+    case = tmp_path / "cnn"
+    shutil.copytree(DATA / "pytorch/cnn_bug_stat", case, ignore=shutil.ignore_patterns("expected"))
+    dump = case / "bench/step0/rank/dump.json"
+    doc = json.loads(dump.read_text())
+    doc["data"]["Functional.relu.1.forward"]["input_args"] = []
+    dump.write_text(json.dumps(doc))
+    run = run_cli(case, "pytorch")
+    text = run.out + run.one("advisor_*.txt").read_text()
+    assert ("Functional.relu.1.forward: NaN/Inf appears in its outputs, but its NPU inputs hold NaN/Inf already "
+            "(1 input without a bench counterpart, not compared)") in text  # fmt: skip
+    assert "inputs are finite" not in text
 
 
 def test_fail_on_and_root_cause_count_the_same_rows(run_cli):

@@ -38,7 +38,7 @@ from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
-from msprobe_compare.render import report, table
+from msprobe_compare.render import findings, report, table
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.render.report import Written
 from msprobe_compare.render.texts import STATE_TEXT, messages_text
@@ -380,6 +380,8 @@ class PairSummary:
 def summarize(outcome: CompareOutcome, with_table: bool = False) -> PairSummary:
     colour = outcome.marks.colour if outcome.marks is not None else np.zeros(len(outcome), dtype=np.int8)
     return PairSummary(
+    levels: list[str] | None = None  # with the cells: per row "red", "yellow" or "none" (render.findings.row_levels)
+    states: list[str] | None = None  # per row, the root-cause state of its call (render.findings.row_states)
         rows=len(outcome),
         matched=int(np.count_nonzero(outcome.match >= 0)),
         red=int(np.count_nonzero(colour == Colour.RED)),
@@ -390,6 +392,8 @@ def summarize(outcome: CompareOutcome, with_table: bool = False) -> PairSummary:
 
 @dataclass(frozen=True)
 class PairResult:
+        levels=findings.row_levels(outcome) if with_table else None,
+        states=findings.row_states(outcome) if with_table else None,
     written: Written
     summary: PairSummary
 
@@ -413,6 +417,8 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
                                    bench_path=cfg.bench_path, prefix="debug_" if debug else "",
                                    compared=report.compared_facts(cfg.npu_path, cfg.bench_path,
                                                                   cfg.options.framework))  # fmt: skip
+        if not cfg.options.write:  # the Python API's write=False: the story without files
+            return PairResult(report.tell(outcome, console, bench_path=cfg.bench_path), summarize(outcome, with_table))
         return PairResult(written, summarize(outcome, with_table))
 
 
@@ -436,7 +442,7 @@ def compare_rank(cfg: CompareConfig, label: str, suffix: str, with_table: bool =
         for side, path in (("npu", cfg.npu_path), ("bench", cfg.bench_path)):
             if not path.is_file():
                 raise InputError(f"the {side} rank folder has no dump.json", path.parent)
-        out_dir = prepare_output_dir(cfg.options.output_dir)
+        out_dir = prepare_output_dir(cfg.options.output_dir) if cfg.options.write else cfg.options.output_dir
         done = compare_pair(replace(cfg, options=replace(cfg.options, output_dir=out_dir)), console, suffix,
                             with_table=with_table)  # fmt: skip
         written = done.written

@@ -49,6 +49,7 @@ class Options:
     align: str = "auto"  # module trees of different code aligned (pair/align.py): "auto" (when they differ), on, off
     alignment: Path | None = None  # a module alignment file (written by an earlier compare, maybe edited): it wins
     consistent_check: str | None = None  # 26.x --consistent_check --backend: "fsdp" | "megatron" (pair/consistent.py)
+    write: bool = True  # False (Python API only): no file is written, the result holds the table and the story
 
     def __post_init__(self) -> None:
         """Check every option (OptionError names the option and the problem); paths may be given as str."""

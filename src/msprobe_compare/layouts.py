@@ -382,7 +382,8 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             opts = cfg.options
             tensors = None
             if mode is Mode.ALL:
-                tensors = _measure(cfg, npu_c, bench_c, match, out_dir, rank_console)
+                scratch = out_dir if opts.write else Path(tempfile.gettempdir())  # write=False: no output folder
+                tensors = _measure(cfg, npu_c, bench_c, match, scratch, rank_console)
                 for i, code in enumerate(npu_c.rule):
                     if code == P.PARTIAL and match[i] >= 0:
                         view.rules[i] += "; real data: the ranks' tensors added, then measured"
@@ -394,9 +395,12 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                              parents=parents, layout_only=view.npu_only,
                              qualify=functools.partial(attribute_origins, m=measured, view=view))  # fmt: skip
             outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_c.table.stacks), layout=view)
-            target = prepare_output_dir(out_dir)
-            written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
-                                       formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
+            if opts.write:
+                target = prepare_output_dir(out_dir)
+                written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
+                                           formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
+            else:  # the Python API's write=False
+                written = report.tell(outcome, rank_console, bench_path=plan.bench_dumps[0].rank.path)
             results.append(RankOutcome(label, written, None, summarize(outcome, with_table)))
             if written.xlsx is not None:
                 rank_console.banner()

@@ -18,6 +18,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.pair.mapping_file import load_yaml
 from msprobe_compare.render import table
 from msprobe_compare.render.files import new_output
+from msprobe_compare.render.summary_sheet import SHEET_NAME as SUMMARY_SHEET
 from msprobe_compare.render.xlsx import write_workbook
 from msprobe_compare.records import dataclass
 
@@ -75,6 +76,8 @@ def read_rank_table(path: Path, rank: str) -> RankTable:
     header: list[str] | None = None
     rows: dict[str, dict[str, Any]] = {}
     for ws in wb.worksheets:
+        if ws.title == SUMMARY_SHEET:  # the answer beside the table, not rows of it
+            continue
         it = ws.iter_rows(values_only=True)
         head = next(it, None)
         if head is None:

@@ -15,6 +15,8 @@ from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from msprobe_compare import distribute
 from msprobe_compare.api import PairResult, compare_pair
 from msprobe_compare.folders import RunSummary, compare_directories
@@ -33,9 +35,11 @@ from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.layout import first_dump
 from msprobe_compare.load.stream import open_dump
 from msprobe_compare.log import Console
-from msprobe_compare.render import report
+from msprobe_compare.judge.rootcause import CallState
+from msprobe_compare.render import report, table
 from msprobe_compare.render.diff_analyze import write_diff_analyze
 from msprobe_compare.render.files import prepare_output_dir
+from msprobe_compare.render.findings import Finding
 from msprobe_compare.records import dataclass
 
 PathLike = str | os.PathLike[str]
@@ -59,7 +63,7 @@ class CompareResult:
     the rank), the file paths and `columns` are per rank in `ranks`, and `failed`/`unpaired` name ranks not compared.
     """
 
-    output_dir: Path
+    output_dir: Path | None  # None with write=False
     xlsx: Path | None = None
     csv: Path | None = None
     jsonl: Path | None = None
@@ -84,6 +88,12 @@ class CompareResult:
     # "unpaired": {side: [...]}, "same_as": {side: {...}}} (merged parts joined by ';'), as
     # module_alignment_{ts}.yaml has them; None when the trees were not aligned
     alignment: dict[str, Any] | None = field(default=None, repr=False)
+    # the root cause as records (render.findings.Finding: call, kind, evidence numbers, threshold, ...): origins in
+    # execution order, then suspects; for step folders every rank's, each with its rank label in `rank`
+    origins: tuple[Finding, ...] = field(default=(), repr=False)
+    suspects: tuple[Finding, ...] = field(default=(), repr=False)
+    levels: list[str] = field(default_factory=list, repr=False)  # per row: "red", "yellow" or "none"
+    states: list[str] = field(default_factory=list, repr=False)  # per row: its call's root-cause state
 
     @property
     def unmatched(self) -> int:
@@ -102,7 +112,13 @@ class CompareResult:
         return {k: getattr(self, k) for k in kinds if getattr(self, k) is not None}
 
     def to_pandas(self) -> Any:
-        """The table as a pandas DataFrame; for step folders all ranks, with the rank label as first index level."""
+        """The table as a pandas DataFrame made for analysis: the metric, difference and statistic columns as floats
+        (NaN where the table has no number: N/A, unsupported, ...; a column's other texts, such as `unsupported`
+        or an argument's value, in a column of their own named "<column> text" beside it), the other columns as the
+        table has them, then `level` ("none" < "yellow" < "red": the row's colour, or its error/warning level where
+        the table has no colours) and `state` (the root-cause state of the row's call: origin, suspect, propagated,
+        noise, ok, unknown, one-sided), both categorical. For step folders all ranks, with the rank label as first
+        index level."""
         try:
             import pandas as pd
         except ImportError as exc:
@@ -110,7 +126,43 @@ class CompareResult:
                               "result.columns holds the same table as a dict of lists") from exc  # fmt: skip
         if self.ranks:
             return pd.concat({label: r.to_pandas() for label, r in self.ranks.items()}, names=["rank", None])
-        return pd.DataFrame(dict(self.columns))
+        return _frame(pd, self.columns, self.levels, self.states)
+
+
+LEVELS = ("none", "yellow", "red")  # the `level` column's categories, in order
+STATES = tuple(state.value for state in CallState)  # the `state` column's categories
+NO_VALUE = ("N/A", "None")  # texts of a numeric column that say it has no value (no text column for them)
+
+
+def _numbers(cells: list[Any]) -> tuple[np.ndarray, list[str | None] | None]:
+    """A numeric column's cells as float64 (booleans as 0 and 1, NaN for anything else) and its texts other than
+    N/A and None (None when it has none)."""
+    values = np.full(len(cells), np.nan)
+    texts: list[str | None] | None = None
+    for i, v in enumerate(cells):
+        if isinstance(v, (int, float)):
+            values[i] = v
+        elif isinstance(v, str) and v and v not in NO_VALUE:
+            if texts is None:
+                texts = [None] * len(cells)
+            texts[i] = v
+    return values, texts
+
+
+def _frame(pd: Any, columns: Mapping[str, list[Any]], levels: list[str], states: list[str]) -> Any:
+    """The DataFrame of one table (CompareResult.to_pandas)."""
+    data: dict[str, Any] = {}
+    for name, cells in columns.items():
+        if name in table.NUMERIC:
+            data[name], texts = _numbers(cells)
+            if texts is not None:
+                data[f"{name} text"] = texts
+        else:
+            data[name] = cells
+    n = len(next(iter(columns.values()), []))
+    data["level"] = pd.Categorical(levels if len(levels) == n else [LEVELS[0]] * n, categories=LEVELS, ordered=True)
+    data["state"] = pd.Categorical(states if len(states) == n else [CallState.UNKNOWN.value] * n, categories=STATES)
+    return pd.DataFrame(data)
 
 
 def compare(
@@ -177,6 +229,8 @@ def _run(
     for name, value in (("verbose", verbose), ("diff_analyze", diff_analyze)):
         if not isinstance(value, bool):
             raise OptionError(f"option '{name}' must be True or False, got {type(value).__name__} {value!r}")
+    if diff_analyze and options.get("write") is False:
+        raise OptionError("option 'diff_analyze' writes a file; it cannot go with write=False")
     settings = {"output_dir": output_dir, "quiet": not verbose, **options}
     if framework is None:
         probe = build(Options(framework=FRAMEWORKS[0]))  # the paths only; the options are checked below
@@ -189,16 +243,19 @@ def _run(
     with contextlib.ExitStack() as session:
         if cfg.options.ray:
             session.enter_context(distribute.session())
-        out_dir = prepare_output_dir(cfg.options.output_dir)
-        cfg = replace(cfg, options=replace(cfg.options, output_dir=out_dir))
+        out_dir = prepare_output_dir(cfg.options.output_dir) if cfg.options.write else None
+        if out_dir is not None:
+            cfg = replace(cfg, options=replace(cfg.options, output_dir=out_dir))
         if cfg.is_directory_compare:
             return _directory_result(cfg, compare_directories(cfg, console, with_table=True), console, diff_analyze)
         pair = compare_pair(cfg, console, with_table=True)
     if pair.written.xlsx is not None:
         console.banner()
+    result = _pair_result(out_dir, pair, cfg.options.formats)
+    if not diff_analyze or out_dir is None:
+        return result
     origins = {cfg.npu_path.parent.name: pair.written.origins}
-    return replace(_pair_result(out_dir, pair, cfg.options.formats),
-                   diff_analyze=_diff_analyze(out_dir, origins, console) if diff_analyze else None)  # fmt: skip
+    return replace(result, diff_analyze=_diff_analyze(out_dir, origins, console))
 
 
 def _dump_framework(npu_path: Path) -> str:
@@ -217,7 +274,7 @@ def _dump_framework(npu_path: Path) -> str:
     return found
 
 
-def _pair_result(out_dir: Path, pair: PairResult, formats: tuple[str, ...]) -> CompareResult:
+def _pair_result(out_dir: Path | None, pair: PairResult, formats: tuple[str, ...]) -> CompareResult:
     written, summary = pair.written, pair.summary
     tables: dict[str, Path] = {}
     first = written.xlsx
@@ -242,17 +299,21 @@ def _pair_result(out_dir: Path, pair: PairResult, formats: tuple[str, ...]) -> C
         first_origin=written.first_origin[1] if written.first_origin else None,
         columns=summary.columns or {},
         alignment=written.alignment,
+        origins=tuple(f for f in written.findings if f.state == CallState.ORIGIN.value),
+        suspects=tuple(f for f in written.findings if f.state == CallState.SUSPECT.value),
+        levels=summary.levels or [],
+        states=summary.states or [],
     )
 
 
 def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, diff_analyze: bool) -> CompareResult:
     report.log_directory_summary(console, run)
-    out_dir = cfg.options.output_dir
+    out_dir = cfg.options.output_dir if cfg.options.write else None
     ranks: dict[str, CompareResult] = {}
     for rank in run.ranks:
         if rank.written is not None and rank.summary is not None:
-            ranks[rank.label] = _pair_result(out_dir / Path(rank.label).parent, PairResult(rank.written, rank.summary),
-                                             cfg.options.formats)  # fmt: skip
+            folder = out_dir / Path(rank.label).parent if out_dir is not None else None
+            ranks[rank.label] = _pair_result(folder, PairResult(rank.written, rank.summary), cfg.options.formats)
     found = [(r.written.first_origin, r.label) for r in run.ranks if r.written and r.written.first_origin]
     earliest = min(found, key=lambda item: item[0][0]) if found else None
     source = report.collective_source([r for r in run.ranks if r.written])
@@ -261,7 +322,7 @@ def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, dif
     origins = {r.label: r.written.origins for r in run.ranks if r.written}
     return CompareResult(
         output_dir=out_dir,
-        diff_analyze=_diff_analyze(out_dir, origins, console) if diff_analyze else None,
+        diff_analyze=_diff_analyze(out_dir, origins, console) if diff_analyze and out_dir is not None else None,
         **{k: sum(getattr(r, k) for r in ranks.values()) for k in ("rows", "matched", "red", "yellow", "errors",
                                                                    "warnings", "excluded", "layout_only")},  # fmt: skip
         nothing_compared=bool(ranks) and all(r.nothing_compared for r in ranks.values()),
@@ -269,7 +330,14 @@ def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, dif
         ranks=ranks,
         failed={r.label: r.error for r in run.ranks if r.error is not None},
         unpaired=tuple(run.unpaired),
+        origins=tuple(_ranked(label, f) for label, r in ranks.items() for f in r.origins),
+        suspects=tuple(_ranked(label, f) for label, r in ranks.items() for f in r.suspects),
     )
+
+
+def _ranked(label: str, found: Finding) -> Finding:
+    """A rank's finding with the rank's label (before a parallel layout's rank: "dp0:rank1")."""
+    return replace(found, rank=label if found.rank is None else f"{label}:{found.rank}")
 
 
 def _diff_analyze(out_dir: Path, per_rank: dict[str, list[dict[str, Any]]], console: Console) -> Path | None:

@@ -16,7 +16,7 @@ from conftest import DATA
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render import xlsx
 from msprobe_compare.render.table import Column
-from parity import mismatches
+from parity import mismatches, read_xlsx
 
 CASE = DATA / "pytorch" / "mlp_bug_stat"
 
@@ -50,14 +50,47 @@ def test_compare_workbook_layout(run_cli):
     assert all(w <= xlsx.MAX_WIDTH for w in widths.values())
     assert widths["NPU max"] < 20  # numbers show at most 12 characters, whatever their repr
     assert widths["Requires_grad Consistent"] < len("Requires_grad Consistent")  # the header wraps instead
-    assert ws.freeze_panes == "A2"
+    # the names stay in view: frozen with the header, up to the first metric column where those columns fit a
+    # screen; here they are 202 characters wide, so the two name columns
+    assert sum(widths[h] for h in header[:8]) > xlsx.FREEZE_MAX_WIDTH >= widths["NPU Name"] + widths["Bench Name"]
+    assert ws.freeze_panes == "C2"
     assert ws.row_dimensions[1].height == 30  # two header lines
     assert ws.cell(row=1, column=1).alignment.wrap_text and ws.cell(row=1, column=1).font.b
     assert ws.cell(row=2, column=stack + 1).alignment.wrap_text is not True  # data rows stay one line high
-    assert ws.page_setup.orientation == "landscape"
-    assert (ws.page_setup.fitToWidth, ws.page_setup.fitToHeight) == (1, 0) and ws.sheet_properties.pageSetUpPr.fitToPage
-    assert ws.print_title_rows == "$1:$1"
+    # printed readable: at 100% (not fitted to a page width), landscape, header row and name column on every page
+    assert ws.page_setup.orientation == "landscape" and ws.page_setup.scale == 100
+    assert ws.page_setup.pageOrder == "overThenDown" and ws.print_options.gridLines
+    assert not (ws.sheet_properties.pageSetUpPr and ws.sheet_properties.pageSetUpPr.fitToPage)
+    assert ws.print_title_rows == "$1:$1" and ws.print_title_cols == "$A:$A"
+    assert "&P of &N" in ws.oddFooter.right.text
     assert ws.print_area == f"'Sheet'!$A$1:${xlsx.column_letter(len(header) - 1)}${len(rows) + 1}"
+
+
+def test_frozen_columns_fit_a_screen():
+    names = [40.0, 40.0, 12.0, 12.0, 10.0, 10.0, 9.0, 9.0, 14.0]
+    assert xlsx.frozen_columns(names, 8) == 8  # up to the first metric column: 142 characters
+    assert xlsx.frozen_columns([60.0, 60.0, *names[2:]], 8) == 2  # 182: the two name columns
+    assert xlsx.frozen_columns([100.0, 60.0, *names[2:]], 8) == 1
+    assert xlsx.frozen_columns(names, 0) == 0  # the header alone (kernel tables, merge_result)
+
+
+def test_marks_change_fonts_and_frames_only(tmp_path):
+    """Marked rows (origin, suspect) keep their values and fills: parity reads the same table."""
+    n = 6
+    names = [f"call.{k}.forward.output.0" for k in range(n)]
+    numbers = [1.5, -2.0, 3.25, 0.0, 7.0, 1e-9]
+    colours = np.array([Colour.NONE, Colour.RED, Colour.YELLOW, Colour.RED, Colour.NONE, Colour.NONE], dtype=np.int8)
+    marks = np.array([0, 1, 2, 0, 1, 2], dtype=np.int8)
+    plain, marked = tmp_path / "plain.xlsx", tmp_path / "marked.xlsx"
+    xlsx.write_xlsx_columns(plain, ["NPU Name", "Max diff"], [names, numbers], colours)
+    xlsx.write_xlsx_columns(marked, ["NPU Name", "Max diff"], [names, numbers], colours, marks=marks)
+    assert read_xlsx(marked) == read_xlsx(plain)  # values and fills
+    ws = openpyxl.load_workbook(marked).active
+    for k in range(n):
+        for cell in ws[k + 2]:
+            assert (cell.font.b, cell.font.i) == (marks[k] == 1, marks[k] == 2), (k, cell.coordinate)
+            assert cell.border.top.style == {0: None, 1: "medium", 2: "dashed"}[int(marks[k])]
+            assert cell.border.bottom.style == cell.border.top.style
 
 
 def test_widths_capped_and_fitted():
@@ -112,7 +145,8 @@ SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
 
 @pytest.mark.skipif(SOFFICE is None, reason="LibreOffice not installed")
 def test_prints_on_few_pages(run_cli, tmp_path):
-    """Before: the stack text ran to the right across pages, 44 pages for 103 rows. Now one page wide."""
+    """At 100%: the pages a table of 103 rows and 27 columns needs when read on paper, the stack column's text ending
+    at the print area (it once ran to the right across 44 pages)."""
     run = run_cli(CASE, "pytorch", "-s")
     path = run.one("compare_result_*.xlsx")
     profile = tmp_path / "profile"
@@ -120,4 +154,4 @@ def test_prints_on_few_pages(run_cli, tmp_path):
                     "--outdir", str(tmp_path), str(path)], check=True, capture_output=True, timeout=120)  # fmt: skip
     pdf = (tmp_path / path.with_suffix(".pdf").name).read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf))
-    assert 1 <= pages <= 2
+    assert 2 <= pages <= 60  # at 100%: the table's columns over several pages, each readable

@@ -145,6 +145,10 @@ class Origin:
     within: str | None = None
 
     on_rank: RankAttribution | None = None  # parallel layouts: the one rank of a group that diverges
+    # input rows of the call without a bench counterpart in the analysis's pairing: what they hold on the bench side
+    # is unknown, so nothing is said of them (render/story.py); `unpaired_nonfinite`: one holds NaN/Inf on the NPU side
+    unpaired_inputs: int = 0
+    unpaired_nonfinite: bool = False
 
 
 class SuspectReason(Enum):
@@ -558,8 +562,19 @@ class _Context:
         if nonfinite:
             ev = Evidence(ev.metric, ev.inputs, ev.outputs, ev.threshold, self._nonfinite_row(e) or ev.first_row,
                           ev.floor, ev.floor_source, None, ev.dtypes, beyond=ev.beyond)  # fmt: skip
-        return Origin(self.entries[e], kind, PHASES[self.phases[e]], after, ev, args if kind is OriginKind.CONFIGURATION
-                      else (), nonfinite)  # fmt: skip
+        return self._unpaired(e, Origin(self.entries[e], kind, PHASES[self.phases[e]], after, ev,
+                                        args if kind is OriginKind.CONFIGURATION else (), nonfinite))  # fmt: skip
+
+    def _unpaired(self, e: int, origin: Origin) -> Origin:
+        """`origin` with call e's input rows that have no bench counterpart counted (and whether one of them holds
+        NaN/Inf on the NPU side): what the bench holds there is unknown."""
+        rows = self._side_rows(e, outputs=False)
+        alone = rows[self.match[rows] < 0] if len(rows) else rows
+        if not len(alone):
+            return origin
+        npu = self.o.npu
+        finite = noise.finite_data(npu.stats[alone], npu.stat_kind[alone])
+        return replace(origin, unpaired_inputs=len(alone), unpaired_nonfinite=bool((~finite).any()))
 
     def backward_origin(self, e: int, bwd: backward.BackwardJudgement) -> Origin:
         """A backward call whose first output differs more than `backward_origin` times what its incoming gradients
@@ -573,7 +588,7 @@ class _Context:
         src = FloorSource(FloorKind.BACKWARD_PEERS, units=float(bwd.peer_gain[e]), peers=int(bwd.peers[e]))
         ev = Evidence(self.names[c], _num(self.in_d[e, c]), _num(ratio * floor), float(self.tol.backward_origin * floor),
                       row, floor, src, _num(ratio), dtypes)  # fmt: skip
-        return Origin(self.entries[e], OriginKind.COMPUTATION, PHASES[self.phases[e]], None, ev)
+        return self._unpaired(e, Origin(self.entries[e], OriginKind.COMPUTATION, PHASES[self.phases[e]], None, ev))
 
     def _nonfinite_row(self, e: int) -> str | None:
         for i in self.rows(e).tolist():

@@ -534,7 +534,8 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     advisor = None
     if outcome.advisor is not None:
         note = story.advisor_note(outcome.mode, outcome.advisor, levels)
-        advisor = [*story.advisor_lines(outcome.advisor), "", *map(_above, note)]
+        advisor = [*story.advisor_shown_lines(outcome.advisor, levels, outcome.mode, outcome.rootcause), "",
+                   *map(_above, note)]  # fmt: skip
     head = story.headline(outcome.rootcause, levels)
     return {"mode": outcome.mode.value, "counts": counts, "advisor": advisor,
             "headline": {"state": head.state, "text": head.text} if head is not None else None,

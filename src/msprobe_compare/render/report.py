@@ -16,6 +16,7 @@ from msprobe_compare.judge.rootcause import RootCause
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import story, table
+from msprobe_compare.render.findings import Finding, finding_records, row_marks
 from msprobe_compare.render.files import atomic_output, claim_names
 from msprobe_compare.render.flat import write_csv, write_jsonl
 from msprobe_compare.records import dataclass
@@ -40,6 +41,7 @@ class Written:
     collectives_before: int = 0
     files: tuple[Path, ...] = ()  # every file of the result set, as published
     alignment: dict | None = None  # runs of different code: the module pairs found (pair.align.describe)
+    findings: tuple[Finding, ...] = ()  # the origins, then the suspects, as records
 
     @property
     def errors(self) -> int:
@@ -108,17 +110,23 @@ def log_counts(console: Console, counts: LevelCounts, bench_path: Path | None, a
         console.warning(warning)
 
 
-def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: LevelCounts | None = None) -> None:
+def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: LevelCounts | None = None,
+                rc: RootCause | None = None) -> None:  # fmt: skip
+    """The reference's advisor on the console, labelled as its rule; its "all data meets the accuracy requirements"
+    only where nothing in the run contradicts it (story.advisor_shown_lines: the file keeps the reference's words)."""
     console.info(f"Start analyzing the comparison result: {mode.value}")
     console.info(story.advisor_rule(mode))
     for name in result.unmatched:
         console.warning(f"The tensor name matches but the shape or dtype does not match: {name}")
+    contradicted = counts is not None and bool(story.advisor_objections(result, counts, rc))
     if result.line is None:
-        console.info("All data from api input/output accuracy reached")
+        console.info(f"No row fails the reference rule ({story.ADVISOR_COLUMN[mode]} column)" if contradicted
+                     else "All data from api input/output accuracy reached")  # fmt: skip
     else:
         console.warning(f"Find {result.node} accuracy not reached, the line is {result.line}")
     console.info("The summary of the expert advice is as follows: ")
-    for line in story.advisor_lines(result):
+    shown = story.advisor_shown_lines(result, counts, mode, rc) if counts is not None else story.advisor_lines(result)
+    for line in shown:
         console.info(line)
     extra = story.advisor_contradiction(result, counts, mode) if counts is not None else None
     if extra:
@@ -139,7 +147,26 @@ def _xlsx(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks
     assert not isinstance(columns, table.ColumnBlocks), "the xlsx writer takes whole columns"
     from msprobe_compare.render.xlsx import write_xlsx_columns  # only with an xlsx (start-up speed)
 
-    write_xlsx_columns(path, header, columns, colours, sheet_name="Sheet" if coloured else "Sheet1")
+    write_xlsx_columns(path, header, columns, colours, sheet_name=_sheet_name(coloured))
+
+
+def _sheet_name(coloured: bool) -> str:
+    return "Sheet" if coloured else "Sheet1"  # as the reference names it in each style
+
+
+def _result_xlsx(path: Path, outcome: CompareOutcome, header: list[str], columns: list[Any] | table.ColumnBlocks,
+                 colours: Any, coloured: bool, files: list[tuple[str, str]]) -> None:  # fmt: skip
+    """The result workbook: the table (names frozen with the header; origin and suspect rows marked when coloured),
+    then the Summary sheet (render/summary_sheet.py) naming the run's other `files`."""
+    assert not isinstance(columns, table.ColumnBlocks), "the xlsx writer takes whole columns"
+    from msprobe_compare.render.summary_sheet import summary_sheet  # only with an xlsx (start-up speed)
+    from msprobe_compare.render.xlsx import write_xlsx_columns
+
+    name = _sheet_name(coloured)
+    first_metric = next((k for k, h in enumerate(header) if h not in table.COMMON), len(header))
+    write_xlsx_columns(path, header, columns, colours, sheet_name=name, freeze=first_metric,
+                       marks=row_marks(outcome) if coloured else None,
+                       extra=summary_sheet(outcome, name, files))  # fmt: skip
 
 
 def _csv(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool) -> None:
@@ -244,6 +271,10 @@ def _write_set(
     header = table.header(outcome)
     first: Path | None = None
     colours = table.colour_codes(outcome)
+    counts = outcome.counts
+    log_counts(console, counts, bench_path, aligned=outcome.alignment is not None)  # first: most rows unmatched
+    others = _other_files(outcome, ts, names, html_name if "html" in formats else None,
+                          advisor_name if outcome.advisor is not None else None, suffix)  # fmt: skip
     plain: list[table.Column] | None = None  # the plain-style columns, shared by csv, jsonl and the HTML report
     for fmt, name in names.items():
         path = out_dir / name.format(ts=ts)
@@ -259,7 +290,11 @@ def _write_set(
         if fmt == "xlsx":
             console.info(f"Saving result excel file in progress. The file path is: {path}.")
         with atomic_output(path) as tmp:
-            TABLE_WRITERS[fmt](tmp, header, columns, colours, coloured)
+            if fmt == "xlsx":
+                _result_xlsx(tmp, outcome, header, columns, colours, coloured,
+                             [(what, name) for what, name in others if name != path.name])  # fmt: skip
+            else:
+                TABLE_WRITERS[fmt](tmp, header, columns, colours, coloured)
         del columns
         console.info(f"Compare result is {path}")
         first = first or path
@@ -285,26 +320,51 @@ def _write_set(
         with atomic_output(align_path) as tmp:
             tmp.write_text(alignment_yaml(outcome.alignment), encoding="utf-8")
         console.info(f"The module alignment is saved in: {align_path}")
-    counts = outcome.counts
-    log_counts(console, counts, bench_path, aligned=outcome.alignment is not None)
     advisor_path = None
     if outcome.advisor is not None:
-        log_advisor(console, outcome.mode, outcome.advisor, counts)
         advisor_path = out_dir / advisor_name.format(ts=ts)
-        write_advisor(advisor_path, outcome.advisor, outcome.rootcause, mode=outcome.mode, counts=counts)
-        console.info(f"The advisor summary is saved in: {advisor_path}")
+    return replace(tell(outcome, console, advisor_path, counted=True), xlsx=first or html_path, html=html_path)
+
+
+def tell(outcome: CompareOutcome, console: Console, advisor_path: Path | None = None, *,
+         bench_path: Path | None = None, counted: bool = False) -> Written:  # fmt: skip
+    """The story of one compare after its tables: the counts (unless `counted`: said already), the reference's
+    advisor (written to `advisor_path` when given), the root-cause headline; a Written without table files (what
+    the Python API returns for a compare that writes no file)."""
+    counts = outcome.counts
+    if not counted:
+        log_counts(console, counts, bench_path, aligned=outcome.alignment is not None)
     rc = outcome.rootcause
+    if outcome.advisor is not None:
+        log_advisor(console, outcome.mode, outcome.advisor, counts, rc)
+        if advisor_path is not None:
+            write_advisor(advisor_path, outcome.advisor, rc, mode=outcome.mode, counts=counts)
+            console.info(f"The advisor summary is saved in: {advisor_path}")
     head = story.headline(rc, counts)
     log_rootcause(console, head)
     origin = (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
     collective, before = _collective_place(rc)
-    return Written(first or html_path, advisor_path, origin, counts, origins=origin_items(outcome),
-                   alignment=outcome.alignment,
-                   html=html_path, nothing_compared=head is not None and head.state == "nothing",
-                   first_suspect=suspect, noise=rc is not None and story.has_noise(rc), first_collective=collective,
-                   collectives_before=before)  # fmt: skip
+    return Written(None, advisor_path, origin, counts, origins=origin_items(outcome), alignment=outcome.alignment,
+                   nothing_compared=head is not None and head.state == "nothing", first_suspect=suspect,
+                   noise=rc is not None and story.has_noise(rc), first_collective=collective,
+                   collectives_before=before, findings=finding_records(rc))  # fmt: skip
+
+
+def _other_files(outcome: CompareOutcome, ts: str, tables: dict[str, str], html_name: str | None,
+                 advisor_name: str | None, suffix: str) -> list[tuple[str, str]]:  # fmt: skip
+    """(what, file name) of every file of the result set, in the order the console names them."""
+    files = [(f"Table ({fmt})", name.format(ts=ts)) for fmt, name in tables.items()]
+    if html_name is not None:
+        files.append(("HTML report", html_name.format(ts=ts)))
+    if outcome.derived_mapping is not None:
+        files.append(("Data mapping (-lm)", f"data_mapping_{ts}.yaml"))
+    if outcome.alignment is not None:
+        files.append(("Module alignment", f"module_alignment{suffix}_{ts}.yaml"))
+    if advisor_name is not None:
+        files.append(("Advisor", advisor_name.format(ts=ts)))
+    return files
 
 
 def _collective_place(rc: RootCause | None) -> tuple[str | None, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from msprobe_compare.judge.advisor import AdvisorResult, advice_for
+from msprobe_compare.judge.advisor import Advice, AdvisorResult, advice_for
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
 from msprobe_compare.judge.rootcause import (
     ArgDiff,
@@ -28,6 +28,7 @@ from msprobe_compare.records import dataclass
 ADVISOR_COLUMN = {Mode.SUMMARY: "Result", Mode.MD5: "Result", Mode.ALL: "Accuracy Reached or Not"}
 _RULE = "the first failing row in table order ({column} column). It need not be where accuracy first breaks"
 ADVISOR_NOTE_MARK = "Note: the three entries above"  # first words of the advisor file's note
+FAIL_ON_UNMATCHED = "--fail-on unmatched"  # the gate named where most rows are unmatched
 
 
 @dataclass(frozen=True)
@@ -140,12 +141,14 @@ def unmatched_warning(counts: LevelCounts, bench_path: Path | None, aligned: boo
         return None
     where = f"bench_path ({bench_path})" if bench_path is not None else "bench_path"
     share = 100 * counts.unmatched / counts.rows
+    gate = f"; {FAIL_ON_UNMATCHED} makes such a compare fail (exit code 3)"
     if aligned:
         return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
                 "the runs execute different code, compared at the module boundaries they share; the calls inside "
-                "modules whose code differs are one-sided (the module alignment file lists the pairs)")  # fmt: skip
+                "modules whose code differs are one-sided (the module alignment file lists the pairs)"
+                f"{gate}")  # fmt: skip
     return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
-            f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement")
+            f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement{gate}")
 
 
 def advisor_rule(mode: Mode) -> str:
@@ -189,9 +192,41 @@ def gate_line(levels: frozenset[str], counts: LevelCounts, hits: int) -> str:
 
 
 def advisor_lines(result: AdvisorResult) -> list[str]:
+    """The reference's three advisor entries, as its advisor file has them (parity)."""
     line = "NA" if result.line is None else str(result.line)
     node = result.node if result.node is not None else "NA"
     return [f"Line: {line}", f"Suspect Nodes: {node}", f"Expert Advice: {texts.ADVICE_TEXT[result.advice]}"]
+
+
+def advisor_objections(result: AdvisorResult, counts: LevelCounts, rc: RootCause | None) -> list[str]:
+    """Where the rest of the run contradicts the reference rule's "all data meets the accuracy requirements" (which
+    reads one column of the matched rows only): rows at error level, nothing compared, most rows unmatched, an
+    origin. Empty when the rule found a failing row or nothing contradicts it."""
+    if result.line is not None or result.advice is not Advice.ALL_PASS:
+        return []
+    found = []
+    if counts.rows and counts.nothing_compared:
+        found.append(f"nothing could be compared (none of the {_plural(counts.rows, 'NPU row')} has a bench "
+                     "counterpart)")  # fmt: skip
+    elif counts.mostly_unmatched:
+        found.append(f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} have no bench counterpart")
+    if counts.errors:
+        found.append(f"{_plural(counts.errors, 'row')} {'is' if counts.errors == 1 else 'are'} at error level (red)")
+    if rc is not None and rc.origins:
+        found.append(f"the root cause finds {_plural(len(rc.origins), 'origin')}")
+    return found
+
+
+def advisor_shown_lines(result: AdvisorResult, counts: LevelCounts, mode: Mode, rc: RootCause | None) -> list[str]:
+    """The reference's three entries as the console and the HTML report show them: its "All data in comparison
+    result meets the accuracy requirements." becomes what the rule found and what contradicts it, where something
+    does (`advisor_objections`); the advisor file keeps the reference's words (parity)."""
+    lines = advisor_lines(result)
+    objections = advisor_objections(result, counts, rc)
+    if objections:
+        lines[-1] = (f"Expert Advice: no row fails the reference rule ({ADVISOR_COLUMN[mode]} column), but "
+                     f"{'; '.join(objections)}: see Root cause.")
+    return lines
 
 
 def origin_advice(origin: Origin) -> str:
@@ -219,13 +254,15 @@ def origin_description(o: Origin) -> str:
         text = f"{entry}: non-tensor arguments differ ({', '.join(o.differing_args)})"
     elif o.collective:
         what = "a NaN/Inf appears in its outputs" if o.nonfinite else "outputs differ"
-        text = f"{entry}: inputs agree on this rank, {what}: the collective brings another rank's difference"
+        text = f"{entry}: {_inputs_agree(o)} on this rank, {what}: the collective brings another rank's difference"
     elif o.nonfinite:
-        text = f"{entry}: NaN/Inf appears in its outputs, its inputs are finite"
+        text = f"{entry}: NaN/Inf appears in its outputs, {_inputs_finite(o)}"
     elif not o.evidence.inputs:
-        text = f"{entry}: inputs agree, outputs differ"
+        text = f"{entry}: {_inputs_agree(o)}, outputs differ"
     else:
         text = f"{entry}: outputs differ beyond the noise its inputs carry"
+        if o.unpaired_inputs:
+            text += f" ({_unpaired(o)})"
     if at is None:
         return text
     if at.alone:
@@ -233,6 +270,31 @@ def origin_description(o: Origin) -> str:
     seen = (f"; {', '.join(at.others)} first {'sees' if len(at.others) == 1 else 'see'} it at {at.seen_at}"
             if at.seen_at else "")  # fmt: skip
     return text + f" (only {at.rank} diverges{seen})"
+
+
+def _unpaired(o: Origin) -> str:
+    """The inputs of an origin that have no bench counterpart: nothing is known of them on the bench side."""
+    n = o.unpaired_inputs
+    return f"{_plural(n, 'input')} without a bench counterpart, not compared"
+
+
+def _inputs_agree(o: Origin) -> str:
+    """What the compared inputs of an origin show (never a claim about inputs that could not be compared)."""
+    if not o.unpaired_inputs:
+        return "inputs agree"
+    if o.evidence.inputs is None:
+        return f"its inputs could not be compared ({_unpaired(o)})"
+    return f"its compared inputs agree ({_unpaired(o)})"
+
+
+def _inputs_finite(o: Origin) -> str:
+    """What is known of an origin's inputs when a NaN/Inf appears in its outputs."""
+    if not o.unpaired_inputs:
+        return "its inputs are finite"
+    if o.unpaired_nonfinite:
+        return (f"but its NPU inputs hold NaN/Inf already ({_unpaired(o)}): it may arrive from upstream, where the "
+                "bench side was not recorded")  # fmt: skip
+    return f"its NPU inputs are finite ({_unpaired(o)})"
 
 
 def item_description(item: Origin | Suspect) -> str:

@@ -8,14 +8,18 @@ are filled red or yellow. Above MAX_SHEET_ROWS data rows the table is split into
 of equal size, and stays coloured (decision D2).
 
 Layout for people: each column is as wide as its longest text (rows sampled in a big sheet), capped, the stack
-column narrow (its text stays whole in the cell, shown in the formula bar); the header row wraps at spaces,
-is frozen and repeated on printed pages, and a sheet prints landscape, all columns on one page width.
+column narrow (its text stays whole in the cell, shown in the formula bar); the header row wraps at spaces and is
+frozen with the name columns (up to the first metric column where those fit a screen); a sheet prints landscape at
+100%, the header row and the name column repeated on every page, pages numbered. Rows of the root cause's origins
+and suspects are marked by their font and frame (bold and solid, italic and dashed), their fill unchanged; a
+given small sheet (the Summary) follows the table's sheets.
 """
 
 from __future__ import annotations
 
 import os
 from collections import deque
+from dataclasses import field
 from itertools import chain, repeat
 from pathlib import Path
 from collections.abc import Sequence
@@ -26,6 +30,7 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import gc_paused, reap, release_free_memory
 from msprobe_compare.render.celltext import (
     TakenRows, TextRange, XmlFormat, cell_xml, float_reprs, numeric_spec, row_items, xml_escape,
@@ -39,8 +44,16 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 MAX_SHEET_ROWS = 1_048_500
-# style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header
+# style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header; 4-9 marked rows (MARKED_STYLE); 10-13 the
+# cells of a given sheet (XF_*)
 STYLE: dict[int, str] = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
+# marked rows (render.findings.RowMark: 1 origin, 2 suspect): bold in a solid frame, italic in a dashed one; the
+# colour's fill is kept (parity reads the fills)
+MARKED_STYLE: dict[tuple[int, int], str] = {
+    (mark, colour): f' s="{4 + 3 * (mark - 1) + k}"'
+    for mark in (1, 2) for k, colour in enumerate((Colour.NONE, Colour.RED, Colour.YELLOW))
+}  # fmt: skip
+XF_HEADER, XF_TITLE, XF_WRAP, XF_SECTION, XF_NUMBER = 3, 10, 11, 12, 13  # cells of a TextSheet
 
 
 _CONTENT_TYPES = (
@@ -82,23 +95,45 @@ _SHEET_REL = (
     '<Relationship Id="rId{k}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" '
     'Target="worksheets/sheet{k}.xml"/>'
 )
+_FILLED = ' applyFill="1"'
 _STYLES = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
     '<styleSheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-    '<fonts count="2"><font><sz val="11"/><name val="Calibri"/></font>'
-    '<font><b/><sz val="11"/><name val="Calibri"/></font></fonts>'
-    '<fills count="4"><fill><patternFill patternType="none"/></fill>'
+    '<numFmts count="1"><numFmt numFmtId="164" formatCode="0.0000E+00"/></numFmts>'
+    '<fonts count="4"><font><sz val="11"/><name val="Calibri"/></font>'
+    '<font><b/><sz val="11"/><name val="Calibri"/></font>'
+    '<font><i/><sz val="11"/><name val="Calibri"/></font>'
+    '<font><b/><sz val="14"/><name val="Calibri"/></font></fonts>'
+    '<fills count="5"><fill><patternFill patternType="none"/></fill>'
     '<fill><patternFill patternType="gray125"/></fill>'
     '<fill><patternFill patternType="solid"><fgColor rgb="FFFF0000"/><bgColor indexed="64"/></patternFill></fill>'
     '<fill><patternFill patternType="solid"><fgColor rgb="FFFFFF00"/><bgColor indexed="64"/></patternFill></fill>'
+    '<fill><patternFill patternType="solid"><fgColor rgb="FFD9D9D9"/><bgColor indexed="64"/></patternFill></fill>'
     "</fills>"
-    '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/></border></borders>'
+    '<borders count="3"><border><left/><right/><top/><bottom/><diagonal/></border>'
+    '<border><left/><right/><top style="medium"><color rgb="FF000000"/></top>'
+    '<bottom style="medium"><color rgb="FF000000"/></bottom><diagonal/></border>'
+    '<border><left/><right/><top style="dashed"><color rgb="FF000000"/></top>'
+    '<bottom style="dashed"><color rgb="FF000000"/></bottom><diagonal/></border></borders>'
     '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
-    '<cellXfs count="4"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
+    '<cellXfs count="14"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
     '<xf numFmtId="0" fontId="0" fillId="2" borderId="0" xfId="0" applyFill="1"/>'
     '<xf numFmtId="0" fontId="0" fillId="3" borderId="0" xfId="0" applyFill="1"/>'
     '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1" applyAlignment="1">'
-    '<alignment vertical="top" wrapText="1"/></xf></cellXfs>'
+    '<alignment vertical="top" wrapText="1"/></xf>'
+    # 4-6 origin rows (no fill, red, yellow), 7-9 suspect rows
+    + "".join(f'<xf numFmtId="0" fontId="{font}" fillId="{fill}" borderId="{border}" xfId="0" applyFont="1" '
+              f'applyBorder="1"{apply}/>'
+              for font, border in ((1, 1), (2, 2)) for fill, apply in ((0, ""), (2, _FILLED), (3, _FILLED)))
+    # 10 title, 11 wrapped text, 12 section header (bold on grey, wrapped), 13 a number in 4 significant digits
+    + '<xf numFmtId="0" fontId="3" fillId="0" borderId="0" xfId="0" applyFont="1"/>'
+    '<xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0" applyAlignment="1">'
+    '<alignment vertical="top" wrapText="1"/></xf>'
+    '<xf numFmtId="0" fontId="1" fillId="4" borderId="0" xfId="0" applyFont="1" applyFill="1" applyAlignment="1">'
+    '<alignment vertical="top" wrapText="1"/></xf>'
+    '<xf numFmtId="164" fontId="0" fillId="0" borderId="0" xfId="0" applyNumberFormat="1" applyAlignment="1">'
+    '<alignment vertical="top"/></xf>'
+    "</cellXfs>"
     '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/></cellStyles>'
     "</styleSheet>"
 )
@@ -106,19 +141,20 @@ _SHEET_HEAD = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
     '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
     'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
-    '<sheetPr><pageSetUpPr fitToPage="1"/></sheetPr>'
     '<dimension ref="A1:{last}"/>'
-    '<sheetViews><sheetView workbookViewId="0"{selected}>'
-    '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
-    "</sheetView></sheetViews>"
+    '<sheetViews><sheetView workbookViewId="0"{selected}>{pane}</sheetView></sheetViews>'
     '<sheetFormatPr defaultRowHeight="15"/>{cols}<sheetData>'
 )
-# printed: landscape, every column on one page width, as many pages down as the rows need
-_SHEET_TAIL = (
-    '</sheetData><autoFilter ref="A1:{last}"/>'
-    '<pageMargins left="0.4" right="0.4" top="0.5" bottom="0.5" header="0.3" footer="0.3"/>'
-    '<pageSetup orientation="landscape" fitToWidth="1" fitToHeight="0"/></worksheet>'
+# printed at 100% (readable: no fitting to a page width), landscape, across then down (a band of rows' columns on
+# consecutive pages), the header row and the first column repeated on every page (Print_Titles), pages numbered
+_PRINT = (
+    '<printOptions gridLines="1"/>'
+    '<pageMargins left="0.4" right="0.4" top="0.5" bottom="0.6" header="0.3" footer="0.3"/>'
+    '<pageSetup orientation="landscape" pageOrder="overThenDown" scale="100"/>'
+    "<headerFooter><oddFooter>&amp;L&amp;F: &amp;A&amp;RPage &amp;P of &amp;N</oddFooter></headerFooter>"
 )
+_SHEET_TAIL = '</sheetData><autoFilter ref="A1:{last}"/>' + _PRINT + "</worksheet>"
+FREEZE_MAX_WIDTH = 150.0  # characters: frozen columns wider than this leave too little of a screen to scroll
 
 
 def column_letter(index: int) -> str:
@@ -304,11 +340,60 @@ def _sheet_rows(
     return "".join(chain.from_iterable(zip(starts, *cells, repeat("</row>"))))
 
 
+def frozen_columns(widths: Sequence[float], wanted: int) -> int:
+    """How many columns to freeze beside the header: `wanted` (the columns before the first metric one) where they
+    fit FREEZE_MAX_WIDTH, else the two name columns where those fit, else the first column."""
+    if wanted <= 0:
+        return 0
+    for count in (wanted, 2):
+        if count <= wanted and sum(widths[:count]) <= FREEZE_MAX_WIDTH:
+            return count
+    return 1
+
+
+def _pane(freeze: int) -> str:
+    """The frozen header row, and the first `freeze` columns beside it."""
+    if freeze <= 0:
+        return '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
+    cell = f"{column_letter(freeze)}2"
+    return (f'<pane xSplit="{freeze}" ySplit="1" topLeftCell="{cell}" activePane="bottomRight" state="frozen"/>'
+            '<selection pane="topRight"/><selection pane="bottomLeft"/>'
+            f'<selection pane="bottomRight" activeCell="{cell}" sqref="{cell}"/>')  # fmt: skip
+
+
+def _marked(plain: Any, colours: np.ndarray, marks: np.ndarray | None, start: int, end: int) -> Any:
+    """`plain` (lo, hi, fmt) -> the XML of rows [lo, hi), with the rows that `marks` marks in the style of their
+    mark and colour: those few rows are made alone, uncoloured, and their cells restyled."""
+    at = np.flatnonzero(marks[start:end]) + start if marks is not None else np.zeros(0, dtype=np.int64)
+    if not len(at):
+        return lambda lo, hi, fmt: plain(lo, hi, fmt, colours)
+    bare = np.zeros_like(colours)
+    assert marks is not None
+
+    def block(lo: int, hi: int, fmt: XmlFormat) -> bytes:
+        rows = at[np.searchsorted(at, lo) : np.searchsorted(at, hi)].tolist()
+        if not rows:
+            return plain(lo, hi, fmt, colours)
+        parts, done = [], lo
+        for r in rows:
+            if r > done:
+                parts.append(plain(done, r, fmt, colours))
+            style = MARKED_STYLE[(int(marks[r]), Colour(int(colours[r])))].encode("ascii")
+            parts.append(plain(r, r + 1, fmt, bare).replace(b"<c", b"<c" + style))
+            done = r + 1
+        if done < hi:
+            parts.append(plain(done, hi, fmt, colours))
+        return b"".join(parts)
+
+    return block
+
+
 def _write_sheet_columns(
     zf: zipfile.ZipFile, k: int, header: Sequence[str], columns: Sequence[Column | Sequence[Any]],
-    colours: np.ndarray, start: int, size: int, selected: bool,
+    colours: np.ndarray, start: int, size: int, selected: bool, marks: np.ndarray | None = None, freeze: int = 0,
 ) -> None:  # fmt: skip
-    """One sheet from columns: rows [start, start + size) of every column, whole rows coloured."""
+    """One sheet from columns: rows [start, start + size) of every column, whole rows coloured (and styled by
+    `marks`: render.findings.RowMark per row); the header and the first `freeze` columns (frozen_columns) frozen."""
     last_ref = f"{column_letter(len(header) - 1)}{size + 1}"
     widths = column_widths(header, columns, start, start + size)
     lines = max((_header_lines(text, w - 3) for text, w in zip(header, widths)), default=1)
@@ -317,17 +402,19 @@ def _write_sheet_columns(
         head = "".join(cell_xml(text, ' s="3"') for text in header)
         cols = _cols_xml(widths) if widths else ""
         first = f'<row r="1" ht="{lines * ROW_HEIGHT:g}" customHeight="1">{head}</row>'
-        raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "", cols=cols)
+        raw.write((_SHEET_HEAD.format(last=last_ref, selected=' tabSelected="1"' if selected else "", cols=cols,
+                                      pane=_pane(frozen_columns(widths, freeze)))
                    + first).encode("utf-8"))  # fmt: skip
         tail = _SHEET_TAIL.format(last=last_ref).encode("utf-8")
         fast = native.load("_csvrows")
         digits = fast is not None and orjson_digits(fast, size)  # checked here, not again in a forked child
 
-        def block(lo: int, hi: int, fmt: XmlFormat) -> bytes:
+        def plain(lo: int, hi: int, fmt: XmlFormat, styled: np.ndarray) -> bytes:
             if fast is not None:
-                return _sheet_rows_native(fast, fmt, columns, colours, lo, hi, lo - start + 2, digits)
-            return _sheet_rows(fmt, columns, colours, lo, hi, lo - start + 2).encode("utf-8")
+                return _sheet_rows_native(fast, fmt, columns, styled, lo, hi, lo - start + 2, digits)
+            return _sheet_rows(fmt, columns, styled, lo, hi, lo - start + 2).encode("utf-8")
 
+        block = _marked(plain, colours, marks, start, end)
         half = split_point(size, PARALLEL_MIN_ROWS, BLOCK_ROWS) if _can_splice(raw, zf) else None
         split = start + half if half is not None else None
         mid = end if split is None else split
@@ -495,11 +582,51 @@ def _codes(colours: Sequence[Colour] | np.ndarray, n: int) -> np.ndarray:
     return codes
 
 
+@dataclass(frozen=True)
+class TextSheet:
+    """A small sheet of given cells after the table's sheets (the Summary): `rows` of (value, XF id) cells (None:
+    an empty cell), `widths` per column, `links` (row, column, location) to places in the table sheets (0-based row
+    and column of this sheet; location such as "'Sheet'!A12")."""
+
+    name: str
+    rows: list[list[tuple[Any, int]]]
+    widths: list[float]
+    links: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+def _write_text_sheet(zf: zipfile.ZipFile, k: int, sheet: TextSheet) -> None:
+    """A TextSheet as sheet k: cells as given, wrapped cells' rows as high as their lines, printed like the table."""
+    width = max((len(r) for r in sheet.rows), default=1)
+    last = f"{column_letter(max(width, 1) - 1)}{max(len(sheet.rows), 1)}"
+    body = []
+    for r, row in enumerate(sheet.rows, start=1):
+        lines = 1
+        for c, (value, xf) in enumerate(row):
+            if xf in (XF_WRAP, XF_SECTION) and isinstance(value, str) and c < len(sheet.widths):
+                lines = max(lines, _wrapped_lines(value, sheet.widths[c]))
+        height = f' ht="{min(lines, 15) * ROW_HEIGHT:g}" customHeight="1"' if lines > 1 else ""
+        body.append(f'<row r="{r}"{height}>' + "".join(cell_xml(v, f' s="{xf}"' if xf else "") for v, xf in row)
+                    + "</row>")  # fmt: skip
+    links = "".join(f'<hyperlink ref="{column_letter(c)}{r + 1}" location="{escape(to)}"/>' for r, c, to in sheet.links)
+    xml = (_SHEET_HEAD.format(last=last, selected="", cols=_cols_xml(sheet.widths) if sheet.widths else "",
+                              pane="") + "".join(body) + "</sheetData>"
+           + (f"<hyperlinks>{links}</hyperlinks>" if links else "") + _PRINT + "</worksheet>")  # fmt: skip
+    zf.writestr(f"xl/worksheets/sheet{k}.xml", xml)
+
+
+def _wrapped_lines(text: str, width: float) -> int:
+    """Lines of `text` wrapped at spaces in a column `width` characters wide (an estimate, as a spreadsheet wraps)."""
+    per_line = max(int(width) - 1, 1)
+    return sum(max(1, -(-len(part) // per_line)) for part in text.split("\n"))
+
+
 def write_xlsx_columns(
     path: Path, header: list[str], columns: Sequence[Column | Sequence[Any]], colours: Sequence[Colour] | np.ndarray,
-    sheet_name: str = "Sheet",
+    sheet_name: str = "Sheet", *, marks: np.ndarray | None = None, freeze: int = 0, extra: TextSheet | None = None,
 ) -> None:  # fmt: skip
-    """The result table given column by column, split into sheets part_0, part_1, ... when long."""
+    """The result table given column by column, split into sheets part_0, part_1, ... when long; `marks`: a
+    render.findings.RowMark per row (None: none); `freeze`: the columns before the first metric column (frozen
+    beside the header where they fit, `frozen_columns`); `extra`: a sheet after the table's."""
     n_rows = len(columns[0]) if columns else 0
     codes = _codes(colours, n_rows)
     sheets = sheet_sizes(n_rows, sheet_name)
@@ -508,9 +635,23 @@ def write_xlsx_columns(
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf, gc_paused():
         start = 0
         for k, (_, size) in enumerate(sheets, start=1):
-            _write_sheet_columns(zf, k, header, columns, codes, start, size, selected=k == 1)
+            _write_sheet_columns(zf, k, header, columns, codes, start, size, selected=k == 1, marks=marks,
+                                 freeze=freeze)  # fmt: skip
             start += size
-        _write_workbook_parts(zf, [(name, header, size) for name, size in sheets])
+        if extra is not None:
+            _write_text_sheet(zf, len(sheets) + 1, extra)
+        _write_workbook_parts(zf, [(name, header, size) for name, size in sheets], [extra] if extra else [])
+
+
+def table_location(sheet_name: str, n_rows: int, row: int, column: int = 0) -> str:
+    """Where table row `row` (0-based, the header not counted) lies in a workbook of `n_rows` rows written by
+    write_xlsx_columns: "'Sheet'!A12", in its part sheet when the table is split."""
+    at = row
+    for name, size in sheet_sizes(n_rows, sheet_name):
+        if at < size:
+            return f"'{name}'!{column_letter(column)}{at + 2}"
+        at -= size
+    raise IndexError(f"row {row} of {n_rows}")
 
 
 def write_workbook(
@@ -526,22 +667,28 @@ def write_workbook(
         _write_workbook_parts(zf, [(name, header, len(cols[0]) if cols else 0) for name, header, cols in sheets])
 
 
-def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[str], int]]) -> None:
-    """Everything of the package but the sheet XML: content types, relations, workbook, styles."""
-    n = len(sheets)
+def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[str], int]],
+                          extra: Sequence[TextSheet] = ()) -> None:  # fmt: skip
+    """Everything of the package but the sheet XML: content types, relations, workbook (the tables' filter, print
+    area and print titles: header row and first column), styles."""
+    names = [name for name, _, _ in sheets] + [x.name for x in extra]
+    n = len(names)
     zf.writestr("[Content_Types].xml", _CONTENT_TYPES.format(
         sheets="".join(_SHEET_TYPE.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("_rels/.rels", _ROOT_RELS)
     zf.writestr("xl/workbook.xml", _WORKBOOK.format(
         sheets="".join(f'<sheet name="{escape(name)}" sheetId="{k}" r:id="rId{k}"/>'
-                       for k, (name, _, _) in enumerate(sheets, start=1)),
+                       for k, name in enumerate(names, start=1)),
         names="".join(f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
                       f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
                       for k, (name, header, size) in enumerate(sheets))
         + "".join(f'<definedName name="_xlnm.Print_Area" localSheetId="{k}">'
                   f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
-                  f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">\'{escape(name)}\'!$1:$1</definedName>'
-                  for k, (name, header, size) in enumerate(sheets))))  # fmt: skip
+                  f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">'
+                  f"'{escape(name)}'!$A:$A,'{escape(name)}'!$1:$1</definedName>"
+                  for k, (name, header, size) in enumerate(sheets))
+        + "".join(f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">\'{escape(x.name)}\'!$A:$A'
+                  "</definedName>" for k, x in enumerate(extra, start=len(sheets)))))  # fmt: skip
     zf.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(
         rels="".join(_SHEET_REL.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("xl/styles.xml", _STYLES)
