@@ -375,25 +375,25 @@ class PairSummary:
     red: int  # rows coloured red (0 without highlighting)
     yellow: int
     columns: dict[str, list[Any]] | None = None
+    levels: list[str] | None = None  # with the cells: per row "red", "yellow" or "none" (render.findings.row_levels)
+    states: list[str] | None = None  # per row, the root-cause state of its call (render.findings.row_states)
 
 
 def summarize(outcome: CompareOutcome, with_table: bool = False) -> PairSummary:
     colour = outcome.marks.colour if outcome.marks is not None else np.zeros(len(outcome), dtype=np.int8)
     return PairSummary(
-    levels: list[str] | None = None  # with the cells: per row "red", "yellow" or "none" (render.findings.row_levels)
-    states: list[str] | None = None  # per row, the root-cause state of its call (render.findings.row_states)
         rows=len(outcome),
         matched=int(np.count_nonzero(outcome.match >= 0)),
         red=int(np.count_nonzero(colour == Colour.RED)),
         yellow=int(np.count_nonzero(colour == Colour.YELLOW)),
         columns=table.value_columns(outcome) if with_table else None,
+        levels=findings.row_levels(outcome) if with_table else None,
+        states=findings.row_states(outcome) if with_table else None,
     )
 
 
 @dataclass(frozen=True)
 class PairResult:
-        levels=findings.row_levels(outcome) if with_table else None,
-        states=findings.row_states(outcome) if with_table else None,
     written: Written
     summary: PairSummary
 
@@ -412,13 +412,13 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
         if len(outcome) == 0:
             console.warning("Can`t match any op. No compare result file generated.")
             return PairResult(Written(None, None), summarize(outcome, with_table))
+        if not cfg.options.write:  # the Python API's write=False: the story without files
+            return PairResult(report.tell(outcome, console, bench_path=cfg.bench_path), summarize(outcome, with_table))
         written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
                                    bench_path=cfg.bench_path, prefix="debug_" if debug else "",
                                    compared=report.compared_facts(cfg.npu_path, cfg.bench_path,
                                                                   cfg.options.framework))  # fmt: skip
-        if not cfg.options.write:  # the Python API's write=False: the story without files
-            return PairResult(report.tell(outcome, console, bench_path=cfg.bench_path), summarize(outcome, with_table))
         return PairResult(written, summarize(outcome, with_table))
 
 
