@@ -150,6 +150,7 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
         else:  # the root cause's module-local pairing (pair.calls.analysis_pairing), and the trees' diff, made
             tree.extend(_bench_tree(bench_tree, tree[0], console))  # while the bench side may still be read
 
+    console.stage("reading")
     npu, bench = flatten_sides(cfg.npu_path, npu_entries, stacks, cfg.bench_path, bench_entries,
                                parallel=cfg.options.parallel_read and cfg.options.jobs != 1,
                                meanwhile=read_trees)  # fmt: skip
@@ -160,6 +161,7 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
     if note:
         console.warning(note)
     mode = detect_mode(npu_dump, bench_dump, npu.has_md5, bench.has_md5)
+    console.stage("pairing")
     opts = cfg.options
     cross = npu_fw == "mindspore" and bench_fw == "pytorch"
     fuzzy = None
@@ -203,7 +205,11 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
         if aligned is not None:
             alignment, npu, bench, match = aligned
             plain = False  # the analysis reads the alignment's pairing, not the trees'
-    tensors = measure_tensors(cfg, npu, bench, match, console) if mode is Mode.ALL else None
+    tensors = None
+    if mode is Mode.ALL:
+        console.stage("comparing tensors")
+        tensors = measure_tensors(cfg, npu, bench, match, console)
+    console.stage("judging" if mode is Mode.ALL else "measuring and judging")
     tolerance = Tolerance.parse(opts.tolerance)
     analysis = None
     if root_cause:  # started before the rows are measured (analyse_later: in-process unless asked to fork)
@@ -337,8 +343,7 @@ def measure_tensors(
 
     sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
              for i, j in enumerate(match.tolist())]  # fmt: skip
-    progress = Progress("API/Module Item Compare Process", sum(sizes), unit="B")
-    progress.enabled = progress.enabled and not cfg.options.quiet
+    progress = Progress("API/Module Item Compare Process", sum(sizes), unit="B", enabled=not cfg.options.quiet)
 
     def on_row(task: RowTask, metrics: TensorMetrics, failure: Failure) -> None:
         if cfg.print_compare_log:
@@ -414,6 +419,7 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
             return PairResult(Written(None, None), summarize(outcome, with_table))
         if not cfg.options.write:  # the Python API's write=False: the story without files
             return PairResult(report.tell(outcome, console, bench_path=cfg.bench_path), summarize(outcome, with_table))
+        console.stage("writing")
         written = report.write_all(outcome, cfg.options.output_dir, console, suffix=suffix,
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
                                    bench_path=cfg.bench_path, prefix="debug_" if debug else "",

@@ -266,6 +266,8 @@ def _merge(args: argparse.Namespace, console: Console) -> int:
     except CompareError as exc:
         console.error(exc.message)
         return EXIT_ERROR
+    finally:
+        console.end_stages()
     return EXIT_OK
 
 
@@ -316,7 +318,7 @@ def _run(argv: list[str], prog: str = "msprobe") -> int:
     if getattr(args, "consistent_check", False) and args.align == "off":
         parser.error("--consistent_check aligns the module trees: it cannot go with --align off")
     tune_malloc()
-    console = Console()
+    console = Console(stages=True)  # the stages of a long compare, on a terminal's stderr only
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         console.warning(
             "msprobe is being run as root. To avoid security risks, "
@@ -378,6 +380,7 @@ def _run(argv: list[str], prog: str = "msprobe") -> int:
         return EXIT_ERROR
     finally:
         ray_session.close()
+        console.end_stages()
     if written.xlsx is not None:
         console.banner()
     return _gate(console, args.fail_on, [written])

@@ -180,18 +180,22 @@ def _as_completed(ray: Any, submit: Callable[[T], Any], items: Sequence[T], wind
 
 def map_ranks(
     fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], target: str | bool, console: Console,
-    limit: int | None = None,
+    limit: int | None = None, on_done: Callable[[int], None] | None = None,
 ) -> list[R]:  # fmt: skip
     """`fn(*job)` for every job as a Ray task of one CPU, results in job order. A task's log lines are printed here
-    when it finishes. `limit`: at most this many tasks unfinished (default: twice the cluster's CPUs)."""
+    when it finishes. `limit`: at most this many tasks unfinished (default: twice the cluster's CPUs). `on_done`:
+    called with the count of finished tasks as each finishes (progress)."""
     ray = connect(target, console)
     remote = _remote(True)
     window = max(1, limit or _RANK_WINDOW_PER_CPU * cluster_cpus(ray))
     results: list[Any] = [None] * len(jobs)
-    for index, (result, text) in _as_completed(ray, lambda job: remote.remote(fn, *job), jobs, window):
+    for count, (index, (result, text)) in enumerate(_as_completed(ray, lambda job: remote.remote(fn, *job), jobs,
+                                                                  window), 1):  # fmt: skip
         sys.stdout.write(text)
         sys.stdout.flush()
         results[index] = result
+        if on_done is not None:
+            on_done(count)
     return results
 
 

@@ -4,6 +4,8 @@ were split differently across cards (layouts.py); ranks run in processes or as R
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from msprobe_compare.config import CompareConfig
 from msprobe_compare.layouts import LayoutPlan, compare_layouts, plan_layouts
 from msprobe_compare.layouts_aligned import compare_layouts_aligned, different_code
 from msprobe_compare.load.layout import RankDir, mix_steps, pair_ranks, rank_dump
-from msprobe_compare.log import Console
+from msprobe_compare.log import Console, share_lock
 from msprobe_compare.records import dataclass
 
 
@@ -74,16 +76,41 @@ def compare_directories(cfg: CompareConfig, console: Console, *, with_table: boo
     if workers > 1 or cfg.options.ray:  # ranks already fill the cores: each reads its two files in turn
         jobs_list = [(replace(c, options=replace(c.options, parallel_read=False)), name, suffix, table)
                      for c, name, suffix, table in jobs_list]  # fmt: skip
-    if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
-        results = distribute.map_ranks(compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs)
-    elif workers <= 1:
-        results = [compare_rank(*job) for job in jobs_list]
-    else:
-        from concurrent.futures import ProcessPoolExecutor  # only for ranks in processes (start-up speed)
+    started = time.monotonic()
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(compare_rank, *zip(*jobs_list)))
+    def done(count: int) -> None:  # on a terminal's stderr only
+        console.progress(f"ranks compared: {count} of {len(jobs_list)} ({time.monotonic() - started:.1f} s)")
+
+    if cfg.options.ray and jobs_list:  # ranks as Ray tasks; they write their files into the (shared) output folder
+        results = distribute.map_ranks(compare_rank, jobs_list, cfg.options.ray, console, limit=cfg.options.jobs,
+                                       on_done=done)  # fmt: skip
+    elif workers <= 1:
+        results = []
+        for job in jobs_list:
+            results.append(compare_rank(*job))
+            done(len(results))
+    else:
+        results = _in_processes(jobs_list, workers, done)
     return RunSummary(layout_results + results, unpaired)
+
+
+def _in_processes(jobs_list: list[tuple[CompareConfig, str, str, bool]], workers: int,
+                  done: Callable[[int], None]) -> list[RankOutcome]:  # fmt: skip
+    """compare_rank of every job in `workers` processes, results in job order; `done(count)` as each finishes. The
+    workers and this process write their console lines under one lock: lines of any length stay whole."""
+    import multiprocessing  # only for ranks in processes (start-up speed)
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    lock = multiprocessing.Lock()
+    share_lock(lock)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, initializer=share_lock, initargs=(lock,)) as pool:
+            futures = [pool.submit(compare_rank, *job) for job in jobs_list]
+            for count, _ in enumerate(as_completed(futures), 1):
+                done(count)
+            return [f.result() for f in futures]
+    finally:
+        share_lock(None)
 
 
 def _layout_plan(cfg: CompareConfig, rel: Path) -> LayoutPlan | None:

@@ -23,6 +23,7 @@ from msprobe_compare.measure.kernel_metrics import measure_common, measure_npy, 
 from msprobe_compare.pair.kernel_pair import pair_kernel
 from msprobe_compare.render import kernel_table as kt
 from msprobe_compare.render.files import atomic_output, new_output
+from msprobe_compare.render.progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -33,13 +34,22 @@ def _threads(jobs: int | None) -> int:
     return max(1, jobs if jobs is not None else min(4, os.cpu_count() or 1))
 
 
-def _in_order(func: Callable[[T], R], items: Sequence[T], jobs: int | None) -> list[R]:
-    """func over items on worker threads, results in item order."""
+def _in_order(func: Callable[[T], R], items: Sequence[T], jobs: int | None, label: str, console: Console) -> list[R]:
+    """func over items on worker threads, results in item order; a progress bar `label` on a terminal."""
     n = _threads(jobs)
-    if n == 1 or len(items) < 2:
-        return [func(x) for x in items]
-    with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(func, items))
+    progress = Progress(label, len(items), enabled=not console.quiet)
+    try:
+        if n == 1 or len(items) < 2:
+            return [_advanced(func(x), progress) for x in items]
+        with ThreadPoolExecutor(n) as pool:
+            return [_advanced(r, progress) for r in pool.map(func, items)]
+    finally:
+        progress.close()
+
+
+def _advanced(result: R, progress: Progress) -> R:
+    progress.advance()
+    return result
 
 
 # ------------------------------------------------------------------------------------------- kernel dumps
@@ -54,7 +64,8 @@ def _npy_order(files: list[KernelFile]) -> list[KernelFile]:
     return sorted(files, key=lambda f: (f.timestamp, str(f.path)))
 
 
-def _npy_rows(npu_dirs: list[Path], bench_dirs: list[Path], jobs: int | None) -> list[list[Any]]:
+def _npy_rows(npu_dirs: list[Path], bench_dirs: list[Path], jobs: int | None, label: str,
+              console: Console) -> list[list[Any]]:  # fmt: skip
     npu = _npy_order([f for d in npu_dirs for f in npy_files(d)])
     bench = _npy_order([f for d in bench_dirs for f in npy_files(d)])
     pairs = pair_kernel([f.key for f in npu], [f.timestamp for f in npu], [f.key for f in bench],
@@ -65,7 +76,7 @@ def _npy_rows(npu_dirs: list[Path], bench_dirs: list[Path], jobs: int | None) ->
         b = bench[pair[1]].path if pair[1] >= 0 else None
         return kt.npy_cells(str(n) if n else "", str(b) if b else "", measure_npy(n, b))
 
-    return _in_order(one, pairs, jobs)
+    return _in_order(one, pairs, jobs, label, console)
 
 
 def _stat_rows(npu_dirs: list[Path], bench_dirs: list[Path], console: Console) -> list[list[Any]]:
@@ -112,7 +123,8 @@ def compare_kernel_dumps(npu_root: Path, bench_root: Path, request: GraphRequest
                             f"data, bench {'/'.join(sorted(m.value for m in b_mode))}; not compared")  # fmt: skip
             continue
         if KernelMode.NPY in n_mode:
-            header, rows = kt.NPY_HEADER, _npy_rows(npu[(rank, step)], bench[(rank, step)], jobs)
+            header, rows = kt.NPY_HEADER, _npy_rows(npu[(rank, step)], bench[(rank, step)], jobs,
+                                                    f"rank {rank} step {step}", console)  # fmt: skip
         else:
             header, rows = kt.STAT_HEADER, _stat_rows(npu[(rank, step)], bench[(rank, step)], console)
         if not rows:
@@ -210,7 +222,7 @@ def compare_common(npu_root: Path, bench_root: Path, request: GraphRequest, out_
         if not pairs:
             console.warning(f"No file pairs found in {rel}")
             continue
-        rows = _in_order(row, pairs, jobs)
+        rows = _in_order(row, pairs, jobs, rel if rel != "." else os.path.basename(npu_text), console)
         final = target / "result.csv"
         with atomic_output(final) as tmp:
             kt.write_result_csv(tmp, kt.COMMON_HEADER, rows)

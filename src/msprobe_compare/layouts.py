@@ -366,6 +366,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             npu_c, bench_c, match, mode = combine_replica(plan, dp, mode_of)
             view = layout_view(npu_c, bench_c, match, mode)
             bench_ranks = "+".join(bench_c.shards.ranks)
+            console.stage(f"{label}: combining ranks")
             rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
                               f"{len(npu_c.rule)} logical rows: {rule_counts(view)}")  # fmt: skip
             only = list(dict.fromkeys(npu_c.table.entries[npu_c.table.entry_index[i]]
@@ -385,6 +386,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 scratch = out_dir if opts.write else Path(tempfile.gettempdir())  # write=False: no output folder
                 tensors = _measure(cfg, npu_c, bench_c, match, scratch, rank_console)
                 for i, code in enumerate(npu_c.rule):
+                console.stage(f"{label}: comparing tensors")
                     if code == P.PARTIAL and match[i] >= 0:
                         view.rules[i] += "; real data: the ranks' tensors added, then measured"
                 for i in npu_c.interleaved:
@@ -393,6 +395,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             measured = measure(mode, npu_c.table, bench_c.table, match, tensors=tensors)
             verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                              parents=parents, layout_only=view.npu_only,
+            console.stage(f"{label}: measuring and judging")
                              qualify=functools.partial(attribute_origins, m=measured, view=view))  # fmt: skip
             outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_c.table.stacks), layout=view)
             if opts.write:
@@ -400,6 +403,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
                                            formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
             else:  # the Python API's write=False
+                console.stage(f"{label}: writing")
                 written = report.tell(outcome, rank_console, bench_path=plan.bench_dumps[0].rank.path)
             results.append(RankOutcome(label, written, None, summarize(outcome, with_table)))
             if written.xlsx is not None:
@@ -408,3 +412,4 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             rank_console.error(exc.message)
             results.append(RankOutcome(label, None, exc.message))
     return results
+        console.progress(f"replicas compared: {dp + 1} of {plan.npu.dp}")

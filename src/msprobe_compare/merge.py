@@ -146,9 +146,12 @@ def merge(tables: list[RankTable], cfg: MergeConfig, source: Path) -> list[tuple
 
 def merge_results(in_dir: Path, out_dir: Path, config_path: Path, console: Console) -> Path:
     cfg = read_merge_config(config_path)
+    console.stage("reading the rank results")
     tables = [read_rank_table(path, rank) for rank, path in find_results(in_dir, console)]
+    console.stage("merging")
     sheets = merge(tables, cfg, in_dir)
     name = "multi_ranks_compare_merge_{ts}.xlsx"
+    console.stage("writing")
     with new_output(out_dir, name) as (path, tmp):
         write_workbook(tmp, [(index, header, [list(c) for c in zip(*rows)] if rows else [[] for _ in header])
                              for index, header, rows in sheets])  # fmt: skip
