@@ -140,3 +140,63 @@ def test_cited_decisions_are_rows_of_the_deviations_page(tracked: list[str]) -> 
     assert {"D1", "D13"} <= rows
     bad = _citations(tracked, DECISION, rows)
     assert not bad, "decisions cited but not in docs/deviations.md:\n" + "\n".join(bad)
+
+
+# --------------------------------------------------------------------- the README true to the code and the install
+
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+           "ten": 10}  # fmt: skip
+PIP_INSTALL = re.compile(r"pip install ([^\n`|]*)")
+
+
+def _pyproject() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_c_extension_count_is_the_code_s():
+    """README and docs/design.md say how many C extensions are built: the .c files setup.py builds."""
+    sources = sorted(p.stem for p in (ROOT / "src/msprobe_compare").glob("*.c"))
+    built = re.search(r"_NATIVE = \(([^)]*)\)", (ROOT / "setup.py").read_text(encoding="utf-8"))
+    assert built and sorted(re.findall(r'"(\w+)"', built.group(1))) == sources
+    for page in ("README.md", "docs/design.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        said = re.findall(r"\b(\w+) small (?:optional )?C(?:Python)? extensions", text)
+        assert said and all(NUMBERS.get(word) == len(sources) for word in said), (page, said, len(sources))
+
+
+def test_readme_install_commands_can_run():
+    """Every `pip install` in the README installs this checkout (`.`, `.[extra]` with an extra pyproject.toml
+    defines) or a named release of another package, never `msprobe-compare` from an index, where it is not."""
+    extras = set(_pyproject()["project"]["optional-dependencies"])
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = PIP_INSTALL.findall(text)
+    assert len(commands) >= 4
+    for command in commands:
+        words = [w.strip("'\"") for w in command.split("&&")[0].split() if not w.startswith("-")]
+        assert words, command
+        for word in words:
+            assert not word.startswith("msprobe-compare"), command
+            if word.startswith("."):
+                assert re.fullmatch(r"\.(\[(\w+(,\w+)*)\])?", word), command
+                named = re.findall(r"\w+", word)
+                assert set(named) <= extras, (command, extras)
+
+
+def test_ray_install_hint_is_the_ray_extra():
+    from msprobe_compare import distribute
+
+    (ray,) = _pyproject()["project"]["optional-dependencies"]["ray"]
+    assert f"pip install '{ray}'" in distribute.INSTALL_HINT and "pip install '.[ray]'" in distribute.INSTALL_HINT
+
+
+def test_documented_commands_are_installed():
+    """The commands the README names are the console scripts pyproject.toml installs, and `python -m
+    msprobe_compare` runs."""
+    scripts = _pyproject()["project"]["scripts"]
+    assert scripts == {"msprobe": "msprobe_compare.launch:msprobe",
+                       "msprobe-compare": "msprobe_compare.launch:msprobe_compare"}  # fmt: skip
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python -m msprobe_compare" in text and "msprobe-compare -f pytorch compare" in text
+    assert (ROOT / "src/msprobe_compare/__main__.py").is_file()
+    assert "## Beside mindstudio-probe" in text and "pip install --force-reinstall --no-deps ." in text

@@ -139,7 +139,7 @@ def _parser(prog: str = "msprobe") -> argparse.ArgumentParser:
     cmp.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                      help="run ranks and tensor rows as Ray tasks: on the cluster at ADDRESS, else the one named by "
                           "RAY_ADDRESS, else a local instance; dumps and output must be on a shared filesystem "
-                          "(needs msprobe-compare[ray])")  # fmt: skip
+                          "(needs Ray: pip install 'ray>=2.9')")  # fmt: skip
     _add_layout_args(cmp)
     merge = sub.add_parser("merge_result", help="merge several ranks' compare results", formatter_class=_formatter())
     merge.add_argument("-i", "--input_path", required=True, type=Path, help="folder of compare_result_rank*.xlsx")

@@ -23,7 +23,8 @@ from msprobe_compare.errors import CompareError, UsageError
 from msprobe_compare.log import Console
 from msprobe_compare.records import dataclass
 
-INSTALL_HINT = "pip install msprobe-compare[ray]"
+# the `ray` extra of pyproject.toml (tests/test_docs.py keeps the two equal); from a checkout: pip install '.[ray]'
+INSTALL_HINT = "pip install 'ray>=2.9' (from a checkout of msprobe-compare: pip install '.[ray]')"
 LOOPBACK = "127.0.0.1"
 RAY_BATCH_BYTES = 32 << 20  # a tensor task reads about this much data (a few tens of ms of work) ...
 RAY_BATCH_MAX = 256  # ... and measures at most this many rows
