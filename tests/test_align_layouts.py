@@ -185,3 +185,41 @@ def test_tp1_run_against_a_tp2_run_of_other_code(tmp_path: Path, run_cli) -> Non
     assert "bench rank0+rank1 combined on their own" in run.out
     headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
     assert "model.layers.1.mlp" in headline, headline
+
+
+# -- real dumps: tests/data/impl/impl_tp.tar.xz (make_impls.py build-tp): the reference dumper, Megatron-style at
+# TP=2 (gloo processes, column/row-parallel linears with their all-reduces) against HF or vLLM at TP=1
+TP_ARCHIVE = Path(__file__).resolve().parent / "data" / "impl" / "impl_tp.tar.xz"
+PART = {"scale": ("mlp",), "gate": ("mlp",), "attn": ("attn", "attention"), "norm": ("norm",)}
+
+
+@pytest.fixture(scope="module")
+def tp_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import extract_archive
+
+    return extract_archive(TP_ARCHIVE, tmp_path_factory.mktemp("impl_tp"))
+
+
+def _tp_case_names() -> list[str]:
+    import tarfile
+
+    with tarfile.open(TP_ARCHIVE) as tar:
+        return sorted({part for m in tar.getmembers() for part in Path(m.name).parts[:1] if part.startswith("tp_")})
+
+
+@pytest.mark.parametrize("name", _tp_case_names())
+def test_real_tp2_runs_against_tp1_runs_of_other_code(tp_cases: Path, name: str, run_cli) -> None:
+    case = tp_cases / name
+    spec = json.loads((case / "CASE.json").read_text())
+    run = run_cli(case, "pytorch", "--format", "csv")
+    assert run.code == 0, run.out
+    side = "npu" if spec["npu_tp"] > 1 else "bench"
+    assert f"{side} rank0+rank1 combined on their own" in run.out
+    paired = next(line for line in run.out.splitlines() if "module boundaries paired" in line)
+    assert " 31 module boundaries paired (6 merged" in paired or spec["npu"] == "vllm" or spec["bench"] == "vllm", paired
+    headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
+    if spec["bug"] == "none":
+        assert "Root cause: no origin" in headline, headline
+    else:
+        origin = headline.split("Root cause:", 1)[1].split(":")[0]
+        assert f"layers.{spec['layer']}." in origin and any(p in origin for p in PART[spec["bug"]]), headline

@@ -41,6 +41,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import Measured, measure
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair import parallel as P
+from msprobe_compare.pair.align import decide
 from msprobe_compare.pair.exact import apply_dtype_gate
 from msprobe_compare.pair.parallel import LayoutView
 from msprobe_compare.pair.stages import merge_stages
@@ -107,9 +108,11 @@ def plan_layouts(npu_step: Path, bench_step: Path, npu_given: Any, bench_given: 
             return None  # not readable: the usual rank-by-rank compare reports it per rank
         raise
     if npu_layout is None or bench_layout is None:
-        found = detect_layouts(len(npu_dumps), len(bench_dumps), _shapes(npu_dumps[0].table),
-                               _shapes(bench_dumps[0].table), _stages(npu_dumps), _stages(bench_dumps),
-                               has_parallel_classes(npu_dumps[0].table.entries),
+        # runs of different code share names only by chance (Functional.linear.3 of other calls): no shape ratio
+        same_code = not decide(npu_dumps[0].table, bench_dumps[0].table).differ
+        found = detect_layouts(len(npu_dumps), len(bench_dumps), _shapes(npu_dumps[0].table) if same_code else {},
+                               _shapes(bench_dumps[0].table) if same_code else {}, _stages(npu_dumps),
+                               _stages(bench_dumps), has_parallel_classes(npu_dumps[0].table.entries),
                                has_parallel_classes(bench_dumps[0].table.entries))  # fmt: skip
         if found is None:
             if npu_layout is None and bench_layout is None:
@@ -363,10 +366,10 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
         label = f"{prefix}dp{dp}"
         rank_console = Console(prefix=f"[{label}] ", quiet=cfg.options.quiet)
         try:
+            console.stage(f"{label}: combining ranks")
             npu_c, bench_c, match, mode = combine_replica(plan, dp, mode_of)
             view = layout_view(npu_c, bench_c, match, mode)
             bench_ranks = "+".join(bench_c.shards.ranks)
-            console.stage(f"{label}: combining ranks")
             rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
                               f"{len(npu_c.rule)} logical rows: {rule_counts(view)}")  # fmt: skip
             only = list(dict.fromkeys(npu_c.table.entries[npu_c.table.entry_index[i]]
@@ -383,27 +386,27 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             opts = cfg.options
             tensors = None
             if mode is Mode.ALL:
+                console.stage(f"{label}: comparing tensors")
                 scratch = out_dir if opts.write else Path(tempfile.gettempdir())  # write=False: no output folder
                 tensors = _measure(cfg, npu_c, bench_c, match, scratch, rank_console)
                 for i, code in enumerate(npu_c.rule):
-                console.stage(f"{label}: comparing tensors")
                     if code == P.PARTIAL and match[i] >= 0:
                         view.rules[i] += "; real data: the ranks' tensors added, then measured"
                 for i in npu_c.interleaved:
                     view.rules[i] += ("; real data: the shards interleave in blocks (a fused dim such as batch x "
                                       "heads), the block size closest to the bench tensor was taken")  # fmt: skip
+            console.stage(f"{label}: measuring and judging")
             measured = measure(mode, npu_c.table, bench_c.table, match, tensors=tensors)
             verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                              parents=parents, layout_only=view.npu_only,
-            console.stage(f"{label}: measuring and judging")
                              qualify=functools.partial(attribute_origins, m=measured, view=view))  # fmt: skip
             outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_c.table.stacks), layout=view)
             if opts.write:
                 target = prepare_output_dir(out_dir)
+                console.stage(f"{label}: writing")
                 written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
                                            formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
             else:  # the Python API's write=False
-                console.stage(f"{label}: writing")
                 written = report.tell(outcome, rank_console, bench_path=plan.bench_dumps[0].rank.path)
             results.append(RankOutcome(label, written, None, summarize(outcome, with_table)))
             if written.xlsx is not None:
@@ -411,5 +414,5 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
         except CompareError as exc:
             rank_console.error(exc.message)
             results.append(RankOutcome(label, None, exc.message))
-    return results
         console.progress(f"replicas compared: {dp + 1} of {plan.npu.dp}")
+    return results

@@ -104,17 +104,37 @@ def dump_main(argv: list[str]) -> None:
     p.add_argument("--bug", default="none", choices=BUGS)
     p.add_argument("--layer", type=int, default=1)
     p.add_argument("--out", required=True)
+    p.add_argument("--tp", type=int, default=1, help="megatron only: tensor-parallel ranks (gloo, one process each)")
     add_model_args(p, MODEL_DEFAULTS)
     args = p.parse_args(argv)
     impl, bug, L = args.impl, args.bug, args.layer
     configure(**model_of(args))
     assert 0 <= L < NL, (L, NL)
+    assert args.tp == 1 or (impl == "megatron" and NKV % args.tp == 0 and FF % args.tp == 0), args.tp
+    if args.tp > 1 and "RANK" not in os.environ:  # one process per rank, each dumping its own rank folder
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = [subprocess.Popen([sys.executable, __file__, *argv],
+                                  env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(args.tp),
+                                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+                 for r in range(args.tp)]  # fmt: skip
+        codes = [q.wait() for q in procs]
+        assert not any(codes), codes
+        return
 
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
+    TP, RANK = args.tp, int(os.environ.get("RANK", "0"))
+    import torch.distributed as dist
+
+    if TP > 1:
+        dist.init_process_group("gloo", rank=RANK, world_size=TP)
     # the original functions, captured before msprobe wraps them: calls through these are not dumped
     ORIG = dict(linear=F.linear, matmul=torch.matmul, mul=torch.mul, cat=torch.cat, narrow=torch.narrow)
     # cols: scale only the output's first `cols` columns (the gate part of a merged gate/up projection)
@@ -559,14 +579,41 @@ def dump_main(argv: list[str]) -> None:
 
     MRMSNorm.__name__ = MRMSNorm.__qualname__ = "RMSNorm"
 
+    class _CopyToTP(torch.autograd.Function):  # copy_to_tensor_model_parallel_region
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            grad = grad.clone()
+            dist.all_reduce(grad)
+            return grad
+
+    class _ReduceFromTP(torch.autograd.Function):  # reduce_from_tensor_model_parallel_region
+        @staticmethod
+        def forward(ctx, x):
+            x = x.clone()
+            dist.all_reduce(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
     class _MLinear(nn.Module):
-        def __init__(self, w):
+        def __init__(self, w, split=True):
             super().__init__()
             self.weight = P(w) if w is not None else None
+            self.split = split and TP > 1
 
         def forward(self, input_, weight=None):
             weight = self.weight if weight is None else weight
+            if self.split and isinstance(self, ColumnParallelLinear):
+                input_ = _CopyToTP.apply(input_)
             output = torch.matmul(input_, weight.t())  # linear_with_grad_accumulation_and_async_allreduce
+            if self.split and not isinstance(self, ColumnParallelLinear):
+                output = _ReduceFromTP.apply(output)
             return output, None
 
     class ColumnParallelLinear(_MLinear):
@@ -574,6 +621,14 @@ def dump_main(argv: list[str]) -> None:
 
     class MRowParallelLinear(_MLinear):
         pass
+
+    def cols(t, n):  # this rank's n-th part along the last dim
+        k = t.shape[-1] // TP
+        return t[..., RANK * k:(RANK + 1) * k] if TP > 1 else t
+
+    def rows(t):  # this rank's part along dim 0
+        k = t.shape[0] // TP
+        return t[RANK * k:(RANK + 1) * k] if TP > 1 else t
 
     MRowParallelLinear.__name__ = MRowParallelLinear.__qualname__ = "RowParallelLinear"
 
@@ -630,7 +685,7 @@ def dump_main(argv: list[str]) -> None:
             self.softmax_scale = scale_of(i)
             self.scale_mask_softmax = FusedScaleMaskSoftmax()
             # Megatron's global memory buffer for the scores, allocated before the dump starts
-            self.register_buffer("matmul_input_buffer", torch.zeros(B * NH, S, S), persistent=False)
+            self.register_buffer("matmul_input_buffer", torch.zeros(B * NH // TP, S, S), persistent=False)
 
         def forward(self, query, key, value, attention_mask):
             np_, ng = query.size(2), key.size(2)
@@ -658,14 +713,14 @@ def dump_main(argv: list[str]) -> None:
             q = W[f"{i}.q"].view(NKV, hpg * HD, H)
             k = W[f"{i}.k"].view(NKV, HD, H)
             v = W[f"{i}.v"].view(NKV, HD, H)
-            self.linear_qkv = ColumnParallelLinear(torch.cat([q, k, v], dim=1).reshape(-1, H))
+            self.linear_qkv = ColumnParallelLinear(rows(torch.cat([q, k, v], dim=1)).reshape(-1, H))
             self.core_attention = DotProductAttention(i)
-            self.linear_proj = MRowParallelLinear(W[f"{i}.o"])
+            self.linear_proj = MRowParallelLinear(cols(W[f"{i}.o"], 0))
 
         def forward(self, hidden_states, attention_mask, rotary_pos_emb=None):
             hpg = NH // NKV
             mixed_qkv, _ = self.linear_qkv(hidden_states)
-            new_shape = mixed_qkv.size()[:-1] + (NKV, (hpg + 2) * HD)
+            new_shape = mixed_qkv.size()[:-1] + (NKV // TP, (hpg + 2) * HD)
             mixed_qkv = mixed_qkv.view(*new_shape)
             query, key, value = torch.split(mixed_qkv, [hpg * HD, HD, HD], dim=3)
             query = query.reshape(query.size(0), query.size(1), -1, HD)
@@ -682,8 +737,8 @@ def dump_main(argv: list[str]) -> None:
     class MLP(nn.Module):
         def __init__(self, i):
             super().__init__()
-            self.linear_fc1 = ColumnParallelLinear(torch.cat([W[f"{i}.gate"], W[f"{i}.up"]], 0))
-            self.linear_fc2 = MRowParallelLinear(W[f"{i}.down"])
+            self.linear_fc1 = ColumnParallelLinear(torch.cat([rows(W[f"{i}.gate"]), rows(W[f"{i}.up"])], 0))
+            self.linear_fc2 = MRowParallelLinear(cols(W[f"{i}.down"], 0))
             self.activation_func = glu
 
         def forward(self, hidden_states):
@@ -730,7 +785,7 @@ def dump_main(argv: list[str]) -> None:
             self.embedding = LanguageModelEmbedding()
             self.rotary_pos_emb = MRotaryEmbedding()
             self.decoder = TransformerBlock()
-            self.output_layer = ColumnParallelLinear(None)
+            self.output_layer = ColumnParallelLinear(None, split=False)  # the whole vocabulary on every rank
 
         def forward(self, input_ids, position_ids, attention_mask, labels=None):
             decoder_input = self.embedding(input_ids=input_ids, position_ids=position_ids)
@@ -769,7 +824,7 @@ def dump_main(argv: list[str]) -> None:
         if bug == "scale":
             target = model.decoder.layers[L].mlp.linear_fc2
         if bug == "gate":  # linear_fc1 = [gate; up]: the gate part only
-            target, armed["cols"] = model.decoder.layers[L].mlp.linear_fc1, FF
+            target, armed["cols"] = model.decoder.layers[L].mlp.linear_fc1, FF // TP
         # get_ltor_masks_and_position_ids (the data pipeline): boolean causal mask, True = masked
         m_mask = torch.triu(torch.ones(S, S, dtype=torch.bool), diagonal=1)[None, None].expand(B, 1, S, S)
         m_pos = torch.arange(S).unsqueeze(0).expand(B, S)
@@ -1258,8 +1313,63 @@ def build_main(argv: list[str]) -> None:
         print(f"{archive.name}: {len(names)} cases, {archive.stat().st_size} bytes")
 
 
+# ------------------------------------------------------------------ runs of different code and parallel layout
+# (npu impl, npu tp, bench impl, bench tp, precision, bug, layer): issue #30 item 5, impl_tp.tar.xz
+TP_CASES = [
+    ("megatron", 2, "hf", 1, "fp32", "none", None),
+    ("megatron", 2, "hf", 1, "fp32", "scale", 1),
+    ("megatron", 2, "hf", 1, "bf16", "none", None),
+    ("megatron", 2, "hf", 1, "bf16", "gate", 2),
+    ("megatron", 2, "hf", 1, "fp32", "attn", 0),
+    ("hf", 1, "megatron", 2, "fp32", "norm", 1),
+    ("hf", 1, "megatron", 2, "bf16", "none", None),
+    ("vllm", 1, "megatron", 2, "fp32", "scale", 2),
+]
+
+
+def build_tp_main(argv: list[str]) -> None:
+    """impl_tp.tar.xz: step folders of rank folders (megatron at TP=2 by gloo processes; the others at TP=1), each
+    case with CASE.json (its bug and layer) and compare.json naming the two step folders."""
+    p = argparse.ArgumentParser(prog="make_impls.py build-tp")
+    p.add_argument("--work", default="/tmp/impl_tp")
+    p.add_argument("--ref", default="/tmp/refvenv/bin/python")
+    p.add_argument("--no-pack", action="store_true")
+    a = p.parse_args(argv)
+    configure(**MODEL_DEFAULTS)
+    work = Path(a.work)
+    runs, cases_dir = work / "runs", work / "cases"
+    runs.mkdir(parents=True, exist_ok=True)
+    me = Path(__file__).resolve()
+    need = {}
+    for n_impl, n_tp, b_impl, b_tp, prec, bug, layer in TP_CASES:
+        need[f"{n_impl}_tp{n_tp}_{prec}_{bug}_L{layer}"] = (n_impl, n_tp, prec, bug, layer)
+        need[f"{b_impl}_tp{b_tp}_{prec}_none_LNone"] = (b_impl, b_tp, prec, "none", None)
+    for key, (impl, tp, prec, bug, layer) in need.items():
+        if (runs / key / "step0").is_dir():
+            continue
+        cmd = [a.ref, str(me), "--impl", impl, "--prec", prec, "--bug", bug, "--layer",
+               str(BUG_LAYER if layer is None else layer), "--out", str(runs / key), "--tp", str(tp)]  # fmt: skip
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        print(f"run {key}", flush=True)
+    shutil.rmtree(cases_dir, ignore_errors=True)
+    for n_impl, n_tp, b_impl, b_tp, prec, bug, layer in TP_CASES:
+        name = f"tp_{n_impl}{n_tp}_vs_{b_impl}{b_tp}_{prec}_{bug}" + (f"_L{layer}" if layer is not None else "")
+        case = cases_dir / name
+        shutil.copytree(runs / f"{n_impl}_tp{n_tp}_{prec}_{bug}_L{layer}" / "step0", case / "npu" / "step0")
+        shutil.copytree(runs / f"{b_impl}_tp{b_tp}_{prec}_none_LNone" / "step0", case / "bench" / "step0")
+        (case / "compare.json").write_text(json.dumps({"npu_path": "npu/step0", "bench_path": "bench/step0"}))
+        (case / "CASE.json").write_text(json.dumps({"npu": n_impl, "npu_tp": n_tp, "bench": b_impl, "bench_tp": b_tp,
+                                                    "prec": prec, "bug": bug, "layer": layer}))  # fmt: skip
+    if not a.no_pack:
+        archive = Path(__file__).resolve().parent / "impl_tp.tar.xz"
+        subprocess.run(["tar", "-cJf", str(archive), "-C", str(cases_dir), "."], check=True)
+        print(f"wrote {archive}", flush=True)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "build":
         build_main(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "build-tp":
+        build_tp_main(sys.argv[2:])
     else:
         dump_main(sys.argv[1:])
