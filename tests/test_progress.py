@@ -150,8 +150,9 @@ def test_statistics_compare_shows_its_stages_on_a_terminal(tmp_path):
 
 
 @needs_pty
-def test_stages_line_keeps_log_lines_above_it_on_one_terminal(tmp_path):
-    case = DATA / "pytorch/mlp_bug_stat"
+@pytest.mark.parametrize("name", ["mlp_bug_stat", "mlp_bug_tensor"])  # the tensor bar takes over the stages line
+def test_stages_line_keeps_log_lines_above_it_on_one_terminal(tmp_path, name):
+    case = DATA / "pytorch" / name
     code, tty, _ = _on_terminal(_command("-f", "pytorch", "compare", "-i", "compare.json", "-o",
                                          str(tmp_path / "out")), case, both=True)  # fmt: skip
     assert code == 0 and "compare: reading..." in tty
@@ -219,3 +220,6 @@ def test_stages_line_stays_after_a_long_compare_and_goes_after_a_quick_one(monke
         else:
             assert text.endswith("writing..." + log.CLEAR), repr(text)
         assert log._live_line() is None
+        unused = Terminal()
+        log.StatusLine(stream=unused).close()  # a compare that entered no stage (step folders): nothing drawn
+        assert unused.getvalue() == ""

@@ -37,8 +37,12 @@ _live: tuple[int, LiveLine] | None = None  # (pid, line): forked workers inherit
 
 
 def set_live_line(line: LiveLine | None) -> None:
-    """Make `line` the one that console lines of this process are printed above (None: no such line)."""
+    """Make `line` the one that console lines of this process are printed above (None: no such line); the one it
+    replaces is erased."""
     global _live
+    old = _live_line()
+    if old is not None and old is not line:
+        old.hide()
     _live = None if line is None else (os.getpid(), line)
 
 
@@ -158,6 +162,8 @@ class StatusLine:
         now = time.monotonic()
         if self.current is not None:
             self.done.append((self.current, now - self.started))
+        elif not self.done:
+            self.began = now
         self.current, self.started = name, now
         with _LOCK:
             if _live_line() is not self:
@@ -191,7 +197,9 @@ class StatusLine:
         if _live_line() is self:
             set_live_line(None)
         with _LOCK:
-            if now - self.began >= KEEP_STAGES_S:
+            if not self.done:  # no stage was ever entered: nothing was drawn
+                pass
+            elif now - self.began >= KEEP_STAGES_S:
                 self._write(CLEAR + self.text() + "\n")
             elif self.drawn:
                 self._write(CLEAR)

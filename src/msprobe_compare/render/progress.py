@@ -35,6 +35,7 @@ class Progress:
         self.drawn = False
         if self.enabled:
             set_live_line(self)
+            self._draw(self.start)
 
     def advance(self, amount: float = 1) -> None:
         self.done += amount
