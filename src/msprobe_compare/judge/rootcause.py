@@ -205,6 +205,7 @@ class RootCause:
 
 
 _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
+NONE_DTYPE = "None"  # the dtype cell of a None argument (the dumper records it without data)
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
@@ -567,12 +568,13 @@ class _Context:
 
     def _unpaired(self, e: int, origin: Origin) -> Origin:
         """`origin` with call e's input rows that have no bench counterpart counted (and whether one of them holds
-        NaN/Inf on the NPU side): what the bench holds there is unknown."""
+        NaN/Inf on the NPU side): what the bench holds there is unknown. A None argument (no bias) holds no data: a
+        side that does not record it at all agrees with it."""
         rows = self._side_rows(e, outputs=False)
-        alone = rows[self.match[rows] < 0] if len(rows) else rows
-        if not len(alone):
-            return origin
         npu = self.o.npu
+        alone = [i for i in rows[self.match[rows] < 0].tolist() if npu.dtype[i] != NONE_DTYPE] if len(rows) else []
+        if not alone:
+            return origin
         finite = noise.finite_data(npu.stats[alone], npu.stat_kind[alone])
         return replace(origin, unpaired_inputs=len(alone), unpaired_nonfinite=bool((~finite).any()))
 
