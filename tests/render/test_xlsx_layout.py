@@ -74,8 +74,10 @@ def test_frozen_columns_fit_a_screen():
     assert xlsx.frozen_columns(names, 0) == 0  # the header alone (kernel tables, merge_result)
 
 
-def test_marks_change_fonts_and_frames_only(tmp_path):
-    """Marked rows (origin, suspect) keep their values and fills: parity reads the same table."""
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_marks_change_fonts_and_frames_only(tmp_path, monkeypatch, native):
+    """Marked rows (origin, suspect) keep their values and fills: parity reads the same table (C and Python rows)."""
+    monkeypatch.setenv("MSPROBE_NATIVE", native)
     n = 6
     names = [f"call.{k}.forward.output.0" for k in range(n)]
     numbers = [1.5, -2.0, 3.25, 0.0, 7.0, 1e-9]
@@ -91,6 +93,24 @@ def test_marks_change_fonts_and_frames_only(tmp_path):
             assert (cell.font.b, cell.font.i) == (marks[k] == 1, marks[k] == 2), (k, cell.coordinate)
             assert cell.border.top.style == {0: None, 1: "medium", 2: "dashed"}[int(marks[k])]
             assert cell.border.bottom.style == cell.border.top.style
+
+
+def test_marks_in_blocks_and_in_the_forked_half(tmp_path, monkeypatch):
+    """Marked rows at block edges and in the half a forked child writes keep their place, values and fills."""
+    monkeypatch.setattr(xlsx, "PARALLEL_MIN_ROWS", 16)
+    monkeypatch.setattr(xlsx, "BLOCK_ROWS", 8)
+    n = 64
+    names = [f"r{k}" for k in range(n)]
+    colours = np.array([Colour.RED if k % 5 == 0 else Colour.NONE for k in range(n)], dtype=np.int8)
+    marks = np.zeros(n, dtype=np.int8)
+    marks[[0, 7, 8, 40, 63]] = [1, 2, 1, 1, 2]
+    plain, marked = tmp_path / "plain.xlsx", tmp_path / "marked.xlsx"
+    xlsx.write_xlsx_columns(plain, ["NPU Name", "v"], [names, list(range(n))], colours)
+    xlsx.write_xlsx_columns(marked, ["NPU Name", "v"], [names, list(range(n))], colours, marks=marks)
+    assert read_xlsx(marked) == read_xlsx(plain)
+    ws = openpyxl.load_workbook(marked).active
+    assert [(ws.cell(row=k + 2, column=2).font.b, ws.cell(row=k + 2, column=2).font.i) for k in range(n)] == [
+        (bool(m == 1), bool(m == 2)) for m in marks.tolist()]  # fmt: skip
 
 
 def test_widths_capped_and_fitted():
