@@ -424,7 +424,8 @@ def compare_pair(cfg: CompareConfig, console: Console, suffix: str = "", *, with
                                    coloured=cfg.options.highlight, formats=cfg.options.formats,
                                    bench_path=cfg.bench_path, prefix="debug_" if debug else "",
                                    compared=report.compared_facts(cfg.npu_path, cfg.bench_path,
-                                                                  cfg.options.framework))  # fmt: skip
+                                                                  cfg.options.framework)
+                                   if "html" in cfg.options.formats else None)  # fmt: skip
         return PairResult(written, summarize(outcome, with_table))
 
 
