@@ -21,12 +21,12 @@ positions (see `merge_stages`).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import field
 from typing import Any
 
 import numpy as np
 
+from msprobe_compare.load.names import API_PREFIXES, COMMUNICATION_PREFIXES, api_call_pattern
 from msprobe_compare.load.parallel_layout import parse_shape, plain_class_name
 from msprobe_compare.load.rows import _ABSENT, RawCells, RowTable, State, StatKind
 from msprobe_compare.records import dataclass
@@ -387,8 +387,7 @@ class Decision:
     shape: str | None  # the logical shape text; None: the shapes do not add up
 
 
-_API_CALL = re.compile(r"^((?:Functional|Tensor|Torch|NPU|Aten|Jit|Mint|MintFunctional|Primitive|Ops)\.[^.]+"
-                       r"(?:\.[A-Z][^.]*)?)\.(\d+)\.(forward|backward)$")  # fmt: skip
+_API_CALL = api_call_pattern(tuple(p for p in API_PREFIXES if p not in COMMUNICATION_PREFIXES))
 
 
 def call_keys(entries: list[str], parents: dict[str, str | None] | None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from msprobe_compare import native
+from msprobe_compare.load.names import RISK_LEVEL_PREFIXES
 from msprobe_compare.load.rows import RowTable
 
 LOW_RISK_APIS = frozenset(
@@ -19,7 +20,7 @@ LOW_RISK_APIS = frozenset(
     "chunk split unbind stack cat clone detach to float half bfloat16 int long bool type_as "
     "ones ones_like zeros zeros_like empty empty_like full full_like arange".split()
 )
-API_PREFIXES = frozenset({"Tensor", "Torch", "Functional", "Mint", "MintFunctional"})
+API_PREFIXES = frozenset(RISK_LEVEL_PREFIXES)
 SHOWN = 5
 
 

@@ -14,11 +14,11 @@ import re
 
 import numpy as np
 
+from msprobe_compare.load.names import API_PREFIXES, api_call_pattern
 from msprobe_compare.load.rows import phase_of
 from msprobe_compare.pair.parallel import Shards
 
-_API = re.compile(r"^((?:Functional|Tensor|Torch|Distributed|NPU|Aten|Jit|Mint|MintFunctional|Primitive|"
-                  r"Communication|Ops)\.[^.]+(?:\.[A-Z][^.]*)?)\.(\d+)\.(forward|backward)$")  # fmt: skip
+_API = api_call_pattern(API_PREFIXES)
 _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
 
 
