@@ -390,7 +390,7 @@ class Decision:
 _API_CALL = api_call_pattern(tuple(p for p in API_PREFIXES if p not in COMMUNICATION_PREFIXES))
 
 
-def call_keys(entries: list[str], parents: dict[str, str | None] | None) -> dict[str, str]:
+def module_local_keys(entries: list[str], parents: dict[str, str | None] | None) -> dict[str, str]:
     """API calls keyed by their module and their place among that module's calls of the same API
     (`Module.x.o_proj.Linear.forward.0|Tensor.__add__|0|forward`), from construct.json's parents. A call the layout
     adds inside a module (Megatron's bias add after the all-reduce) then shifts no counter outside that module.
@@ -429,7 +429,7 @@ def _row_key(side: Shards, i: int, keys: dict[str, str]) -> str:
 def pair_logical(npu: Shards, bench: Shards, npu_keys: dict[str, str] | None = None,
                  bench_keys: dict[str, str] | None = None) -> tuple[np.ndarray, list[Decision | None]]:  # fmt: skip
     """For each npu logical row, the bench logical row with the same plain name (or the same call key, see
-    `call_keys`, when both sides have them) and the decision how both sides' shards add up (-1 / None when
+    `module_local_keys`, when both sides have them) and the decision how both sides' shards add up (-1 / None when
     unpaired)."""
     if not (npu_keys and bench_keys):
         npu_keys = bench_keys = {}
