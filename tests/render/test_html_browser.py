@@ -301,6 +301,156 @@ def test_runs_of_different_code_show_their_module_alignment(browser, run_cli, tm
     _clean(b)
 
 
+def _align_rows(b: Browser, side: str, cls: str = "") -> list[dict[str, str]]:
+    """The drawn rows of one side's alignment tree (`cls`: only those with that class): module, label and text."""
+    return b.eval(f"""Array.from(document.querySelectorAll('.align-side[data-side={side}] .an{cls}'))
+        .filter((r) => r.offsetParent !== null)
+        .map((r) => ({{name: r.dataset.name, label: r.querySelector('.lbl').textContent, text: r.textContent,
+                      cls: r.className}}))""")  # fmt: skip
+
+
+def _align_hover(b: Browser, side: str, name: str) -> None:
+    b.eval(f"""document.querySelector('.align-side[data-side={side}] .an[data-name="{name}"] .lbl')
+        .dispatchEvent(new MouseEvent('mouseover', {{bubbles: true}}))""")  # fmt: skip
+
+
+def _align_click(b: Browser, side: str, name: str, part: str = ".lbl") -> None:
+    """A click on a module's label (or its fold toggle, `.tog`) in one side's alignment tree."""
+    b.eval(f"""document.querySelector('.align-side[data-side={side}] .an[data-name="{name}"] {part}').click()""")
+
+
+def _open_alignment(b: Browser) -> None:
+    assert b.eval("document.getElementById('align-trees').children.length") == 0  # drawn only when opened
+    b.eval("document.getElementById('alignment').open = true")
+    b.wait_for("document.querySelectorAll('#align-trees .align-side').length === 2")
+
+
+def test_runs_of_different_code_show_both_module_trees_side_by_side(browser, run_cli, tmp_path):
+    """HF against vLLM with a bug in layer 1 (issue #30 item 6): opening the alignment draws the npu tree left and
+    the bench tree right; hovering a merged part lights all its parts and the fused counterpart, with how they were
+    paired; modules without a counterpart are marked; the origin's module and its counterpart are marked."""
+    from conftest import extract_archive
+
+    cases = extract_archive(DATA / "impl/impl_cases.tar.xz", tmp_path / "impl")
+    run = run_cli(cases / "impl_hf_vs_vllm_bf16_scale_L1", "pytorch")
+    assert run.code == 0, run.out
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    _open_alignment(b)
+    heads = b.eval("Array.from(document.querySelectorAll('.align-head')).map((h) => h.textContent)")
+    assert heads == ["npu tree: 44 module calls, 4 without a counterpart",
+                     "bench tree: 40 module calls, 9 without a counterpart"]  # fmt: skip
+    sides = b.eval("Array.from(document.querySelectorAll('.align-side')).map((s) => [s.dataset.side, "
+                   "s.getBoundingClientRect().left, s.getBoundingClientRect().top])")  # fmt: skip
+    assert [s[0] for s in sides] == ["npu", "bench"] and sides[0][1] < sides[1][1] and sides[0][2] == sides[1][2]
+    npu, bench = _align_rows(b, "npu"), _align_rows(b, "bench")
+    q = "model.layers.0.self_attn.q_proj"
+    parts = [q, "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj"]
+    fused = "model.layers.0.self_attn.qkv_proj"
+    labels = {r["name"]: r["label"] for r in npu}
+    assert [labels[n] for n in parts] == ["q_proj", "k_proj", "v_proj"]  # nested under self_attn, short names
+    assert {r["name"]: r["label"] for r in bench}[fused] == "qkv_proj"
+    assert "parameters" in next(r["text"] for r in npu if r["name"] == q)
+    assert "merged 1/3" in next(r["text"] for r in npu if r["name"] == q)
+
+    # a merged part lights all its parts and its counterpart; so does the counterpart
+    for side, name in (("npu", q), ("bench", fused)):
+        _align_hover(b, side, name)
+        assert sorted(r["name"] for r in _align_rows(b, "npu", ".hl")) == sorted(parts)
+        assert [r["name"] for r in _align_rows(b, "bench", ".hl")] == [fused]
+
+    # no counterpart: dimmed and said
+    for side, name in (("npu", "model.rotary_emb"), ("bench", "model.layers.0.self_attn.attn")):
+        row = next(r for r in _align_rows(b, side) if r["name"] == name)
+        assert "unpaired" in row["cls"] and "no counterpart" in row["text"], row
+        _align_hover(b, side, name)
+        assert _align_rows(b, "npu", ".hl") == [] and _align_rows(b, "bench", ".hl") == []
+    assert b.eval("""parseFloat(getComputedStyle(document.querySelector(
+        '.an[data-name="model.rotary_emb"] .lbl')).opacity)""") < 1  # fmt: skip
+
+    # the root cause's module, and its counterpart
+    down = "model.layers.1.mlp.down_proj"
+    assert "origin" in next(r["text"] for r in _align_rows(b, "npu", ".marked") if r["name"] == down)
+    assert "origin's counterpart" in next(r["text"] for r in _align_rows(b, "bench", ".marked") if r["name"] == down)
+
+    # folded away: a click on a module unfolds and lights its counterpart, and says how they pair
+    b.eval("document.getElementById('align-collapse').click()")
+    assert fused not in [r["name"] for r in _align_rows(b, "bench")]
+    assert b.eval("""document.querySelector('.align-side[data-side=npu] .an[data-name="model.layers"] .dot.inner')
+        .title""") == "holds the origin"  # a folded row says it holds the origin  # fmt: skip
+    for name in ("model.layers", "model.layers.0", "model.layers.0.self_attn"):  # unfolded on the npu side only
+        _align_click(b, "npu", name, ".tog")
+    assert q in [r["name"] for r in _align_rows(b, "npu")] and fused not in [r["name"] for r in _align_rows(b, "bench")]
+    _align_click(b, "npu", q)
+    assert [r["name"] for r in _align_rows(b, "bench", ".hl")] == [fused]
+    info = b.eval("document.getElementById('align-info').textContent")
+    assert "paired by parameters (merged: 3 npu to 1 bench)" in info and "input.0 \u2192 input.0" in info, info
+    shot = b.screenshot(artifacts_dir() / "html_report_alignment_trees.png")
+    print(f"screenshot: {shot}")
+    _clean(b)
+
+
+def test_a_wrapper_is_folded_into_the_call_it_wraps(browser, run_cli, tmp_path):
+    """HF against Megatron: Megatron's `embedding` wraps `word_embeddings` alone (the same boundary): one row,
+    lit with HF's `embed_tokens`; the trees nest differently named paths (`decoder.layers.N`)."""
+    from conftest import extract_archive
+
+    cases = extract_archive(DATA / "impl/impl_cases.tar.xz", tmp_path / "impl")
+    run = run_cli(cases / "impl_hf_vs_megatron_bf16_none", "pytorch")
+    assert run.code == 0, run.out
+    _open(browser, run.one("compare_report_*.html"))
+    b = browser
+    _open_alignment(b)
+    bench = {r["name"]: r for r in _align_rows(b, "bench")}
+    assert bench["embedding"]["label"] == "embedding \u203a word_embeddings"
+    assert "embedding.word_embeddings" not in bench
+    assert bench["decoder.layers.0.self_attention.linear_qkv"]["label"] == "linear_qkv"
+    _align_hover(b, "npu", "model.embed_tokens")
+    assert [r["name"] for r in _align_rows(b, "bench", ".hl")] == ["embedding"]
+    _clean(b)
+
+
+def test_alignment_trees_of_600_modules_a_side_open_folded(browser, tmp_path):
+    """~600 module calls a side (64 layers of HF against Megatron-style names): opening draws a few hundred rows,
+    layers folded, at once; a click on a folded layer's module unfolds its counterpart."""
+    from dataclasses import replace
+
+    kinds = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+             "self_attn", "mlp.gate_proj", "mlp.up_proj", "mlp")  # fmt: skip
+    hf = [f"model.layers.{i}.{m}" for i in range(64) for m in kinds]
+    pairs = []
+    for i in range(64):
+        at, mg = f"model.layers.{i}", f"decoder.layers.{i}"
+        pairs += [{"npu": f"{at}.input_layernorm", "bench": f"{mg}.input_layernorm", "how": "parameters", "slots": {}},
+                  {"npu": f"{at}.self_attn.q_proj;{at}.self_attn.k_proj;{at}.self_attn.v_proj",
+                   "bench": f"{mg}.self_attention.linear_qkv", "how": "parameters", "slots": {}},
+                  {"npu": f"{at}.self_attn.o_proj", "bench": f"{mg}.self_attention.linear_proj", "how": "parameters",
+                   "slots": {}},
+                  {"npu": f"{at}.self_attn", "bench": f"{mg}.self_attention", "how": "tree", "slots": {}},
+                  {"npu": f"{at}.mlp.gate_proj;{at}.mlp.up_proj", "bench": f"{mg}.mlp.linear_fc1", "how": "parameters",
+                   "slots": {}},
+                  {"npu": f"{at}.mlp", "bench": f"{mg}.mlp", "how": "tree", "slots": {}}]  # fmt: skip
+    alignment = {"pairs": pairs, "unpaired": {"npu": [], "bench": [f"decoder.layers.{i}.core" for i in range(64)]},
+                 "same_as": {"npu": {}, "bench": {}}}  # fmt: skip
+    assert len(hf) == 576
+    path = tmp_path / "aligned.html"
+    html.write_html(path, replace(outcome_of("pytorch/mlp_bug_stat"), alignment=alignment), "aligned")
+    b = browser
+    _open(b, path)
+    _open_alignment(b)
+    assert b.eval("window.__reportTimings.alignTrees") < 1000
+    shown = _align_rows(b, "npu")
+    assert 10 <= len(shown) <= 220 and "model.layers.63.self_attn.q_proj" not in [r["name"] for r in shown]
+    for name in ("decoder.layers.63", "decoder.layers.63.self_attention"):
+        _align_click(b, "bench", name, ".tog")
+    _align_click(b, "bench", "decoder.layers.63.self_attention.linear_qkv")
+    lit = sorted(r["name"] for r in _align_rows(b, "npu", ".hl"))
+    assert lit == [f"model.layers.63.self_attn.{p}_proj" for p in "kqv"]
+    core = next(r for r in _align_rows(b, "bench") if r["name"] == "decoder.layers.63.core")
+    assert "no counterpart" in core["text"]
+    _clean(b)
+
+
 def _rect(b: Browser, selector: str) -> dict[str, float]:
     return b.eval(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
                   "return {left: r.left, top: r.top, bottom: r.bottom, right: r.right}; })()")  # fmt: skip

@@ -514,6 +514,61 @@ def _rootcause_json(rc: RootCause, blob: _Blob, stacks: dict[str, list[str]] | N
     }  # fmt: skip
 
 
+def _module_call(entry: str) -> str | None:
+    """A module entry (`Module.<path>.<Class>.<forward|backward>.<n>`, `...parameters_grad`) as the alignment
+    names its forward call (`path`, `path#n`); None for any other entry."""
+    if not entry.startswith("Module."):
+        return None
+    head, _, last = entry.rpartition(".")
+    if last == "parameters_grad":
+        return head[7:].rpartition(".")[0] or None
+    stem, _, direction = head.rpartition(".")
+    path = stem[7:].rpartition(".")[0]
+    if not path or not last.isdigit() or direction not in ("forward", "backward"):
+        return None
+    return path if last == "0" else f"{path}#{last}"
+
+
+def _alignment_json(outcome: CompareOutcome) -> dict[str, Any] | None:
+    """The alignment (pair.align.describe) plus what the side-by-side trees need: `order` (each side's aligned
+    module calls in the order they end) and `marks` (npu module call: "origin" or "suspect", the innermost module
+    call holding a root-cause origin or suspect)."""
+    al = outcome.alignment
+    if al is None:
+        return None
+    names: dict[str, set[str]] = {"npu": set(), "bench": set()}
+    for p in al["pairs"]:
+        names["npu"].update(p["npu"].split(";"))
+        names["bench"].update(p["bench"].split(";"))
+    for side in names:
+        names[side].update(al["unpaired"][side])
+        for wrapper, call in al["same_as"][side].items():
+            names[side].update((wrapper, call))
+    order: dict[str, list[str]] = {}
+    for side, rows in (("npu", outcome.npu), ("bench", outcome.bench)):
+        seen: list[str] = []
+        for entry in rows.entries:
+            if ".forward." in entry:  # merged rows: each part
+                seen.extend(n for n in map(_module_call, entry.split(";")) if n is not None and n in names[side])
+        order[side] = list(dict.fromkeys(seen))
+    marks: dict[str, str] = {}
+    rc = outcome.rootcause
+    if rc is not None:
+        found = [(o.entry, "origin") for o in rc.origins] + [(x.entry, "suspect") for x in rc.suspects]
+        for entry, kind in found:
+            at: str | None = entry
+            for _ in range(4096):  # the nearest enclosing module call of the entry (merged rows: each part)
+                if at is None:
+                    break
+                calls = [c for c in (_module_call(part) for part in at.split(";")) if c in names["npu"]]
+                if calls:
+                    for c in calls:
+                        marks.setdefault(c, kind)
+                    break
+                at = rc.parents.get(at)
+    return {**al, "order": order, "marks": {"npu": marks}}
+
+
 def _above(line: str) -> str:
     """An advisor-file line as the page shows it: the page's root cause stands above the advisor, not below."""
     return line.replace("see Root cause below", "see Root cause above")
@@ -668,7 +723,7 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
         "colour": _codes(np.asarray(colour, dtype=np.int64), blob), "partial": partial,
         "entry": _codes(np.diff(entry, prepend=0), blob),
         "rootcause": _rootcause_json(rc, blob, outcome.npu.stacks) if rc is not None else None,
-        "alignment": outcome.alignment,  # runs of different code: the module pairs, the calls left (pair.align)
+        "alignment": _alignment_json(outcome),  # runs of different code: the pairs, the calls left (pair.align)
         "compared": compared,
     }  # fmt: skip
     head = orjson.dumps(meta)
