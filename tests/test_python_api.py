@@ -76,7 +76,7 @@ def readme_examples() -> list[str]:
 @pytest.mark.parametrize("case,mode", [("pytorch/mlp_bug_stat", "summary"), ("pytorch/mlp_bug_md5", "md5"),
                                        ("pytorch/mlp_bug_tensor", "all")])  # fmt: skip
 def test_readme_examples_run_as_written_in_every_mode(tmp_path, monkeypatch, capfd, case, mode):
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")  # the README example makes a DataFrame
     folder = _copy(case, tmp_path)
     monkeypatch.chdir(folder)
     scope: dict = {}

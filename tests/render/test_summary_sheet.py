@@ -13,11 +13,11 @@ import pytest
 
 from conftest import DATA
 from msprobe_compare.render import xlsx
-from msprobe_compare.render.summary_sheet import COLUMNS, SHEET_NAME
+from msprobe_compare.render.summary_sheet import FIELDS, SHEET_NAME
 from parity import mismatches, read_xlsx
 
 NOISE = DATA / "noise/noise_stat.tar.xz"
-HEADER = [header for header, _, _, _ in COLUMNS]
+LABELS = [label for label, _, _ in FIELDS]
 
 
 def _extract(name: str, root: Path) -> Path:
@@ -39,18 +39,17 @@ def _value(rows: list[list], label: str):
 
 
 def _listed(rows: list[list], title: str) -> list[dict]:
-    """The records under an "Origins (n)" or "Suspects (n)" title, as {header: cell}."""
+    """The items under an "Origins (n)" or "Suspects (n)" title, each as {label: cell} with its "Call"."""
     at = next(k for k, row in enumerate(rows) if row and isinstance(row[0], str) and row[0].startswith(title + " ("))
-    if rows[at + 1][0] == "none":
-        return []
-    head = [h if h != "To decide" else "Advice" for h in rows[at + 1][: len(HEADER)]]
-    assert head == HEADER
-    out = []
-    for row in rows[at + 2 :]:
-        if not row or row[0] is None:
+    items: list[dict] = []
+    for row in rows[at + 1 :]:
+        if not row or row[0] is None or row[0] == "none":
             break
-        out.append(dict(zip(HEADER, row)))
-    return out
+        if row[0] == f"{title[:-1]} {len(items) + 1}":
+            items.append({"Call": row[1]})
+        else:
+            items[-1][row[0]] = row[1]
+    return items
 
 
 def test_summary_of_a_bf16_run_with_a_gelu_bug(run_cli, tmp_path):
@@ -67,6 +66,7 @@ def test_summary_of_a_bf16_run_with_a_gelu_bug(run_cli, tmp_path):
     assert _value(rows, "Root cause") == head
     truth = json.loads((case / "TRUTH.json").read_text())["origin"]
     [origin] = _listed(rows, "Origins")
+    assert list(origin) == ["Call", *LABELS]
     assert origin["Call"] in truth and origin["Kind"] == "computation" and origin["Phase"] == "forward"
     for name in ("Outputs", "Noise floor", "Threshold", "Ratio to floor"):
         assert isinstance(origin[name], float), name
@@ -80,7 +80,7 @@ def test_summary_of_a_bf16_run_with_a_gelu_bug(run_cli, tmp_path):
     summary = book[SHEET_NAME]
     [link] = [c.hyperlink.location for r in summary.iter_rows() for c in r if c.hyperlink]
     target = re.fullmatch(r"'Sheet'!A(\d+)", link)
-    assert target and ws.cell(row=int(target.group(1)), column=1).value == origin["Deciding row (link)"]
+    assert target and ws.cell(row=int(target.group(1)), column=1).value == origin["Deciding row"]
     names = [c.value for c in ws["A"]][1:]
     marked = [k for k, name in enumerate(names) if ws.cell(row=k + 2, column=1).font.b]
     assert marked and all(names[k].startswith(origin["Call"] + ".") for k in marked)
@@ -107,7 +107,7 @@ def test_suspect_rows_are_italic_and_listed(run_cli, tmp_path):
     assert _listed(rows, "Origins") == []
     [suspect] = _listed(rows, "Suspects")
     assert suspect["Call"] == "Functional.linear.3.forward" and suspect["Kind"] == "below margin"
-    assert "precision: high" in suspect["Advice"]  # what to dump to decide
+    assert "precision: high" in suspect["To decide"]  # what to dump to decide
     assert suspect["Noise floor"] < suspect["Outputs"] <= suspect["Threshold"]
     ws = openpyxl.load_workbook(path)["Sheet"]
     styled = {ws.cell(row=k, column=1).value for k in range(2, ws.max_row + 1) if ws.cell(row=k, column=1).font.i}

@@ -57,13 +57,14 @@ def test_compare_workbook_layout(run_cli):
     assert ws.row_dimensions[1].height == 30  # two header lines
     assert ws.cell(row=1, column=1).alignment.wrap_text and ws.cell(row=1, column=1).font.b
     assert ws.cell(row=2, column=stack + 1).alignment.wrap_text is not True  # data rows stay one line high
-    # printed readable: at 100% (not fitted to a page width), landscape, header row and name column on every page
-    assert ws.page_setup.orientation == "landscape" and ws.page_setup.scale == 100
+    # printed readable: at 80% (not fitted to a page width), landscape, header row and name column on every page
+    assert ws.page_setup.orientation == "landscape" and ws.page_setup.scale == xlsx.PRINT_SCALE == 80
     assert ws.page_setup.pageOrder == "overThenDown" and ws.print_options.gridLines
     assert not (ws.sheet_properties.pageSetUpPr and ws.sheet_properties.pageSetUpPr.fitToPage)
     assert ws.print_title_rows == "$1:$1" and ws.print_title_cols == "$A:$A"
     assert "&P of &N" in ws.oddFooter.right.text
-    assert ws.print_area == f"'Sheet'!$A$1:${xlsx.column_letter(len(header) - 1)}${len(rows) + 1}"
+    # the name column prints as the title of every page, so the area starts at the second (not twice on page 1)
+    assert ws.print_area == f"'Sheet'!$B$1:${xlsx.column_letter(len(header) - 1)}${len(rows) + 1}"
 
 
 def test_frozen_columns_fit_a_screen():
@@ -165,7 +166,7 @@ SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
 
 @pytest.mark.skipif(SOFFICE is None, reason="LibreOffice not installed")
 def test_prints_on_few_pages(run_cli, tmp_path):
-    """At 100%: the pages a table of 103 rows and 27 columns needs when read on paper, the stack column's text ending
+    """At 80%: the pages a table of 103 rows and 27 columns needs when read on paper, the stack column's text ending
     at the print area (it once ran to the right across 44 pages)."""
     run = run_cli(CASE, "pytorch", "-s")
     path = run.one("compare_result_*.xlsx")
@@ -174,4 +175,4 @@ def test_prints_on_few_pages(run_cli, tmp_path):
                     "--outdir", str(tmp_path), str(path)], check=True, capture_output=True, timeout=120)  # fmt: skip
     pdf = (tmp_path / path.with_suffix(".pdf").name).read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf))
-    assert 2 <= pages <= 60  # at 100%: the table's columns over several pages, each readable
+    assert 2 <= pages <= 40  # the table's columns over several pages, each readable

@@ -12,32 +12,35 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare.judge.highlight import Colour
+from msprobe_compare.judge.rootcause import CallState
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.render.findings import Finding, finding_records
-from msprobe_compare.render.xlsx import XF_NUMBER, XF_SECTION, XF_TITLE, XF_WRAP, TextSheet, table_location
+from msprobe_compare.render.xlsx import (
+    XF_COUNT, XF_LABEL, XF_NUMBER, XF_SECTION, XF_TITLE, XF_WRAP, TextSheet, table_location,
+)
 
 SHEET_NAME = "Summary"  # after the table's sheets; readers of the table skip it (merge_result)
-MAX_LISTED = 1000  # origins (and suspects) listed; a last row counts the rest
-# the columns of the origin and suspect lists: (header, Finding field, width, XF id); the first two columns also
-# hold the labels and texts of the other sections
-COLUMNS: tuple[tuple[str, str, float, int], ...] = (
-    ("Call", "call", 45, XF_WRAP),
-    ("Description", "description", 70, XF_WRAP),
-    ("Kind", "kind", 14, 0),
-    ("Phase", "phase", 15, 0),
-    ("Metric", "metric", 22, XF_WRAP),
-    ("Inputs", "inputs", 12, XF_NUMBER),
-    ("Outputs", "outputs", 12, XF_NUMBER),
-    ("Noise floor", "floor", 12, XF_NUMBER),
-    ("Threshold", "threshold", 12, XF_NUMBER),
-    ("Ratio to floor", "ratio", 12, XF_NUMBER),
-    ("Floor source", "floor_source", 34, XF_WRAP),
-    ("Deciding row (link)", "row", 45, XF_WRAP),
-    ("NPU dtype", "npu_dtype", 15, 0),
-    ("Bench dtype", "bench_dtype", 15, 0),
-    ("Advice", "advice", 60, XF_WRAP),
+MAX_LISTED = 200  # origins (and suspects) listed; a last row counts the rest
+WIDTHS = [30.0, 100.0]  # two columns, labels and values: one page wide on screen and on paper
+# the lines of an origin or a suspect under its call: (label, Finding field, XF id); numbers stay numbers
+FIELDS: tuple[tuple[str, str, int], ...] = (
+    ("Description", "description", XF_WRAP),
+    ("Kind", "kind", 0),
+    ("Phase", "phase", 0),
+    ("Metric", "metric", 0),
+    ("Inputs", "inputs", XF_NUMBER),
+    ("Outputs", "outputs", XF_NUMBER),
+    ("Noise floor", "floor", XF_NUMBER),
+    ("Floor source", "floor_source", XF_WRAP),
+    ("Threshold", "threshold", XF_NUMBER),
+    ("Ratio to floor", "ratio", XF_NUMBER),
+    ("Deciding row", "row", XF_WRAP),  # linked to its place in the table
+    ("NPU dtype", "npu_dtype", 0),
+    ("Bench dtype", "bench_dtype", 0),
+    ("Advice", "advice", XF_WRAP),
 )
+UNMARKED_TEXT = "None: the table is plain (highlighting off), the rows of the calls above are listed here only."
 MARKS_TEXT = ("Rows of an origin's call are bold, framed by solid lines; rows of a suspect's call italic, framed by "
               "dashed lines. Red and yellow fills are the reference tool's colour rules; their cells are unchanged.")
 
@@ -46,27 +49,25 @@ def _pair(label: str, value: Any, xf: int = XF_WRAP) -> list[tuple[Any, int]]:
     return [(label, XF_SECTION), (value, xf if isinstance(value, str) else 0)]
 
 
-def _listed(title: str, items: Sequence[Finding], outcome: CompareOutcome, sheet_name: str,
+def _listed(title: str, one: str, advice: str, items: Sequence[Finding], outcome: CompareOutcome, sheet_name: str,
             sheet: TextSheet) -> None:  # fmt: skip
-    """A list of origins or suspects: a title row, a header row, one row each (the deciding row linked)."""
+    """Origins or suspects: a title row, then per item (`one` and its number) its call and a line per field
+    (`advice`: the label of the advice line), the deciding row linked to the table."""
     rows = sheet.rows
     rows.append([(f"{title} ({len(items):,})", XF_SECTION)])
     if not items:
         rows.append([("none", 0)])
         return
-    if title == "Suspects":
-        head = [("To decide" if field == "advice" else header, XF_SECTION) for header, field, _, _ in COLUMNS]
-    else:
-        head = [(header, XF_SECTION) for header, _, _, _ in COLUMNS]
-    rows.append(head)
     where = _row_numbers(outcome, items[:MAX_LISTED])
-    link_at = [k for k, (_, field, _, _) in enumerate(COLUMNS) if field == "row"][0]
-    for item, at in zip(items[:MAX_LISTED], where):
-        if at is not None:
-            sheet.links.append((len(rows), link_at, table_location(sheet_name, len(outcome), at)))
-        rows.append([(getattr(item, field), xf) for _, field, _, xf in COLUMNS])
+    for k, (item, at) in enumerate(zip(items[:MAX_LISTED], where), start=1):
+        rows.append([(f"{one} {k}", XF_SECTION), (item.call, XF_SECTION)])
+        for label, field, xf in FIELDS:
+            if field == "row" and at is not None:
+                sheet.links.append((len(rows), 1, table_location(sheet_name, len(outcome), at)))
+            rows.append([(advice if field == "advice" else label, XF_LABEL), (getattr(item, field), xf)])
     if len(items) > MAX_LISTED:
-        rows.append([(f"... and {len(items) - MAX_LISTED:,} more (the advisor file and the HTML report list them)", 0)])
+        rows.append([(f"... and {len(items) - MAX_LISTED:,} more (the advisor file, the HTML report and the Python "
+                      "API list them)", 0)])  # fmt: skip
 
 
 def _row_numbers(outcome: CompareOutcome, items: Sequence[Finding]) -> list[int | None]:
@@ -94,11 +95,11 @@ def summary_sheet(outcome: CompareOutcome, sheet_name: str, files: Sequence[tupl
     (what, file name) of the run's other files."""
     counts = outcome.counts
     rc = outcome.rootcause
-    sheet = TextSheet(SHEET_NAME, [], [width for _, _, width, _ in COLUMNS])
+    sheet = TextSheet(SHEET_NAME, [], WIDTHS)
     rows = sheet.rows
     rows.append([("msprobe-compare: where the two runs part", XF_TITLE)])
-    rows.append([("The table is the first sheet; this sheet holds the answer (the advisor file and the HTML report "
-                  "tell the same).", XF_WRAP)])  # fmt: skip
+    rows.append(_pair("This sheet", "The answer beside the table (the first sheet); the advisor file and the HTML "
+                                    "report tell the same."))  # fmt: skip
     rows.append([])
     warning = story.unmatched_warning(counts, None, outcome.alignment is not None)
     if warning:
@@ -123,14 +124,15 @@ def summary_sheet(outcome: CompareOutcome, sheet_name: str, files: Sequence[tupl
         counted.append(("Not counted (in-place inputs recorded after the write)", counts.excluded))
     if counts.layout_only:
         counted.append(("Rows of calls the parallel layout adds", counts.layout_only))
-    rows += [[(label, 0), (value, 0)] for label, value in counted]
+    rows += [[(label, 0), (value, XF_COUNT)] for label, value in counted]
     rows.append([])
     found = finding_records(rc)
-    _listed("Origins", [f for f in found if f.state == "origin"], outcome, sheet_name, sheet)
+    _listed("Origins", "Origin", "Advice", [f for f in found if f.state == CallState.ORIGIN.value], outcome, sheet_name, sheet)
     rows.append([])
-    _listed("Suspects", [f for f in found if f.state == "suspect"], outcome, sheet_name, sheet)
+    _listed("Suspects", "Suspect", "To decide", [f for f in found if f.state == CallState.SUSPECT.value], outcome,
+            sheet_name, sheet)  # fmt: skip
     rows.append([])
-    rows.append(_pair("Marks in the table", MARKS_TEXT))
+    rows.append(_pair("Marks in the table", MARKS_TEXT if outcome.marks is not None else UNMARKED_TEXT))
     rows.append([])
     rows.append([("Other files of this run", XF_SECTION), ("(in the folder of this workbook)", 0)])
     rows += [[(what, 0), (name, 0)] for what, name in files] or [[("none", 0)]]

@@ -10,7 +10,7 @@ of equal size, and stays coloured (decision D2).
 Layout for people: each column is as wide as its longest text (rows sampled in a big sheet), capped, the stack
 column narrow (its text stays whole in the cell, shown in the formula bar); the header row wraps at spaces and is
 frozen with the name columns (up to the first metric column where those fit a screen); a sheet prints landscape at
-100%, the header row and the name column repeated on every page, pages numbered. Rows of the root cause's origins
+80% (PRINT_SCALE), the header row and the name column repeated on every page, pages numbered. Rows of the root cause's origins
 and suspects are marked by their font and frame (bold and solid, italic and dashed), their fill unchanged; a
 given small sheet (the Summary) follows the table's sheets.
 """
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 MAX_SHEET_ROWS = 1_048_500
-# style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header; 4-9 marked rows (MARKED_STYLE); 10-13 the
+# style ids in styles.xml: 0 default, 1 red row, 2 yellow row, 3 header; 4-9 marked rows (MARKED_STYLE); 10-15 the
 # cells of a given sheet (XF_*)
 STYLE: dict[int, str] = {Colour.NONE: "", Colour.RED: ' s="1"', Colour.YELLOW: ' s="2"'}
 # marked rows (render.findings.RowMark: 1 origin, 2 suspect): bold in a solid frame, italic in a dashed one; the
@@ -53,7 +53,7 @@ MARKED_STYLE: dict[tuple[int, int], str] = {
     (mark, colour): f' s="{4 + 3 * (mark - 1) + k}"'
     for mark in (1, 2) for k, colour in enumerate((Colour.NONE, Colour.RED, Colour.YELLOW))
 }  # fmt: skip
-XF_HEADER, XF_TITLE, XF_WRAP, XF_SECTION, XF_NUMBER = 3, 10, 11, 12, 13  # cells of a TextSheet
+XF_HEADER, XF_TITLE, XF_WRAP, XF_SECTION, XF_NUMBER, XF_COUNT, XF_LABEL = 3, 10, 11, 12, 13, 14, 15  # TextSheet cells
 
 
 _CONTENT_TYPES = (
@@ -116,7 +116,7 @@ _STYLES = (
     '<border><left/><right/><top style="dashed"><color rgb="FF000000"/></top>'
     '<bottom style="dashed"><color rgb="FF000000"/></bottom><diagonal/></border></borders>'
     '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
-    '<cellXfs count="14"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
+    '<cellXfs count="16"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
     '<xf numFmtId="0" fontId="0" fillId="2" borderId="0" xfId="0" applyFill="1"/>'
     '<xf numFmtId="0" fontId="0" fillId="3" borderId="0" xfId="0" applyFill="1"/>'
     '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1" applyAlignment="1">'
@@ -132,7 +132,11 @@ _STYLES = (
     '<xf numFmtId="0" fontId="1" fillId="4" borderId="0" xfId="0" applyFont="1" applyFill="1" applyAlignment="1">'
     '<alignment vertical="top" wrapText="1"/></xf>'
     '<xf numFmtId="164" fontId="0" fillId="0" borderId="0" xfId="0" applyNumberFormat="1" applyAlignment="1">'
-    '<alignment vertical="top"/></xf>'
+    '<alignment horizontal="left" vertical="top"/></xf>'
+    # 14 a count (thousands separated), 15 a label beside a value of several lines
+    '<xf numFmtId="3" fontId="0" fillId="0" borderId="0" xfId="0" applyNumberFormat="1" applyAlignment="1">'
+    '<alignment horizontal="left" vertical="top"/></xf>'
+    '<xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0" applyAlignment="1"><alignment vertical="top"/></xf>'
     "</cellXfs>"
     '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/></cellStyles>'
     "</styleSheet>"
@@ -145,12 +149,15 @@ _SHEET_HEAD = (
     '<sheetViews><sheetView workbookViewId="0"{selected}>{pane}</sheetView></sheetViews>'
     '<sheetFormatPr defaultRowHeight="15"/>{cols}<sheetData>'
 )
-# printed at 100% (readable: no fitting to a page width), landscape, across then down (a band of rows' columns on
-# consecutive pages), the header row and the first column repeated on every page (Print_Titles), pages numbered
+# printed at a readable scale (not fitted to a page width: 27 columns on one page were microscopic), landscape,
+# across then down (a band of rows' columns on consecutive pages), the header row and the name column repeated on
+# every page (Print_Titles; the print area starts at the second column, so the first page does not hold the name
+# column twice), gridlines, pages numbered
+PRINT_SCALE = 80  # percent: 11-point text prints at 8.8 points
 _PRINT = (
     '<printOptions gridLines="1"/>'
     '<pageMargins left="0.4" right="0.4" top="0.5" bottom="0.6" header="0.3" footer="0.3"/>'
-    '<pageSetup orientation="landscape" pageOrder="overThenDown" scale="100"/>'
+    f'<pageSetup orientation="landscape" pageOrder="overThenDown" scale="{PRINT_SCALE}"/>'
     "<headerFooter><oddFooter>&amp;L&amp;F: &amp;A&amp;RPage &amp;P of &amp;N</oddFooter></headerFooter>"
 )
 _SHEET_TAIL = '</sheetData><autoFilter ref="A1:{last}"/>' + _PRINT + "</worksheet>"
@@ -667,6 +674,16 @@ def write_workbook(
         _write_workbook_parts(zf, [(name, header, len(cols[0]) if cols else 0) for name, header, cols in sheets])
 
 
+def _print_names(k: int, name: str, width: int, size: int) -> str:
+    """Sheet k's print area and titles: the header row, and with two columns or more the first column, repeated on
+    every page (the area then starts at the second column: the first is printed as the title)."""
+    titled = width > 1
+    area = f"'{name}'!${'B' if titled else 'A'}$1:${column_letter(width - 1)}${size + 1}"
+    titles = f"'{name}'!$A:$A,'{name}'!$1:$1" if titled else f"'{name}'!$1:$1"
+    return (f'<definedName name="_xlnm.Print_Area" localSheetId="{k}">{area}</definedName>'
+            f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">{titles}</definedName>')  # fmt: skip
+
+
 def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[str], int]],
                           extra: Sequence[TextSheet] = ()) -> None:  # fmt: skip
     """Everything of the package but the sheet XML: content types, relations, workbook (the tables' filter, print
@@ -682,13 +699,7 @@ def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[
         names="".join(f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
                       f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
                       for k, (name, header, size) in enumerate(sheets))
-        + "".join(f'<definedName name="_xlnm.Print_Area" localSheetId="{k}">'
-                  f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
-                  f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">'
-                  f"'{escape(name)}'!$A:$A,'{escape(name)}'!$1:$1</definedName>"
-                  for k, (name, header, size) in enumerate(sheets))
-        + "".join(f'<definedName name="_xlnm.Print_Titles" localSheetId="{k}">\'{escape(x.name)}\'!$A:$A'
-                  "</definedName>" for k, x in enumerate(extra, start=len(sheets)))))  # fmt: skip
+        + "".join(_print_names(k, escape(name), len(header), size) for k, (name, header, size) in enumerate(sheets))))
     zf.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(
         rels="".join(_SHEET_REL.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("xl/styles.xml", _STYLES)
