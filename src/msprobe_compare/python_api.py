@@ -1,7 +1,8 @@
 """The Python API: `compare(npu_path, bench_path, ...)` and `compare_json(path, ...)` return a `CompareResult`.
 
-They run the CLI's pipeline (`api.py`) with the same options, write the same files, print nothing unless
-`verbose=True`, and raise instead of printing `[ERROR]` lines: `OptionError` (also a ValueError) for an option,
+They run the CLI's pipeline (`api.py`) with the same options, write the same files (none with `write=False`: the
+result holds the table, the counts and the root cause all the same), print nothing unless `verbose=True`, and raise
+instead of printing `[ERROR]` lines: `OptionError` (also a ValueError) for an option,
 `InputError` for bad input, `OutputError` when the output folder cannot be written (all `CompareError`s).
 """
 
@@ -60,7 +61,8 @@ class CompareResult:
     """What a compare wrote and found.
 
     For step folders the counts are the sums over ranks, `first_origin` is the earliest across ranks (prefixed with
-    the rank), the file paths and `columns` are per rank in `ranks`, and `failed`/`unpaired` name ranks not compared.
+    the rank), `origins`/`suspects` every rank's (`rank` set), the file paths and `columns` are per rank in `ranks`,
+    and `failed`/`unpaired` name ranks not compared. `to_pandas()` makes the table a DataFrame for analysis.
     """
 
     output_dir: Path | None  # None with write=False
@@ -180,7 +182,8 @@ def compare(
 
     `npu_path`/`bench_path`: dump.json files, rank folders holding one, or step folders of rank folders. `framework`:
     that of the NPU dump, by default its dump.json's `framework` field. `options`: those of `COMPARE_OPTIONS`
-    (`stack_mode`, `fuzzy_match`, `formats`, `jobs`, ...; see README "Python API"). `verbose`: print the CLI's log.
+    (`stack_mode`, `fuzzy_match`, `formats`, `jobs`, `write`, ...; see README "Python API"). `verbose`: print the
+    CLI's log.
     """
     npu = path_option("npu_path", npu_path)
     bench = path_option("bench_path", bench_path)
