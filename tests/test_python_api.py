@@ -278,7 +278,7 @@ def test_to_pandas(tmp_path, monkeypatch):
 def test_to_pandas_is_made_for_analysis(tmp_path, monkeypatch):
     """Tensor dumps: metrics as floats (NaN for N/A and unsupported, the texts beside), sortable; level and state
     per row; the origins as records with their numbers."""
-    pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas")
     result = msprobe_compare.compare_json(_in(monkeypatch, "pytorch/mlp_bug_tensor"), tmp_path, stack_mode=True)
     df = result.to_pandas()
     assert all(df[name].dtype == "float64" for name in ("Cosine", "MaxAbsErr", "One Thousandth Err Ratio"))
@@ -302,6 +302,9 @@ def test_to_pandas_is_made_for_analysis(tmp_path, monkeypatch):
     assert origin.floor and origin.ratio == pytest.approx(origin.inputs / origin.floor)
     assert origin.row == "Functional.relu.1.forward.input.0" and origin.description in result.first_origin
     assert result.suspects == () and origin.rank is None
+    assert isinstance(origin, msprobe_compare.Finding)
+    records = pd.DataFrame(result.origins)  # the records tabulate as the README says
+    assert records.loc[0, "call"] == origin.call and records.loc[0, "threshold"] == origin.threshold
 
 
 def test_write_false_writes_nothing(tmp_path, monkeypatch):

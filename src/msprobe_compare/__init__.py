@@ -15,6 +15,7 @@ _LAZY = {
     "compare": "msprobe_compare.python_api",
     "compare_json": "msprobe_compare.python_api",
     "CompareResult": "msprobe_compare.python_api",
+    "Finding": "msprobe_compare.render.findings",
     "CompareError": "msprobe_compare.errors",
     "InputError": "msprobe_compare.errors",
     "OptionError": "msprobe_compare.errors",
