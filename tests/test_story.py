@@ -139,6 +139,9 @@ def test_nothing_compared_never_meets_the_requirements(run_cli, wrong_bench):
     assert ("Expert Advice: no row fails the reference rule (Result column), but nothing could be compared (none of "
             "the 103 NPU rows has a bench counterpart): see Root cause.") in run.out  # fmt: skip
     assert MEETS in run.one("advisor_*.txt").read_text().splitlines()[2]  # the reference's file, as it writes it
+    note = ("The reference rule reads only the Result column of the rows with a bench counterpart: nothing could be "
+            "compared (none of the 103 NPU rows has a bench counterpart).")  # fmt: skip
+    assert f"[WARNING] {note}" in run.out and note in run.one("advisor_*.txt").read_text()
 
 
 def test_agreement_keeps_the_reference_words(run_cli):
@@ -157,6 +160,9 @@ def test_mostly_unmatched_is_said_first(run_cli, other_model):
     assert "unmatched rows are not agreement; --fail-on unmatched makes such a compare fail (exit code 3)" in run.out
     assert MEETS not in run.out
     assert "but 93 of 103 NPU rows have no bench counterpart; the root cause finds 1 origin" in run.out
+    note = ("The reference rule reads only the Result column of the rows with a bench counterpart: 93 of 103 NPU rows "
+            "have no bench counterpart; the root cause finds 1 origin.")  # fmt: skip
+    assert f"[WARNING] {note}" in run.out and note in run.one("advisor_*.txt").read_text()
     head = run.out.splitlines()[_line(run.out, "Root cause: ")]
     assert ("Functional.cross_entropy.0.forward: its inputs could not be compared (2 inputs without a bench "
             "counterpart, not compared), outputs differ") in head  # fmt: skip

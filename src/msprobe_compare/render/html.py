@@ -588,7 +588,7 @@ def _summary(outcome: CompareOutcome) -> dict[str, Any]:
     counts.update(errors=levels.errors, warnings=levels.warnings, excluded=levels.excluded)
     advisor = None
     if outcome.advisor is not None:
-        note = story.advisor_note(outcome.mode, outcome.advisor, levels)
+        note = story.advisor_note(outcome.mode, outcome.advisor, levels, outcome.rootcause)
         advisor = [*story.advisor_shown_lines(outcome.advisor, levels, outcome.mode, outcome.rootcause), "",
                    *map(_above, note)]  # fmt: skip
     head = story.headline(outcome.rootcause, levels)

@@ -91,7 +91,7 @@ def write_advisor(path: Path, result: AdvisorResult, rc: RootCause | None = None
     """The reference's three lines first (parity), labelled by a note with the row counts, then our root cause."""
     lines = story.advisor_lines(result)
     if counts is not None:
-        lines += ["", *story.advisor_note(mode, result, counts)]
+        lines += ["", *story.advisor_note(mode, result, counts, rc)]
     lines += rootcause_lines(rc, counts)
     with atomic_output(path) as tmp:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -128,7 +128,7 @@ def log_advisor(console: Console, mode: Mode, result: AdvisorResult, counts: Lev
     shown = story.advisor_shown_lines(result, counts, mode, rc) if counts is not None else story.advisor_lines(result)
     for line in shown:
         console.info(line)
-    extra = story.advisor_contradiction(result, counts, mode) if counts is not None else None
+    extra = story.advisor_contradiction(result, counts, mode, rc) if counts is not None else None
     if extra:
         console.warning(extra)
 

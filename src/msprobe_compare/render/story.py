@@ -156,19 +156,27 @@ def advisor_rule(mode: Mode) -> str:
            "cause' for that."
 
 
-def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode) -> str | None:
-    """When the reference's rule finds no failing row but rows are at error level (red), say so."""
-    if result.line is not None or counts.errors == 0:
+def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode,
+                          rc: RootCause | None = None) -> str | None:  # fmt: skip
+    """When the reference's rule finds no failing row but the run says otherwise (rows at error level, nothing or
+    little compared, an origin: `advisor_objections`), say so."""
+    if result.line is not None:
         return None
-    return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column: "
-            f"{_plural(counts.errors, 'row')} are at error level (red) all the same.")
+    if counts.errors:
+        return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column: "
+                f"{_plural(counts.errors, 'row')} are at error level (red) all the same.")
+    objections = advisor_objections(result, counts, rc)
+    if not objections:
+        return None
+    return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column of the rows with a bench counterpart: "
+            f"{'; '.join(objections)}.")
 
 
-def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts) -> list[str]:
+def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts, rc: RootCause | None = None) -> list[str]:
     """Lines of the advisor file between the reference's three entries and the root-cause section."""
     lines = [f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: {_RULE.format(column=ADVISOR_COLUMN[mode])}: "
              "see Root cause below."]
-    extra = advisor_contradiction(result, counts, mode)
+    extra = advisor_contradiction(result, counts, mode, rc)
     if extra:
         lines.append(extra)
     lines.append(count_line(counts))
