@@ -164,8 +164,8 @@ def test_mostly_unmatched_is_said_first(run_cli, other_model):
             "have no bench counterpart; the root cause finds 1 origin.")  # fmt: skip
     assert f"[WARNING] {note}" in run.out and note in run.one("advisor_*.txt").read_text()
     head = run.out.splitlines()[_line(run.out, "Root cause: ")]
-    assert ("Functional.cross_entropy.0.forward: its inputs could not be compared (2 inputs without a bench "
-            "counterpart, not compared), outputs differ") in head  # fmt: skip
+    assert ("Functional.cross_entropy.0.forward: its 2 inputs have no bench counterpart (not compared), outputs "
+            "differ") in head  # fmt: skip
     assert "inputs agree" not in run.out + run.one("advisor_*.txt").read_text()
 
 
@@ -181,7 +181,7 @@ def test_unmatched_nan_input_is_unknown_not_finite(run_cli, tmp_path):
     run = run_cli(case, "pytorch")
     text = run.out + run.one("advisor_*.txt").read_text()
     assert ("Functional.relu.1.forward: NaN/Inf appears in its outputs, but its NPU inputs hold NaN/Inf already "
-            "(1 input without a bench counterpart, not compared)") in text  # fmt: skip
+            "(1 input without a bench counterpart): it may arrive from upstream") in text  # fmt: skip
     assert "inputs are finite" not in text
 
 
@@ -214,3 +214,26 @@ def test_calls_a_parallel_layout_adds_are_not_unmatched(run_cli):
     assert "calls the parallel layout adds have no counterpart, as expected" in run.out
     assert "could not be compared" not in run.out
     assert "--fail-on unmatched: passed" in run.out and "0 unmatched of 150" in run.out
+
+
+def test_origin_descriptions_never_claim_what_was_not_compared():
+    """Each kind of origin sentence with its inputs all compared, partly compared and not compared at all."""
+    from msprobe_compare.judge.rootcause import Evidence, Origin, OriginKind
+    from msprobe_compare.render.story import origin_description
+
+    def origin(inputs: float | None, unpaired: int = 0, nonfinite: bool = False, nan_in: bool = False) -> str:
+        ev = Evidence("Norm rel. diff", inputs, 0.5, 1e-4, "f.0.forward.output.0")
+        return origin_description(Origin("f.0.forward", OriginKind.COMPUTATION, "forward", None, ev,
+                                         nonfinite=nonfinite, unpaired_inputs=unpaired, unpaired_nonfinite=nan_in))
+
+    assert origin(None) == "f.0.forward: inputs agree, outputs differ"
+    assert origin(None, 2) == "f.0.forward: its 2 inputs have no bench counterpart (not compared), outputs differ"
+    assert origin(0.0, 1) == "f.0.forward: its compared inputs agree (1 input without a bench counterpart), outputs differ"
+    assert origin(0.3, 1) == ("f.0.forward: outputs differ beyond the noise its inputs carry (1 input without a bench "
+                              "counterpart, not compared)")  # fmt: skip
+    assert origin(0.0, nonfinite=True) == "f.0.forward: NaN/Inf appears in its outputs, its inputs are finite"
+    assert origin(0.0, 1, nonfinite=True) == ("f.0.forward: NaN/Inf appears in its outputs, its NPU inputs are finite "
+                                              "(1 input without a bench counterpart)")  # fmt: skip
+    assert origin(None, 1, nonfinite=True, nan_in=True).startswith(
+        "f.0.forward: NaN/Inf appears in its outputs, but its NPU inputs hold NaN/Inf already (1 input without a "
+        "bench counterpart): it may arrive from upstream")  # fmt: skip

@@ -270,7 +270,7 @@ def origin_description(o: Origin) -> str:
     else:
         text = f"{entry}: outputs differ beyond the noise its inputs carry"
         if o.unpaired_inputs:
-            text += f" ({_unpaired(o)})"
+            text += f" ({_unpaired(o)}, not compared)"
     if at is None:
         return text
     if at.alone:
@@ -282,8 +282,7 @@ def origin_description(o: Origin) -> str:
 
 def _unpaired(o: Origin) -> str:
     """The inputs of an origin that have no bench counterpart: nothing is known of them on the bench side."""
-    n = o.unpaired_inputs
-    return f"{_plural(n, 'input')} without a bench counterpart, not compared"
+    return f"{_plural(o.unpaired_inputs, 'input')} without a bench counterpart"
 
 
 def _inputs_agree(o: Origin) -> str:
@@ -291,7 +290,8 @@ def _inputs_agree(o: Origin) -> str:
     if not o.unpaired_inputs:
         return "inputs agree"
     if o.evidence.inputs is None:
-        return f"its inputs could not be compared ({_unpaired(o)})"
+        n = o.unpaired_inputs
+        return f"its {'input has' if n == 1 else f'{n} inputs have'} no bench counterpart (not compared)"
     return f"its compared inputs agree ({_unpaired(o)})"
 
 
