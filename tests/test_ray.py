@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import secrets
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -46,7 +52,7 @@ def _local_run(cwd: Path, out: Path, *flags: str) -> subprocess.CompletedProcess
 
 def _same_outputs(a: Path, b: Path) -> list[Path]:
     """Assert both folders hold the same files (timestamps in names aside) with the same content; xlsx files are
-    compared member by member (the zip headers hold the write time). Returns the files of `a`."""
+    compared member by member (the zip headers hold the write time), timestamps aside. Returns the files of `a`."""
 
     def files(folder: Path) -> dict[str, Path]:
         return {re.sub(r"\d{14}", "TS", p.relative_to(folder).as_posix()): p for p in folder.rglob("*") if p.is_file()}
@@ -58,8 +64,9 @@ def _same_outputs(a: Path, b: Path) -> list[Path]:
         if name.endswith(".xlsx"):
             with zipfile.ZipFile(left) as zl, zipfile.ZipFile(right) as zr:
                 assert zl.namelist() == zr.namelist(), name
-                for member in zl.namelist():
-                    assert zl.read(member) == zr.read(member), f"{name}: {member}"
+                for member in zl.namelist():  # the workbook's summary sheet names the run's (timestamped) files
+                    stamped = (re.sub(rb"\d{14}", b"TS", z.read(member)) for z in (zl, zr))
+                    assert next(stamped) == next(stamped), f"{name}: {member}"
         else:
             assert_same_bytes(left.read_bytes(), right.read_bytes(), name)
     return sorted(fa.values())
@@ -225,6 +232,107 @@ def test_unreachable_cluster_is_one_error_line(monkeypatch, run_cli):
     assert run.code == 1
     assert "cannot connect to the Ray cluster at 10.1.2.3:6379: unreachable" in run.out
     assert "Traceback" not in run.out + run.err
+
+
+def test_auth_refusal_names_the_cause(monkeypatch, run_cli):
+    """Ray's typed AuthenticationError (here a stand-in) gets the cause and the variables to set, without Ray."""
+
+    class AuthenticationError(Exception):
+        pass
+
+    fake = _FakeRay()
+    fake.exceptions = type("exceptions", (), {"AuthenticationError": AuthenticationError})
+
+    def refuse(address: str | None = None, **kwargs: object) -> None:
+        raise AuthenticationError("no token")
+
+    fake.init = refuse
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent")  # no ~/.ray/auth_token
+    run = run_cli(DATA / "pytorch" / "dist_same_stat", "pytorch", "--ray", "10.1.2.3:6379")
+    assert run.code == 1
+    errors = [line for line in run.out.splitlines() if "[ERROR]" in line]
+    assert len(errors) == 1 and "Traceback" not in run.out + run.err
+    assert ("cannot connect to the Ray cluster at 10.1.2.3:6379: RAY_AUTH_MODE=token, but no authentication token "
+            "was found; set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN") in errors[0]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@needs_ray
+def test_cluster_with_token_auth(tmp_path):
+    """A loopback cluster started with RAY_AUTH_MODE=token (`ray start --head`): with the token in the environment the
+    compare runs there; without it, or with another token, one error line names the cause and the variables to set."""
+    import ray
+
+    from msprobe_compare import distribute
+
+    if not hasattr(ray.exceptions, "AuthenticationError"):
+        pytest.skip("this Ray has no token authentication (Ray >= 2.52)")
+    port, token = _free_port(), secrets.token_hex(32)
+    home = tmp_path / "home"  # no ~/.ray/auth_token of the machine's user; Ray writes none here (the token is in env)
+    home.mkdir()
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_AUTH_", "RAY_ADDRESS"))}
+    # loopback only, no usage statistics, no probes of cloud metadata servers: the local instance's environment
+    base.update(distribute._LOCAL_ENV, HOME=str(home))
+    with_token = {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    ray_temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit in 107 bytes
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
+         "--node-ip-address", "127.0.0.1", "--num-cpus", "2", "--include-dashboard", "false",
+         "--disable-usage-stats", "--temp-dir", ray_temp],
+        env=with_token, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the GCS listens
+            assert head.poll() is None, "ray start --head exited"
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Ray head did not start in 30 s"
+            time.sleep(0.2)
+        case = DATA / "pytorch" / "dist_same_stat"
+
+        def compare(env: dict[str, str], out: str) -> subprocess.CompletedProcess[str]:
+            args = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", "compare.json",
+                    "-o", str(tmp_path / out), "--ray", f"127.0.0.1:{port}"]  # fmt: skip
+            # RAY_gcs_server_port_wait_time_s: Ray's retries of a refused connection, 20 s by default, kept short
+            env = {**env, "RAY_gcs_server_port_wait_time_s": "2"}
+            return subprocess.run(args, cwd=case, env=env, capture_output=True, text=True, timeout=120)
+
+        done = compare(with_token, "ok")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"--ray: running on the Ray cluster at 127.0.0.1:{port}" in done.stdout
+        assert len(list((tmp_path / "ok").glob("compare_result_rank*_*.xlsx"))) == 2
+        refused = {
+            "it requires token authentication, and RAY_AUTH_MODE is not 'token' here": base,
+            "it refused this client's authentication token": {**with_token, "RAY_AUTH_TOKEN": "0" * 64},
+            "RAY_AUTH_MODE=token, but no authentication token was found": {**base, "RAY_AUTH_MODE": "token"},
+        }
+        for why, env in refused.items():
+            done = compare(env, "refused")
+            assert done.returncode == 1, done.stdout + done.stderr
+            errors = [line for line in done.stdout.splitlines() if "[ERROR]" in line]
+            assert len(errors) == 1, done.stdout
+            assert f"cannot connect to the Ray cluster at 127.0.0.1:{port}: {why}; set RAY_AUTH_MODE=token" in errors[0]
+            assert "RAY_AUTH_TOKEN" in errors[0] and "Traceback" not in done.stdout + done.stderr
+            assert not [path for path in (tmp_path / "refused").rglob("*") if path.is_file()]  # stopped before any work
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # the head and the processes it started (its own session)
+        try:
+            head.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(ray_temp, ignore_errors=True)
 
 
 def test_backend_batches_reassembled_in_row_order():

@@ -7,6 +7,11 @@ results are therefore those of a local run.
 
 Ray is imported here only, and only when asked for. Without ADDRESS we connect to the cluster named by RAY_ADDRESS,
 else start a private local instance that listens on 127.0.0.1 only, without dashboard (`start_local`).
+
+Clusters with token authentication (Ray >= 2.52, RAY_AUTH_MODE=token) need nothing from us: Ray's driver reads
+RAY_AUTH_MODE and the token (RAY_AUTH_TOKEN, a file named by RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token) from this
+process's environment, and the workers run in the cluster's. Ray only turns authentication on by itself for a local
+instance; for an address it must be in the environment, and `connect` says so when the cluster refuses us.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import io
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any, TypeVar
@@ -29,6 +35,9 @@ LOOPBACK = "127.0.0.1"
 RAY_BATCH_BYTES = 32 << 20  # a tensor task reads about this much data (a few tens of ms of work) ...
 RAY_BATCH_MAX = 256  # ... and measures at most this many rows
 _RANK_WINDOW_PER_CPU = 2  # rank tasks submitted ahead per cluster CPU
+_AUTH_PROBE_S = 5.0  # how long a failed connection's authentication probe may take (an unreachable GCS: far longer)
+AUTH_HINT = ("set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file named by "
+             "RAY_AUTH_TOKEN_PATH, default ~/.ray/auth_token) in this command's environment")  # fmt: skip
 
 # Environment of the processes of a local instance (set while `ray.init` starts them):
 # - RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: the node address is 127.0.0.1, not this host's outward address;
@@ -90,12 +99,60 @@ def connect(target: str | bool, console: Console | None = None) -> Any:
         try:
             ray.init(address=address, configure_logging=False)
         except Exception as exc:  # ConnectionError, ValueError, timeouts, ...: all mean "not reachable as given"
-            raise CompareError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
+            raise CompareError(_connect_error(ray, address, exc)) from None
         where = f"the Ray cluster at {address}"
     _state["owned"] = True
     if console is not None:
         console.info(f"--ray: running on {where} ({cluster_cpus(ray)} CPUs)")
     return ray
+
+
+def _connect_error(ray: Any, address: str, exc: Exception) -> str:
+    """The one-line message for a failed `ray.init(address=...)`; it names token authentication when that is why.
+
+    Ray raises its typed AuthenticationError itself only when RAY_AUTH_MODE=token finds no token here; a cluster that
+    rejects us surfaces as a ConnectionError after Ray's retries, so the GCS is asked once more (`_refuses_us`)."""
+    auth_error = getattr(getattr(ray, "exceptions", None), "AuthenticationError", None)  # Ray >= 2.52
+    if not (isinstance(auth_error, type) and (isinstance(exc, auth_error) or _refuses_us(address, auth_error))):
+        return f"cannot connect to the Ray cluster at {address}: {exc}"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        why = "it requires token authentication, and RAY_AUTH_MODE is not 'token' here"
+    elif _token_configured():
+        why = "it refused this client's authentication token"
+    else:
+        why = "RAY_AUTH_MODE=token, but no authentication token was found"
+    return f"cannot connect to the Ray cluster at {address}: {why}; {AUTH_HINT}"
+
+
+def _token_configured() -> bool:
+    """Whether Ray would find a token here (the sources of Ray's token authentication, in its order)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+
+
+def _refuses_us(address: str, auth_error: type) -> bool:
+    """Whether the GCS at `address` answers but rejects this client's authentication: a standalone GCS client raises
+    Ray's AuthenticationError at once then. Asked in a daemon thread, at most `_AUTH_PROBE_S` (an unreachable GCS
+    makes the client wait far longer); False for Ray client addresses (ray://) and whenever the probe is unavailable."""
+    if "://" in address or address == "auto":
+        return False
+    try:
+        from ray._raylet import GcsClient  # private API: absent or changed in a Ray version means "cannot tell"
+    except ImportError:
+        return False
+    raised: list[Exception] = []
+
+    def probe() -> None:
+        try:
+            GcsClient(address=address)
+        except Exception as exc:  # only looked at, by type
+            raised.append(exc)
+
+    thread = threading.Thread(target=probe, name="msprobe-ray-auth-probe", daemon=True)
+    thread.start()
+    thread.join(_AUTH_PROBE_S)
+    return bool(raised) and isinstance(raised[0], auth_error)
 
 
 def start_local(num_cpus: int | None = None) -> None:
