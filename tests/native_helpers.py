@@ -18,3 +18,10 @@ def native_module(name: str) -> ModuleType:
             pytest.fail(f"MSPROBE_REQUIRE_NATIVE=1 but msprobe_compare.{name} is not importable")
         pytest.skip(f"the {name} extension is not built")
     return module
+
+
+def examples(default: int) -> int:
+    """Hypothesis examples of a native-path property test: `default`, or fewer where MSPROBE_FUZZ_EXAMPLES says so
+    (.ci/sanitize, where every example runs under AddressSanitizer)."""
+    cap = os.environ.get("MSPROBE_FUZZ_EXAMPLES")
+    return min(default, int(cap)) if cap else default

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msprobe_compare import native
+from tests.native_helpers import examples
 from msprobe_compare.errors import InputError
 from msprobe_compare.load import rows, stream
 from msprobe_compare.load.rows import RowTable, _Builder, flatten
@@ -168,7 +169,7 @@ def _entries(draw: st.DrawFn) -> list[tuple[str, Any]]:
 
 
 @needs_native
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=_entries())
 def test_generated_entries_give_identical_tables_and_errors(entries: list, monkeypatch: pytest.MonkeyPatch) -> None:
     _assert_same(_flatten(entries, True, monkeypatch), _flatten(entries, False, monkeypatch))
@@ -242,7 +243,7 @@ def _write_dump(path: Path, entries: list[tuple[str, Any]], ascii_only: bool = T
 
 
 @needs_native
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=_entries(), ascii_only=st.booleans(), batch=st.sampled_from([1, 200, 1 << 20]),
        repeat=st.integers(0, 8))  # fmt: skip
 def test_text_path_gives_identical_tables_and_errors(tmp_path_factory: pytest.TempPathFactory,

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure import tensor_metrics
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, compare_tensors
+from tests.native_helpers import examples
 
 SUM_RTOL = 1e-12
 
@@ -185,7 +186,7 @@ def pairs(draw: st.DrawFn) -> tuple[TensorData, TensorData, int]:
     return npu, bench, chunk
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=pairs())
 def test_generated_pairs_match_numpy_path(kernel: types.ModuleType, pair: tuple[TensorData, TensorData, int]) -> None:
     npu, bench, chunk = pair
