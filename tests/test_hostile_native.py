@@ -8,7 +8,8 @@ their minimised inputs.
   `__init__`, initialised twice, in reference cycles, re-entered from a callback (F4), xml_block with a callable
   that changes its lists (F5).
 - Values beyond range: an integer statistic beyond the float range (P1), one of 2**63 (P2), and JSON bytes that are
-  not UTF-8, an encoded surrogate (P3): clean outcomes, the same on the native and the Python path.
+  not UTF-8, an encoded surrogate (P3): clean outcomes, the same on the native and the Python path; kernel dump
+  file names that are not UTF-8 are refused too.
 - Differential harnesses: large objects with and without repeated names, and a small dump truncated at every byte
   and mutated byte by byte, read by both paths.
 
@@ -463,6 +464,18 @@ def test_stack_json_bytes_that_are_not_utf8_are_refused(fixture_case, native):
     at = raw.index(b'"', 1) + 1
     path.write_bytes(raw[:at] + b"\xed\xa0\x80" + raw[at:])
     assert_refused(compare(fixture_case, "-s", native=native), "stack.json", f"byte 0xed at offset {at}")
+
+
+@pytest.mark.parametrize("kind", ["npy", "common"])
+def test_kernel_file_names_that_are_not_utf8_are_refused(tmp_path, kind):
+    """MindSpore graph-mode dumps name rows after their files: a name os.listdir can only give with lone
+    surrogates is refused naming its folder (it ended in an internal error when written)."""
+    case = tmp_path / kind
+    shutil.copytree(DATA / "ms_kernel" / kind, case, ignore=shutil.ignore_patterns("expected"))
+    path = sorted((case / "npu").rglob("*.npy"))[0]
+    bad = os.fsencode(path.name).replace(b".", b"\xed\xa0\x80.", 1)
+    os.rename(os.fsencode(path), os.path.join(os.fsencode(path.parent), bad))
+    assert_refused(compare(case, framework="mindspore"), str(path.parent), "is not valid UTF-8", repr(bad))
 
 
 def test_an_escaped_lone_surrogate_still_reads_as_the_replacement_character(fixture_case):

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.kernel_dump import (GraphRequest, KernelFile, KernelMode, StatRow, folder_mode,
-                                              npy_files, rank_step_folders, statistic_rows)  # fmt: skip
+                                              npy_files, rank_step_folders, statistic_rows, utf8_name)  # fmt: skip
 from msprobe_compare.log import Console
 from msprobe_compare.measure.kernel_metrics import measure_common, measure_npy, measure_statistic
 from msprobe_compare.pair.kernel_pair import pair_kernel
@@ -156,12 +156,12 @@ def _walk(root: str, max_depth: int) -> list[tuple[str, list[str]]]:
             names = sorted(os.listdir(folder))
         except OSError as exc:
             raise InputError(f"cannot be read ({exc.strerror})", Path(folder)) from None
-        files = [n for n in names if n.endswith(".npy") and not _real_dir(os.path.join(folder, n))]
+        files = [utf8_name(n, folder) for n in names if n.endswith(".npy") and not _real_dir(os.path.join(folder, n))]
         out.append((folder, files))
         if depth < max_depth:
             for n in names:
                 if _real_dir(os.path.join(folder, n)):
-                    visit(os.path.join(folder, n), depth + 1)
+                    visit(os.path.join(folder, utf8_name(n, folder)), depth + 1)
 
     visit(root, 0)
     return out

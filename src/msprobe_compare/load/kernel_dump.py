@@ -93,6 +93,16 @@ def _is_dir(path: str) -> bool:
         return False
 
 
+def utf8_name(name: str, folder: str | Path) -> str:
+    """A name os.listdir gave for `folder`, refused when its bytes are not UTF-8 (they come as lone surrogates,
+    which no output can hold), as JSON bytes that are not UTF-8 are."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"holds a name that is not valid UTF-8: {os.fsencode(name)!r}", Path(folder)) from None
+    return name
+
+
 def deepest_folders(root: Path) -> list[Path]:
     """The folders below `root` that hold no folder, in sorted order (the root itself never counts)."""
     found: list[Path] = []
@@ -108,6 +118,7 @@ def deepest_folders(root: Path) -> list[Path]:
             full = os.path.join(current, name)
             if not _is_dir(full):
                 continue
+            utf8_name(name, current)
             try:
                 inner = os.listdir(full)
             except OSError as exc:
@@ -158,6 +169,7 @@ def npy_files(folder: Path) -> list[KernelFile]:
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".npy"):
             continue
+        utf8_name(name, folder)
         m = NPY_NAME.match(mapping.get(name, name))
         if m is None:
             continue
