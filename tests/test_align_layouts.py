@@ -18,6 +18,7 @@ import pytest
 
 from msprobe_compare.load.rows import flatten
 from msprobe_compare.pair import parallel as P
+from pair.test_align import Dump
 
 H, F, S, B, L = 32, 64, 8, 2, 2
 
@@ -47,19 +48,8 @@ def like(leaf: dict[str, Any], shape: list[int], k: float = 1.0) -> dict[str, An
             "Norm": leaf["Norm"] * k}  # fmt: skip
 
 
-class Run:
-    """One rank's dump.json data and construct.json."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-        self.tree: dict[str, str | None] = {}
-
-    def module(self, path: str, cls: str, inputs: list[Any], outputs: list[Any], params: dict[str, Any] | None = None,
-               parent: str | None = None) -> str:  # fmt: skip
-        name = f"Module.{path}.{cls}.forward.0"
-        self.data[name] = {"input_args": inputs, "input_kwargs": {}, "output": outputs, "parameters": params or {}}
-        self.tree[name] = parent
-        return name
+class Run(Dump):
+    """One rank's dump.json data and construct.json (tests/pair/test_align.py's Dump), written to a rank folder."""
 
     def write(self, folder: Path) -> None:
         folder.mkdir(parents=True)
@@ -74,7 +64,7 @@ def make(root: Path, bug: float = 1.0, seed: int = 11) -> Path:
     layer 1 MLP output (from its linear_fc2 on)."""
     st = Stats(seed)
     hf, mg = Run(), [Run(), Run()]
-    bsh, sbh = (lambda n: [B, S, n]), (lambda n: [S, B, n])  # noqa: E731
+    bsh, sbh = (lambda n: [B, S, n]), (lambda n: [S, B, n])
     x = st.t(bsh(H))
     for i in range(L):
         # the shards of every split tensor, per rank; the whole tensors are their concatenations
