@@ -46,6 +46,7 @@ from msprobe_compare.pair.exact import apply_dtype_gate
 from msprobe_compare.pair.parallel import LayoutView
 from msprobe_compare.pair.stages import merge_stages
 from msprobe_compare.render import report
+from msprobe_compare.render.layout_rules import rule_text
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.records import dataclass
 
@@ -203,10 +204,10 @@ def layout_view(npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, mode:
     md5 = mode is Mode.MD5
     rules = []
     for i, code in enumerate(npu_c.rule):
-        text = P.rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
+        text = rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
         j = int(match[i])
         if j >= 0 and bench_c.rule[j] not in (P.REPLICATED, P.UNPAIRED, P.SINGLE):
-            text += f"; bench: {P.rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
+            text += f"; bench: {rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
         rules.append(text)
     npu_only = np.array([c.startswith(P.NPU_ONLY) for c in npu_c.rule], dtype=bool)
     return LayoutView(list(npu_c.ranks), rules, list(npu_c.rule), npu_only, npu_c)

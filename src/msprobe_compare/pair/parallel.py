@@ -724,41 +724,6 @@ def _state(side: Shards, i: int) -> int:
     return -1
 
 
-RULE_TEXT = {
-    REPLICATED: "replicated: every rank holds the whole tensor and the ranks agree",
-    SPLIT: "split along dim {dim}: Max = max, Min = min, Mean = count-weighted mean, Norm = sqrt(sum of Norm^2)",
-    PARTIAL: "partial sum (the ranks' tensors add up, before their all-reduce): Mean = sum of the ranks' means; Max, "
-             "Min and Norm of a sum cannot be derived from the ranks' statistics",
-    NPU_ONLY: "npu-only: a call the layout adds (communication, or an identity such as view_as); listed, not "
-              "compared",
-    NPU_ONLY + "/" + PARTIAL: "npu-only: a communication call the layout adds (its input is a partial sum: Mean = "
-                              "sum of the ranks' means); listed, not compared",
-    NPU_ONLY + "/rank0": "npu-only: a communication call the layout adds; the ranks differ, rank 0's row shown",
-    UNPAIRED + "/rank0": "no counterpart; the ranks differ, rank 0's row shown (not combined)",
-    ARGS: "not compared: the other side's call takes a tensor input this one does not (a bias the layout adds after "
-          "the all-reduce), so the outputs are different quantities",
-    SINGLE: "one rank holds it (no tensor parallelism here): taken as it is",
-    UNPAIRED: "no counterpart on the other side (the ranks agree)",
-    LOCAL: "rank-local: the ranks hold different values by design (a vocab-parallel lookup's shifted, masked ids, "
-           "its rows before the all-reduce); rank 0's row shown, not compared",
-    SIZE_ARG: "a size argument of a sharded call: the ranks' value times the tensor-parallel size (shown) is the "
-              "other side's",
-    MISMATCH: "not combined: the ranks' shapes do not add up to the other side's",
-}
-
-
-def rule_text(rule: str, dim: int | None, disagree: str | None, md5: bool) -> str:
-    text = RULE_TEXT.get(rule, rule).format(dim=dim)
-    if rule == SPLIT and md5:
-        text = (f"split along dim {dim}: the md5 of the whole tensor cannot be derived from the shards' md5 (not "
-                "compared)")
-    if rule == PARTIAL and md5:
-        text = "partial sum: the md5 of a sum cannot be derived from the ranks' md5 (not compared)"
-    if disagree is not None:
-        text = f"replicated, but the ranks DISAGREE ({disagree}): a replicated tensor must be equal on every rank"
-    return text
-
-
 @dataclass
 class LayoutView:
     """What the table shows per NPU row: the ranks combined into it and the rule (`render.table` adds the columns)."""
