@@ -28,7 +28,7 @@ from msprobe_compare.load.dumpjson import (
     stacks_of,
 )
 from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
-from msprobe_compare.load.rows import RowTable, empty_entries
+from msprobe_compare.load.rows import NO_DATA_FILE, RowTable, empty_entries, names_a_file
 from msprobe_compare.load.sides import flatten_sides
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
@@ -341,7 +341,7 @@ def measure_tensors(
             shown.append(f"{log_name} {m.value if m.state == MetricState.VALUE else STATE_TEXT[MetricState(m.state)]}")
         console.info(f"[{task.npu_name}] Compare result: {', '.join(shown)}, {messages_text(metrics.messages)}")
 
-    sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else "-1")
+    sizes = [_pair_bytes(npu_dir, npu.data_name[i], bench_dir, bench.data_name[j] if j >= 0 else NO_DATA_FILE)
              for i, j in enumerate(match.tolist())]  # fmt: skip
     progress = Progress("API/Module Item Compare Process", sum(sizes), unit="B", enabled=not cfg.options.quiet)
 
@@ -363,7 +363,7 @@ def _pair_bytes(npu_dir: Path, npu_name: str, bench_dir: Path, bench_name: str) 
     """Size of a row's two tensor files (0 for missing ones), for the progress bar."""
     total = 0
     for directory, name in ((npu_dir, npu_name), (bench_dir, bench_name)):
-        if name not in ("-1", "N/A"):
+        if names_a_file(name):
             try:
                 total += (directory / name).stat().st_size
             except (OSError, ValueError):

@@ -34,7 +34,7 @@ from msprobe_compare.load.parallel_layout import (
     parse_layout,
     plain_class_name,
 )
-from msprobe_compare.load.rows import RowTable, State, StatKind, flatten
+from msprobe_compare.load.rows import NO_DATA_FILE, RowTable, State, StatKind, flatten, names_a_file
 from msprobe_compare.measure.parallel_tensors import stage_tensors
 from msprobe_compare.load.stream import DumpHeader, open_dump
 from msprobe_compare.log import Console
@@ -320,8 +320,8 @@ def _measure(cfg: Any, npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray
 
         def reference(i: int) -> Path | None:
             j = int(match[i])
-            name = bench_c.table.data_name[j] if j >= 0 else "-1"
-            return bench_dir / name if name not in ("-1", "N/A") and (bench_dir / name).is_file() else None
+            name = bench_c.table.data_name[j] if j >= 0 else NO_DATA_FILE
+            return bench_dir / name if names_a_file(name) and (bench_dir / name).is_file() else None
 
         npu_root = stage_tensors(npu_c, work / "npu", reference)
         local = replace(cfg, npu_path=npu_root / "dump.json", bench_path=bench_root / "dump.json")

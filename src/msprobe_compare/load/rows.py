@@ -75,6 +75,14 @@ _ZEROS = (0.0,) * 4
 INTERN_LIMIT = 1 << 16  # distinct dtype/shape strings shared through the builder's cache
 
 
+NO_DATA_FILE = "-1"  # a row's data_name when no file holds its tensor (as the dumper and the reference write it)
+
+
+def names_a_file(data_name: str) -> bool:
+    """Whether a row's data_name names a tensor file (not NO_DATA_FILE, nor the "N/A" of no counterpart)."""
+    return data_name not in (NO_DATA_FILE, "N/A")
+
+
 @dataclass
 class RowTable:
     """Columnar rows of one dump. Row i belongs to entry `entry_index[i]`."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare.errors import TensorFileError
+from msprobe_compare.load.rows import names_a_file
 from msprobe_compare.load.tensors import load_tensor, resolve_tensor_path
 from msprobe_compare.pair import parallel as P
 
@@ -44,7 +45,7 @@ def stage_tensors(c: P.Combined, root: Path, reference: Any = None) -> Path:
     for i in range(len(t)):
         present = [r for r in range(len(sh.tables)) if sh.rows[i, r] >= 0]
         names = [sh.tables[r].data_name[int(sh.rows[i, r])] for r in present]
-        if any(n in ("-1", "N/A") for n in names) or not names:
+        if not names or not all(map(names_a_file, names)):
             continue
         dirs = [Path(sh.dirs[r]) / "dump_tensor_data" for r in present]
         rule = c.rule[i]

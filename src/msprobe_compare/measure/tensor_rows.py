@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from msprobe_compare.errors import TensorFileError
-from msprobe_compare.load.rows import RowTable
+from msprobe_compare.load.rows import NO_DATA_FILE, RowTable
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.runtime import POOL_KINDS
 from msprobe_compare.measure.tensor_metrics import (
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 class RowTask:
     row: int
     npu_name: str
-    npu_file: str  # data_name or "-1"
-    bench_file: str | None  # data_name or "-1"; None: the row has no bench counterpart
+    npu_file: str  # data_name or NO_DATA_FILE
+    bench_file: str | None  # data_name or NO_DATA_FILE; None: the row has no bench counterpart
 
 
 @dataclass
@@ -88,9 +88,9 @@ def _collect(
 def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
              excess_units: float | None = None) -> tuple[TensorMetrics, Failure]:  # fmt: skip
     """Pre-checks on the data names, then load and compare."""
-    if task.npu_file == "-1":
+    if task.npu_file == NO_DATA_FILE:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.NPU_NO_DATA_FILE), NO_FAILURE
-    if task.bench_file == "-1":
+    if task.bench_file == NO_DATA_FILE:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_NO_DATA_FILE), NO_FAILURE
     if task.bench_file is None:
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.BENCH_UNMATCHED), NO_FAILURE
@@ -275,7 +275,7 @@ def measure_rows(
     workers = max(1, jobs or os.cpu_count() or 1)
     # Tensor bytes a row will read (0 when it is settled without reading), estimated from the dump.json shapes.
     pair_bytes = [
-        0 if t.npu_file in ("-1",) or t.bench_file in ("-1", None)
+        0 if t.npu_file == NO_DATA_FILE or t.bench_file in (NO_DATA_FILE, None)
         else 2 * _estimated_bytes(npu.shape[t.row], npu.dtype[t.row])
         for t in tasks
     ]  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_compare.load.rows import RawCells, RowTable
+from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
 from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
@@ -141,7 +141,7 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
             out.copy_row(t, parts[0], ";".join(t.names[r] for r in parts), index,
                          shape=_shape([t.shape[r] for r in parts], how, 0 if direction == "grads" or
                                       key.startswith("parameters.") else -1))  # fmt: skip
-            out.data_name[row] = "-1"  # no one file holds the combination
+            out.data_name[row] = NO_DATA_FILE  # no one file holds the combination
             if how == CONCAT:
                 shapes = [tuple(int(x) for x in t.shape[r][1:-1].split(",") if x.strip()) if t.shape[r] and
                           t.shape[r][0] == "[" else None for r in parts]  # fmt: skip
