@@ -213,3 +213,12 @@ def test_real_tp2_runs_against_tp1_runs_of_other_code(tp_cases: Path, name: str,
     else:
         origin = headline.split("Root cause:", 1)[1].split(":")[0]
         assert f"layers.{spec['layer']}." in origin and any(p in origin for p in PART[spec["bug"]]), headline
+
+
+def test_the_report_of_a_replica_says_what_was_compared(tmp_path: Path, run_cli) -> None:
+    case = make(tmp_path / "case")
+    run = run_cli(case, "pytorch", "--format", "html")
+    assert run.code == 0, run.out
+    page = next(run.out_dir.glob("compare_report_dp0_*.html")).read_text()
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert title.startswith("msprobe-compare: ") and "npu/step0/rank0 vs " in title and "bench/step0/rank0" in title

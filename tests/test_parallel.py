@@ -192,7 +192,9 @@ def test_same_computation_gives_no_origin(run_cli):
     assert partial["NPU max"] == "None" and "cannot be derived" in partial["Layout Rule"]
     only = by_name["Distributed.all_reduce.0.forward.output.0"]
     assert only["Layout Rule"].startswith("npu-only") and only["colour"] == ""
-    assert run.one("compare_report_dp0_*.html").stat().st_size > 0
+    page = run.one("compare_report_dp0_*.html").read_text()
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]  # the report says what was compared
+    assert title.startswith("msprobe-compare: ") and "rank0 vs " in title and title.endswith(" dp0")
     assert run.one("advisor_dp0_*.txt").is_file()
 
 

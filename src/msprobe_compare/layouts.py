@@ -345,6 +345,14 @@ def rule_counts(view: LayoutView) -> str:
     return ", ".join(f"{n} {code}" for code, n in counts.most_common())
 
 
+def compared_facts(cfg: Any, plan: LayoutPlan) -> dict[str, Any] | None:
+    """What the HTML report's head says was compared: the first rank's dump.json of each side (None without html)."""
+    if "html" not in cfg.options.formats:
+        return None
+    return report.compared_facts(plan.npu_dumps[0].rank.path / "dump.json", plan.bench_dumps[0].rank.path / "dump.json",
+                                 cfg.options.framework)  # fmt: skip
+
+
 def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path, prefix: str = "",
                     with_table: bool = False) -> list[Any]:  # fmt: skip
     """Compare every DP replica of the npu side with its bench replica; one result set per replica (suffix `_dp{d}`).
@@ -407,7 +415,8 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 target = prepare_output_dir(out_dir)
                 console.stage(f"{label}: writing")
                 written = report.write_all(outcome, target, rank_console, suffix=f"_dp{dp}", coloured=opts.highlight,
-                                           formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path)  # fmt: skip
+                                           formats=opts.formats, bench_path=plan.bench_dumps[0].rank.path,
+                                           compared=compared_facts(cfg, plan))  # fmt: skip
             else:  # the Python API's write=False
                 written = report.tell(outcome, rank_console, bench_path=plan.bench_dumps[0].rank.path)
             results.append(RankOutcome(label, written, None, summarize(outcome, with_table)))

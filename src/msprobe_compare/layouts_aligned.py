@@ -20,7 +20,7 @@ from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import analyse_later
 from msprobe_compare.errors import CompareError
-from msprobe_compare.layouts import LayoutPlan, _group, _parents, _shards
+from msprobe_compare.layouts import LayoutPlan, _group, _parents, _shards, compared_facts
 from msprobe_compare.layouts import describe as describe_layouts
 from msprobe_compare.load.mode import Mode, detect_mode
 from msprobe_compare.log import Console
@@ -115,7 +115,8 @@ def compare_replica(cfg: Any, layout_plan: LayoutPlan, dp: int, console: Console
     bench_path = layout_plan.bench_dumps[0].rank.path
     if getattr(opts, "write", True):
         written = report.write_all(outcome, prepare_output_dir(out_dir), console, suffix=f"_dp{dp}",
-                                   coloured=opts.highlight, formats=opts.formats, bench_path=bench_path)  # fmt: skip
+                                   coloured=opts.highlight, formats=opts.formats, bench_path=bench_path,
+                                   compared=compared_facts(cfg, layout_plan))  # fmt: skip
     else:  # the Python API's write=False
         written = report.tell(outcome, console, bench_path=bench_path)
     return RankOutcome(label, written, None, summarize(outcome, with_table))
