@@ -399,7 +399,8 @@ def test_html_report_carries_the_layout_columns(run_cli):
 
     run = run_cli(SAME, "pytorch", "--format", "html")
     page = run.one("compare_report_dp0_*.html").read_text()
-    assert "msprobe compare report dp0" in page
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]  # what was compared, and the replica
+    assert title.startswith("msprobe-compare: ") and title.endswith(" dp0")
     m = re.search(r'id="payload" data-encoding="(\w+)">([^<]*)</script>', page)
     data = base64.b64decode(m.group(2))
     data = zlib.decompress(data) if m.group(1) == "zlib" else data
