@@ -236,11 +236,7 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
     from msprobe_compare.pair.aligned import plan  # only for runs of different code (start-up speed)
     from msprobe_compare.render.alignment import align_lines, not_aligned_line
 
-    user = None
-    if opts.alignment is not None:
-        from msprobe_compare.pair.mapping_file import load_yaml  # only with --alignment (start-up speed)
-
-        user = load_yaml(opts.alignment, "module alignment")
+    user = user_alignment(opts)
     why = "as asked (--align on)" if opts.align == "on" and not decision.differ else (
         f"the module trees differ: {decision.same_names} of {decision.npu_modules} npu module calls have a "
         f"namesake among the bench's {decision.bench_modules}")  # fmt: skip
@@ -259,6 +255,15 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
     from msprobe_compare.pair.align import describe
 
     return describe(al), tables.npu.table, tables.bench.table, tables.match
+
+
+def user_alignment(opts: Options) -> Any:
+    """The document of the user's module alignment file (--alignment), None without one."""
+    if opts.alignment is None:
+        return None
+    from msprobe_compare.pair.mapping_file import load_yaml  # only with --alignment (start-up speed)
+
+    return load_yaml(opts.alignment, "module alignment")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -340,8 +340,9 @@ def describe(plan: LayoutPlan) -> list[str]:
     return lines
 
 
-def rule_counts(view: LayoutView) -> str:
-    counts = Counter(code.split("/")[0] for code in view.codes)
+def rule_counts(codes: list[str]) -> str:
+    """How many logical rows each layout rule combined ("40 replicated, 16 split")."""
+    counts = Counter(code.split("/")[0] for code in codes)
     return ", ".join(f"{n} {code}" for code, n in counts.most_common())
 
 
@@ -381,7 +382,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             view = layout_view(npu_c, bench_c, match, mode)
             bench_ranks = "+".join(bench_c.shards.ranks)
             rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
-                              f"{len(npu_c.rule)} logical rows: {rule_counts(view)}")  # fmt: skip
+                              f"{len(npu_c.rule)} logical rows: {rule_counts(view.codes)}")  # fmt: skip
             only = list(dict.fromkeys(npu_c.table.entries[npu_c.table.entry_index[i]]
                                       for i in np.flatnonzero(view.npu_only).tolist()))  # fmt: skip
             if only:

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_compare.api import RankOutcome, summarize
+from msprobe_compare.api import RankOutcome, summarize, user_alignment
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.judge.rootcause import analyse_later
 from msprobe_compare.errors import CompareError
-from msprobe_compare.layouts import LayoutPlan, _group, _parents, _shards, compared_facts
+from msprobe_compare.layouts import LayoutPlan, _group, _parents, _shards, compared_facts, rule_counts
 from msprobe_compare.layouts import describe as describe_layouts
 from msprobe_compare.load.mode import Mode, detect_mode
 from msprobe_compare.log import Console
@@ -46,13 +46,6 @@ def combine_alone(dumps: list[Any], layout: Any, dp: int) -> P.Combined:
     """One side's ranks of DP replica `dp` combined without the other side."""
     shards = _shards(_group(dumps, layout, dp))
     return P.combine(shards, np.arange(len(shards), dtype=np.int64), P.alone_decisions(shards), is_npu=True)
-
-
-def _counts(c: P.Combined) -> str:
-    codes: dict[str, int] = {}
-    for code in c.rule:
-        codes[code] = codes.get(code, 0) + 1
-    return ", ".join(f"{n} {code}" for code, n in sorted(codes.items(), key=lambda kv: -kv[1]))
 
 
 def _view(npu_c: P.Combined, tables: AlignedTables, md5: bool) -> P.LayoutView:
@@ -85,7 +78,7 @@ def compare_replica(cfg: Any, layout_plan: LayoutPlan, dp: int, console: Console
         if len(c.shards.ranks) == 1:
             continue
         console.info(f"{side} {'+'.join(c.shards.ranks)} combined on their own (the module trees differ): "
-                     f"{len(c.rule)} logical rows: {_counts(c)}")  # fmt: skip
+                     f"{len(c.rule)} logical rows: {rule_counts(c.rule)}")  # fmt: skip
     npu_tree = _parents(layout_plan.npu_dumps, layout_plan.npu, dp, npu_c.shards, console)
     bench_tree = _parents(layout_plan.bench_dumps, layout_plan.bench, bench_dp, bench_c.shards, console)
     npu_head, bench_head = layout_plan.npu_dumps[0].header, layout_plan.bench_dumps[0].header
@@ -94,12 +87,8 @@ def compare_replica(cfg: Any, layout_plan: LayoutPlan, dp: int, console: Console
         console.warning("real-data dumps of different code in different layouts are compared on their statistics "
                         "(a combined or merged tensor has no one file)")  # fmt: skip
         mode = Mode.SUMMARY
-    user = None
-    if opts.alignment is not None:
-        from msprobe_compare.pair.mapping_file import load_yaml  # only with --alignment
-
-        user = load_yaml(opts.alignment, "module alignment")
-    al, tables = plan(npu_c.table, bench_c.table, npu_tree, bench_tree, user=user, user_path=opts.alignment,
+    al, tables = plan(npu_c.table, bench_c.table, npu_tree, bench_tree, user=user_alignment(opts),
+                      user_path=opts.alignment,
                       backend=opts.consistent_check)  # fmt: skip
     for line in align_lines(al, tables, "the module trees differ, and so do the parallel layouts"):
         console.info(line)
@@ -113,7 +102,7 @@ def compare_replica(cfg: Any, layout_plan: LayoutPlan, dp: int, console: Console
     outcome = CompareOutcome.of(measured, verdicts, show_stack=bool(npu_t.stacks), layout=view,
                                 alignment=describe(al))  # fmt: skip
     bench_path = layout_plan.bench_dumps[0].rank.path
-    if getattr(opts, "write", True):
+    if opts.write:
         written = report.write_all(outcome, prepare_output_dir(out_dir), console, suffix=f"_dp{dp}",
                                    coloured=opts.highlight, formats=opts.formats, bench_path=bench_path,
                                    compared=compared_facts(cfg, layout_plan))  # fmt: skip

@@ -808,8 +808,7 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         for k in range(1, n):
             got = {side: tuple(r[k] for r in runs[side]) for side in sides}
             pairs.append(BoundaryPair(got["npu"], got["bench"], "repeat",
-                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]),
-                                      _kept(p.grads, npu, got["npu"], bench, got["bench"], grads=True)))  # fmt: skip
+                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]), list(p.grads)))
     for p in pairs:
         for side in sides:
             taken[side].update(getattr(p, side))
@@ -825,11 +824,8 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
     return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
 
 
-def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...],
-          grads: bool = False) -> list[SlotPair]:  # fmt: skip
-    """The slot pairs a later call pair keeps: those whose forward slots its calls have too (grads: all)."""
-    if grads:
-        return list(slots)
+def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...]) -> list[SlotPair]:
+    """The slot pairs a later call pair keeps: those whose forward slots its calls have too."""
     have_a, have_b = npu.calls[a[0]].slots, bench.calls[b[0]].slots
     return [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
 

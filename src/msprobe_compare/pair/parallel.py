@@ -468,11 +468,11 @@ def alone_decisions(side: Shards) -> list[Decision | None]:
     for i in range(len(side)):
         present = [(r, int(j)) for r, j in enumerate(side.rows[i].tolist()) if j >= 0]
         texts = {side.tables[r].shape[j] for r, j in present}
-        if len(present) < group or len(present) == 1:
-            out.append(None if len(present) < group else Decision(None, None, texts.pop() if len(texts) == 1 else None))
+        if len(present) < group:
+            out.append(None)
             continue
-        if agrees[i] or side.partial_hint[i]:
-            out.append(Decision(None, None, texts.pop()) if len(texts) == 1 else Decision(None, None, None))
+        if len(present) == 1 or agrees[i] or side.partial_hint[i]:  # whole (a partial sum: _rule_for_whole says)
+            out.append(Decision(None, None, texts.pop() if len(texts) == 1 else None))
             continue
         shapes = side.shapes(i)
         first = shapes[0]
