@@ -13,13 +13,16 @@ module calls a side). Three runs, each its own child process, alternated `--runs
     off       the renamed pair, --align off (pairing by name: the module rows stay unpaired)
     aligned   the renamed pair, --align auto (the trees differ: aligned)
 
-Prints the median wall time and the largest peak RSS of each, and the ratios aligned / same and aligned / off.
+Prints the median wall time and the largest peak RSS of each, and the ratios aligned / same and aligned / off;
+with --stages, then the time of each alignment stage of one aligned compare run in this process.
 Issue #30's goal: aligning adds at most 20% to the 1M-row compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import statistics
@@ -59,10 +62,46 @@ def run(cmd: list[str]) -> tuple[float, int]:
     return wall, usage.ru_maxrss
 
 
+def stages(compare_json: Path) -> None:
+    """One aligned compare in this process, the time of each alignment stage printed (module_calls, align,
+    inner_calls, aligned_tables, and the alignment file)."""
+    sys.path.insert(0, str(HERE.parent / "src"))
+    import msprobe_compare.pair.aligned as aligned
+    import msprobe_compare.render.alignment as words
+    from msprobe_compare.cli import main as cli
+
+    spent: dict[str, float] = {}
+
+    def timed(module: object, name: str) -> None:
+        inner = getattr(module, name)
+
+        def run(*a: object, **k: object) -> object:
+            start = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        setattr(module, name, run)
+
+    for name in ("module_calls", "align", "inner_calls", "aligned_tables"):
+        timed(aligned, name)
+    timed(words, "alignment_yaml")
+    out = Path(tempfile.mkdtemp(prefix="msprobe_align_stages_"))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the compare's own console lines
+            cli(["-f", "pytorch", "compare", "-i", str(compare_json), "-o", str(out), "--format", "csv"])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    for name, s in spent.items():
+        print(f"stage {name:15s} {s:6.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--data", type=Path, default=Path("/var/tmp/msprobe_bench_stats_1m"))
+    ap.add_argument("--stages", action="store_true", help="then time the alignment's stages in this process")
     args = ap.parse_args()
     if not (args.data / "compare.json").exists():
         print(f"generating {args.data} (gen_stats.py --entries 281300 --seed 1)", file=sys.stderr)
@@ -94,6 +133,8 @@ def main() -> None:
     print(f"aligned / off  {med['aligned'] / med['off']:.2f}x wall, {peaks['aligned'] / peaks['off']:.2f}x memory")
     goal = med["aligned"] <= 1.2 * med["same"]
     print(f"goal (aligned <= 1.2x the same-code compare): {'met' if goal else 'NOT met'}")
+    if args.stages:
+        stages(other / "compare.json")
 
 
 if __name__ == "__main__":
