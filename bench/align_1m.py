@@ -13,7 +13,8 @@ module calls a side). Three runs, each its own child process, alternated `--runs
     off       the renamed pair, --align off (pairing by name: the module rows stay unpaired)
     aligned   the renamed pair, --align auto (the trees differ: aligned)
 
-Prints the median wall time and the largest peak RSS of each, and the ratios aligned / same and aligned / off;
+Prints the median wall and CPU time (the CPU time moves less with the machine's load) and the largest peak RSS of
+each, and the ratios aligned / same and aligned / off;
 with --stages, then the time of each alignment stage of one aligned compare run in this process.
 Issue #30's goal: aligning adds at most 20% to the 1M-row compare.
 """
@@ -50,8 +51,8 @@ def renamed(data: Path) -> Path:
     return out
 
 
-def run(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child."""
+def run(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system, its reaped children's included) and peak RSS (KiB) of one child."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -59,7 +60,7 @@ def run(cmd: list[str]) -> tuple[float, int]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if status != 0:
         raise SystemExit(f"failed ({status}): {' '.join(cmd)}\n{err[-2000:]}")
-    return wall, usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def stages(compare_json: Path) -> None:
@@ -114,23 +115,28 @@ def main() -> None:
              "off": [*ours, "-i", str(other / "compare.json"), "--align", "off"],
              "aligned": [*ours, "-i", str(other / "compare.json"), "--align", "auto"]}  # fmt: skip
     walls: dict[str, list[float]] = {k: [] for k in cases}
+    cpus: dict[str, list[float]] = {k: [] for k in cases}
     peaks: dict[str, int] = {k: 0 for k in cases}
     try:
         for r in range(args.runs):
             for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
                 shutil.rmtree(out / name, ignore_errors=True)
-                wall, peak = run([*cases[name], "-o", str(out / name), "--format", "csv"])
+                wall, cpu, peak = run([*cases[name], "-o", str(out / name), "--format", "csv"])
                 walls[name].append(wall)
+                cpus[name].append(cpu)
                 peaks[name] = max(peaks[name], peak)
-                print(f"  run {r + 1} {name:8s} {wall:6.2f} s  {peak / 1024:6.0f} MiB", file=sys.stderr)
+                print(f"  run {r + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  {peak / 1024:6.0f} MiB",
+                      file=sys.stderr)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    print(f"load average {os.getloadavg()[0]:.2f}; {args.runs} runs each, median wall, largest peak RSS")
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.runs} runs each, median wall and CPU, largest peak RSS")
     for k in cases:
-        print(f"{k:8s} {med[k]:6.2f} s  {peaks[k] / 1024:6.0f} MiB")
-    print(f"aligned / same {med['aligned'] / med['same']:.2f}x wall, {peaks['aligned'] / peaks['same']:.2f}x memory")
-    print(f"aligned / off  {med['aligned'] / med['off']:.2f}x wall, {peaks['aligned'] / peaks['off']:.2f}x memory")
+        print(f"{k:8s} {med[k]:6.2f} s  cpu {cpu[k]:6.2f} s  {peaks[k] / 1024:6.0f} MiB")
+    for k in ("same", "off"):
+        print(f"aligned / {k:4s} {med['aligned'] / med[k]:.2f}x wall, {cpu['aligned'] / cpu[k]:.2f}x CPU, "
+              f"{peaks['aligned'] / peaks[k]:.2f}x memory")
     goal = med["aligned"] <= 1.2 * med["same"]
     print(f"goal (aligned <= 1.2x the same-code compare): {'met' if goal else 'NOT met'}")
     if args.stages:

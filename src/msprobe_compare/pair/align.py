@@ -22,6 +22,7 @@ rest of the pipeline reads are built from the `Alignment` by `pair/aligned.py`.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -73,6 +74,8 @@ class Side:
     numel: np.ndarray  # per row: element count (-1 without a shape, and for rows of no module call's forward slots)
     low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a size and 4 finite numbers
+    parents: list[str | None] | None = None  # per entry: its parent in the module tree (None without a tree)
+    modules: np.ndarray | None = None  # per entry: a module's (`Module.` names)
 
 
 @dataclass
@@ -157,13 +160,14 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     """The side's forward module calls in the order they end (their entries), with their slots and times."""
     index: dict[str, int] = {}
     calls: list[ModuleCall] = []
-    bounds = table.entry_bounds
+    bounds = table.entry_bounds.tolist()
+    names, entries = table.names, table.entries
     backward: dict[tuple[str, str, int], int] = {}
     grads: dict[tuple[str, str], int] = {}
     slot_rows: list[int] = []
-    for e, entry in enumerate(table.entries):
-        if not entry.startswith("Module."):
-            continue
+    modules = np.fromiter(map(str.startswith, entries, itertools.repeat("Module.")), dtype=bool, count=len(entries))
+    for e in np.flatnonzero(modules).tolist():
+        entry = entries[e]
         head, _, last = entry.rpartition(".")
         if last == "parameters_grad":
             path, _, cls = head[7:].rpartition(".")
@@ -176,22 +180,18 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
         if direction == "backward":
             backward[(path, cls, int(last))] = e
         elif direction == "forward":
-            slots: dict[str, int] = {}
-            cut = len(entry) + 1
-            for r in range(bounds[e], bounds[e + 1]):
-                slots.setdefault(table.names[r][cut:], r)
+            lo, hi, cut = bounds[e], bounds[e + 1], len(entry) + 1
+            slots = dict(zip([x[cut:] for x in names[lo:hi]], range(lo, hi)))
+            if len(slots) != hi - lo:  # a key given twice: its first row
+                slots = {}
+                for r in range(lo, hi):
+                    slots.setdefault(names[r][cut:], r)
             slot_rows.extend(slots.values())
             index[entry] = len(calls)
             calls.append(ModuleCall(e, path, cls, int(last), -1, e, slots))
-    first_inside: dict[str, int] = {}
-    if tree:
-        for e, entry in enumerate(table.entries):
-            parent = tree.get(entry)
-            while parent is not None and parent not in first_inside:
-                first_inside[parent] = e
-                parent = tree.get(parent)
+    first_inside, parents = _first_inside(entries, tree) if tree else ({}, None)
     for c in calls:
-        entry = table.entries[c.entry]
+        entry = entries[c.entry]
         parent = tree.get(entry) if tree else None
         c.parent = index.get(parent, -1) if parent else -1
         c.start = min(first_inside.get(entry, c.entry), c.entry)
@@ -206,7 +206,21 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1) if len(kinds) else \
         np.zeros(0, dtype=bool)  # fmt: skip
     ok = (numel >= 0) & numeric & np.all(np.isfinite(table.stats), axis=1) if len(numel) else numeric
-    return Side(table, calls, numel, low, ok)
+    return Side(table, calls, numel, low, ok, parents, modules)
+
+
+def _first_inside(entries: list[str], tree: dict[str, str | None]) -> tuple[dict[str, int], list[str | None]]:
+    """Per module of the tree: the first entry inside it (its own or any descendant's child); and per entry its
+    parent."""
+    first: dict[str, int] = {}
+    parents: list[str | None] = []
+    for e, entry in enumerate(entries):
+        parent = tree.get(entry)
+        parents.append(parent)
+        while parent is not None and parent not in first:
+            first[parent] = e
+            parent = tree.get(parent)
+    return first, parents
 
 
 # ---------------------------------------------------------------------------------------------------- values
@@ -779,7 +793,7 @@ def _first_calls(side: Side, firsts: list[int]) -> Side:
             parent = at.get(call.parent, first_of.get((up.path, up.cls), -1))
         calls.append(ModuleCall(call.entry, call.path, call.cls, call.count, parent, call.start, call.slots,
                                 call.backward, call.grads))  # fmt: skip
-    return Side(side.table, calls, side.numel, side.low, side.ok)
+    return Side(side.table, calls, side.numel, side.low, side.ok, side.parents, side.modules)
 
 
 def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[int]]) -> Alignment:
@@ -856,26 +870,32 @@ def inner_calls(al: Alignment, npu_tree: dict[str, str | None] | None,
     directly inside them, call k with call k, forward and backward (npu entry, bench entry)."""
     if not npu_tree or not bench_tree:
         return []
-    kids = {side: _api_children(s.table.entries, tree) for side, s, tree in
-            (("npu", al.npu, npu_tree), ("bench", al.bench, bench_tree))}  # fmt: skip
-    back = {side: {name: e for e, name in enumerate(s.table.entries) if name.endswith(".backward")}
-            for side, s in (("npu", al.npu), ("bench", al.bench))}  # fmt: skip
-    out = []
+    kids = {side: _api_children(s, tree) for side, s, tree in (("npu", al.npu, npu_tree),
+                                                                ("bench", al.bench, bench_tree))}  # fmt: skip
+    entries_n, entries_b = al.npu.table.entries, al.bench.table.entries
+    calls_n, calls_b = al.npu.calls, al.bench.calls
+    kids_n, kids_b = kids["npu"], kids["bench"]
+    fwd_n: list[int] = []
+    fwd_b: list[int] = []
     for p in al.pairs:
         if len(p.npu) != 1 or len(p.bench) != 1:
             continue
-        a = kids["npu"].get(al.npu.table.entries[al.npu.calls[p.npu[0]].entry], [])
-        b = kids["bench"].get(al.bench.table.entries[al.bench.calls[p.bench[0]].entry], [])
-        if not a or len(a) != len(b) or [_api(al.npu.table.entries[e]) for e in a] != \
-                [_api(al.bench.table.entries[e]) for e in b]:
+        a = kids_n.get(entries_n[calls_n[p.npu[0]].entry])
+        b = kids_b.get(entries_b[calls_b[p.bench[0]].entry])
+        if not a or not b or len(a) != len(b):
             continue
-        for e_a, e_b in zip(a, b):
-            out.append((e_a, e_b))
-            name_a, name_b = al.npu.table.entries[e_a], al.bench.table.entries[e_b]
-            w_a = back["npu"].get(name_a[: -len("forward")] + "backward", -1)
-            w_b = back["bench"].get(name_b[: -len("forward")] + "backward", -1)
-            if w_a >= 0 and w_b >= 0:
-                out.append((w_a, w_b))
+        names_a, names_b = [entries_n[e] for e in a], [entries_b[e] for e in b]
+        if names_a != names_b and list(map(_api, names_a)) != list(map(_api, names_b)):
+            continue
+        fwd_n.extend(a)
+        fwd_b.extend(b)
+    back_n = _backward_of(entries_n, fwd_n)
+    back_b = _backward_of(entries_b, fwd_b)
+    out: list[tuple[int, int]] = []
+    for e_a, e_b, w_a, w_b in zip(fwd_n, fwd_b, back_n, back_b):
+        out.append((e_a, e_b))
+        if w_a >= 0 and w_b >= 0:
+            out.append((w_a, w_b))
     return out
 
 
@@ -884,13 +904,28 @@ def _api(entry: str) -> str:
     return entry.rsplit(".", 2)[0]
 
 
-def _api_children(entries: list[str], tree: dict[str, str | None]) -> dict[str, list[int]]:
+def _backward_of(entries: list[str], forward: list[int]) -> list[int]:
+    """Per forward API entry (`X.3.forward`): the entry of its backward (`X.3.backward`), -1 when none."""
+    if not forward:
+        return []
+    from msprobe_compare.pair.calls import Names  # the names' index (in C where built)
+
+    return Names(entries).find([entries[e][:-7] + "backward" for e in forward]).tolist()
+
+
+def _api_children(side: Side, tree: dict[str, str | None]) -> dict[str, list[int]]:
+    """Per module (by name): the forward API calls directly inside it, in execution order."""
+    entries = side.table.entries
+    parents = side.parents if side.parents is not None else list(map(tree.get, entries))
+    n = len(entries)
+    modules = side.modules if side.modules is not None else \
+        np.fromiter(map(str.startswith, entries, itertools.repeat("Module.")), dtype=bool, count=n)  # fmt: skip
+    api = np.fromiter(map(str.endswith, entries, itertools.repeat(".forward")), dtype=bool, count=n) & ~modules
     kids: dict[str, list[int]] = defaultdict(list)
-    for e, name in enumerate(entries):
-        if not name.startswith("Module.") and name.endswith(".forward"):
-            parent = tree.get(name)
-            if parent:
-                kids[parent].append(e)
+    for e in np.flatnonzero(api).tolist():
+        parent = parents[e]
+        if parent:
+            kids[parent].append(e)
     return kids
 
 

@@ -11,6 +11,7 @@ rows of calls without a counterpart stay unmatched.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,23 @@ class Built:
             got = self._keyed[e] = {}
             for r in range(t.entry_bounds[e], t.entry_bounds[e + 1]):
                 got.setdefault(t.names[r][cut:], r)
+        return got
+
+    def rows(self, want: list[tuple[int, str]]) -> np.ndarray:
+        """`row` of each (entry, key), -1 for none: the rows of the side's own table looked up, then moved here at
+        once."""
+        merged, keyed, keys = self.merged, self._keyed, self.keys
+        old_rows = []
+        for e, k in want:
+            got_e = keyed.get(e)
+            old_rows.append((got_e if got_e is not None else keys(e)).get(k, -1))
+        old = np.array(old_rows, dtype=np.int64)
+        got = np.where(old >= 0, self.new_of_old[np.maximum(old, 0)], -1) if len(old) else old
+        if merged:
+            for i, ek in enumerate(want):
+                m = merged.get(ek)
+                if m is not None:
+                    got[i] = m
         return got
 
     def row(self, e: int, key: str) -> int | None:
@@ -233,20 +251,13 @@ def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) ->
     entry)."""
     npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
     bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
-    rows_n: list[int] = []
-    rows_b: list[int] = []
-
-    def put(e_n: int, k_n: str, e_b: int, k_b: str) -> None:
-        a, b = npu.row(e_n, k_n), bench.row(e_b, k_b)
-        if a is not None and b is not None:
-            rows_n.append(a)
-            rows_b.append(b)
-
+    want_n: list[tuple[int, str]] = []  # (entry of the side's own table, row key) a slot pair names, per side
+    want_b: list[tuple[int, str]] = []
     for p in al.pairs:
-        _pair_rows(al, p, put)
+        _pair_rows(al, p, want_n, want_b)
     old_n, old_b = _inner_rows(npu, bench, inner or [])
-    a = np.concatenate([np.array(rows_n, dtype=np.int64), npu.new_of_old[old_n]])
-    b = np.concatenate([np.array(rows_b, dtype=np.int64), bench.new_of_old[old_b]])
+    a = np.concatenate([npu.rows(want_n), npu.new_of_old[old_n]])
+    b = np.concatenate([bench.rows(want_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
     a, b = a[keep], b[keep]
     first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
@@ -261,46 +272,76 @@ def _inner_rows(npu: Built, bench: Built, inner: list[tuple[int, int]]) -> tuple
     tn, tb = npu.old, bench.old
     bn, bb = tn.entry_bounds.tolist(), tb.entry_bounds.tolist()
     names_n, names_b, shape_n, shape_b = tn.names, tb.names, tn.shape, tb.shape
+    entries_n, entries_b = tn.entries, tb.entries
+    spans: list[tuple[int, int, int]] = []  # whole calls paired row by row: npu rows [lo, hi), bench rows from lo_b
     old_n: list[int] = []
     old_b: list[int] = []
     for e_n, e_b in inner:
+        got: Iterable[tuple[int, int]]
         lo_n, hi_n, lo_b, hi_b = bn[e_n], bn[e_n + 1], bb[e_b], bb[e_b + 1]
-        cut_n, cut_b = len(tn.entries[e_n]) + 1, len(tb.entries[e_b]) + 1
-        if hi_n - lo_n == hi_b - lo_b and [x[cut_n:] for x in names_n[lo_n:hi_n]] == \
-                [x[cut_b:] for x in names_b[lo_b:hi_b]]:  # fmt: skip
-            if shape_n[lo_n:hi_n] == shape_b[lo_b:hi_b]:
-                old_n.extend(range(lo_n, hi_n))
-                old_b.extend(range(lo_b, hi_b))
-                continue
-            got = zip(range(lo_n, hi_n), range(lo_b, hi_b))
+        if hi_n - lo_n == hi_b - lo_b:
+            if entries_n[e_n] == entries_b[e_b]:
+                same = names_n[lo_n:hi_n] == names_b[lo_b:hi_b]
+            else:
+                cut_n, cut_b = len(entries_n[e_n]) + 1, len(entries_b[e_b]) + 1
+                same = [x[cut_n:] for x in names_n[lo_n:hi_n]] == [x[cut_b:] for x in names_b[lo_b:hi_b]]
+            if same:
+                if shape_n[lo_n:hi_n] == shape_b[lo_b:hi_b]:
+                    spans.append((lo_n, hi_n, lo_b))
+                    continue
+                got = zip(range(lo_n, hi_n), range(lo_b, hi_b))
+            else:
+                got = _by_key(npu, bench, e_n, e_b)
         else:
-            keys_b = bench.keys(e_b)
-            got = ((i, keys_b[k]) for k, i in npu.keys(e_n).items() if k in keys_b)  # type: ignore[assignment]
+            got = _by_key(npu, bench, e_n, e_b)
         for i, j in got:
             if shape_n[i] == shape_b[j] or shape_numel(shape_n[i]) == shape_numel(shape_b[j]):
                 old_n.append(i)
                 old_b.append(j)
-    return np.array(old_n, dtype=np.int64), np.array(old_b, dtype=np.int64)
+    return _with_spans(old_n, old_b, spans)
 
 
-def _pair_rows(al: Alignment, p: BoundaryPair, put: object) -> None:
-    f_n, f_b = _first(al.npu, p.npu, "forward"), _first(al.bench, p.bench, "forward")
+def _by_key(npu: Built, bench: Built, e_n: int, e_b: int) -> Iterator[tuple[int, int]]:
+    keys_b = bench.keys(e_b)
+    return ((i, keys_b[k]) for k, i in npu.keys(e_n).items() if k in keys_b)
+
+
+def _with_spans(old_n: list[int], old_b: list[int], spans: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The row pairs, then every row of each span (npu rows [lo, hi) with bench rows from lo_b on), vectorised."""
+    if not spans:
+        return np.array(old_n, dtype=np.int64), np.array(old_b, dtype=np.int64)
+    lo, hi, lo_b = (np.array(x, dtype=np.int64) for x in zip(*spans))
+    size = hi - lo
+    within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
+    return (np.concatenate([np.array(old_n, dtype=np.int64), np.repeat(lo, size) + within]),
+            np.concatenate([np.array(old_b, dtype=np.int64), np.repeat(lo_b, size) + within]))
+
+
+def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], want_b: list[tuple[int, str]]) -> None:
+    """The (entry, row key) of each side that pair `p`'s slot pairs join: forward, parameters and their gradients,
+    backward."""
+    calls_n, calls_b = al.npu.calls, al.bench.calls
+    f_n, f_b = calls_n[p.npu[0]].entry, calls_b[p.bench[0]].entry
     for sp in p.slots:
-        put(f_n, sp.npu, f_b, sp.bench)  # type: ignore[operator]
-    params_n = sorted(k for k in al.npu.calls[p.npu[0]].slots if k.startswith("parameters."))
-    params_b = sorted(k for k in al.bench.calls[p.bench[0]].slots if k.startswith("parameters."))
+        want_n.append((f_n, sp.npu))
+        want_b.append((f_b, sp.bench))
     if p.how == "parameters":
+        params_n = sorted(k for k in al.npu.calls[p.npu[0]].slots if k.startswith("parameters."))
+        params_b = sorted(k for k in al.bench.calls[p.bench[0]].slots if k.startswith("parameters."))
         pairs = [(k, k) for k in params_n if k in params_b] or (
             [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else [])
         b_n, b_b = _first(al.npu, p.npu, "grads"), _first(al.bench, p.bench, "grads")
         for k_n, k_b in pairs:
-            put(f_n, k_n, f_b, k_b)  # type: ignore[operator]
+            want_n.append((f_n, k_n))
+            want_b.append((f_b, k_b))
             if b_n >= 0 and b_b >= 0:
-                put(b_n, k_n.split(".", 1)[1], b_b, k_b.split(".", 1)[1])  # type: ignore[operator]
-    w_n, w_b = _first(al.npu, p.npu, "backward"), _first(al.bench, p.bench, "backward")
-    if w_n >= 0 and w_b >= 0:
+                want_n.append((b_n, k_n.split(".", 1)[1]))
+                want_b.append((b_b, k_b.split(".", 1)[1]))
+    w_n, w_b = calls_n[p.npu[0]].backward, calls_b[p.bench[0]].backward
+    if w_n >= 0 and w_b >= 0 and p.grads:
         for sp in p.grads:
-            put(w_n, sp.npu, w_b, sp.bench)  # type: ignore[operator]
+            want_n.append((w_n, sp.npu))
+            want_b.append((w_b, sp.bench))
 
 
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
