@@ -20,7 +20,7 @@ from msprobe_compare.load.rows import flatten
 from msprobe_compare.pair import parallel as P
 from pair.test_align import Dump
 
-H, F, S, B, L = 32, 64, 8, 2, 2
+H, F, S, B, L, V = 32, 64, 8, 2, 2, 16
 
 
 class Stats:
@@ -59,22 +59,33 @@ class Run(Dump):
         (folder / "stack.json").write_text("{}")
 
 
-def make(root: Path, bug: float = 1.0, seed: int = 11) -> Path:
-    """root/npu/step0/rank{0,1} (Megatron-style, TP=2) and root/bench/step0/rank0 (HF-style); `bug` scales the npu's
-    layer 1 MLP output (from its linear_fc2 on)."""
-    st = Stats(seed)
-    hf, mg = Run(), [Run(), Run()]
+def make(root: Path, bug: float = 1.0, seed: int = 11, tp: int = 2, pp: int = 1, with_ends: bool = False,
+         dp: int = 1) -> Path:
+    """root/npu/step0/rank{0..tp*pp-1} (Megatron-style: tensor-parallel ranks `tp`, pipeline stages `pp`, a stage's
+    layers on its ranks, numbered from 0 in each stage, rank = stage * tp + tensor rank) and
+    root/bench/step0/rank0 (HF-style); `bug` scales the npu's layer 1 MLP output (from its linear_fc2 on).
+    `with_ends`: an embedding before the layers and a final norm after them (the first and the last stage's).
+    `dp`: data-parallel replicas of the npu run, each the same (Megatron's rank order tp-dp-pp)."""
+    st, ends = Stats(seed), Stats(seed + 1000)  # the ends' own draws: the layers' numbers do not depend on `ends`
+    hf, mg = Run(), [Run() for _ in range(tp * pp)]
     bsh, sbh = (lambda n: [B, S, n]), (lambda n: [S, B, n])
     x = st.t(bsh(H))
+    if with_ends:  # the embedding, on the first stage's ranks (its weight split by vocabulary rows)
+        ids = {**ends.t([B, S]), "dtype": "torch.int64", "requires_grad": False}
+        we = [ends.t([V // tp, H], 0.1) for _ in range(tp)]
+        hf.module("model.embed_tokens", "Embedding", [ids], [x], {"weight": cat(we, [V, H])}, None)
+        for r, run in enumerate(mg[:tp]):
+            run.module("embedding.word_embeddings", "VocabParallelEmbedding", [{**ids, "shape": [B, S]}],
+                       [like(x, sbh(H))], {"weight": we[r]}, None)  # fmt: skip
     for i in range(L):
         # the shards of every split tensor, per rank; the whole tensors are their concatenations
-        wq, wk, wv = ([st.t([n, H], 0.1) for _ in range(2)] for n in (H // 2, H // 4, H // 4))
-        wo = [st.t([H, H // 2], 0.1) for _ in range(2)]
-        wg, wu = ([st.t([F // 2, H], 0.1) for _ in range(2)] for _ in range(2))
-        wd = [st.t([H, F // 2], 0.1) for _ in range(2)]
-        q, k, v = ([st.t(bsh(n)) for _ in range(2)] for n in (H // 2, H // 4, H // 4))
-        ctx = [st.t(bsh(H // 2)) for _ in range(2)]
-        g, u, act = ([st.t(bsh(F // 2)) for _ in range(2)] for _ in range(3))
+        wq, wk, wv = ([st.t([n // tp, H], 0.1) for _ in range(tp)] for n in (H, H // 2, H // 2))
+        wo = [st.t([H, H // tp], 0.1) for _ in range(tp)]
+        wg, wu = ([st.t([F // tp, H], 0.1) for _ in range(tp)] for _ in range(2))
+        wd = [st.t([H, F // tp], 0.1) for _ in range(tp)]
+        q, k, v = ([st.t(bsh(n // tp)) for _ in range(tp)] for n in (H, H // 2, H // 2))
+        ctx = [st.t(bsh(H // tp)) for _ in range(tp)]
+        g, u, act = ([st.t(bsh(F // tp)) for _ in range(tp)] for _ in range(3))
         wn1, wn2 = st.t([H], 0.5), st.t([H], 0.5)
         n1, o, h1, n2, d, out = (st.t(bsh(H)) for _ in range(6))
         d_bug = like(d, sbh(H), bug if i == 1 else 1.0)
@@ -96,32 +107,43 @@ def make(root: Path, bug: float = 1.0, seed: int = 11) -> Path:
                   mlp)  # fmt: skip
         hf.module(f"model.layers.{i}.mlp", "LlamaMLP", [n2], [d], None, layer)
         hf.module(f"model.layers.{i}", "LlamaDecoderLayer", [x], [out], None, None)
-        # Megatron, TP=2: replicated tensors on both ranks, shards on their own
-        layer = f"Module.decoder.layers.{i}.TransformerLayer.forward.0"
-        attn, mlp = (f"Module.decoder.layers.{i}.{p}.forward.0" for p in ("self_attention.SelfAttention", "mlp.MLP"))
-        for r, run in enumerate(mg):
-            run.module(f"decoder.layers.{i}.input_layernorm", "RMSNorm", [like(x, sbh(H))], [like(n1, sbh(H))],
+        # Megatron: replicated tensors on every tensor rank of the layer's stage, shards on their own
+        stage = i * pp // L
+        j = i - stage * (L // pp)  # a stage numbers its own layers from 0, as Megatron's module names do
+        layer = f"Module.decoder.layers.{j}.TransformerLayer.forward.0"
+        attn, mlp = (f"Module.decoder.layers.{j}.{p}.forward.0" for p in ("self_attention.SelfAttention", "mlp.MLP"))
+        for r, run in enumerate(mg[stage * tp:(stage + 1) * tp]):
+            run.module(f"decoder.layers.{j}.input_layernorm", "RMSNorm", [like(x, sbh(H))], [like(n1, sbh(H))],
                        {"weight": wn1}, layer)  # fmt: skip
-            qkv = cat([like(q[r], sbh(H // 2)), like(k[r], sbh(H // 4)), like(v[r], sbh(H // 4))], sbh(H))
-            run.module(f"decoder.layers.{i}.self_attention.linear_qkv", "ColumnParallelLinear", [like(n1, sbh(H))],
-                       [qkv, None], {"weight": cat([wq[r], wk[r], wv[r]], [H, H])}, attn)  # fmt: skip
-            run.module(f"decoder.layers.{i}.self_attention.linear_proj", "RowParallelLinear",
-                       [like(ctx[r], sbh(H // 2))], [like(o, sbh(H)), None], {"weight": wo[r]}, attn)  # fmt: skip
-            run.module(f"decoder.layers.{i}.self_attention", "SelfAttention", [like(n1, sbh(H))],
+            qkv = cat([like(q[r], sbh(H // tp)), like(k[r], sbh(H // 2 // tp)), like(v[r], sbh(H // 2 // tp))],
+                      sbh(2 * H // tp))  # fmt: skip
+            run.module(f"decoder.layers.{j}.self_attention.linear_qkv", "ColumnParallelLinear", [like(n1, sbh(H))],
+                       [qkv, None], {"weight": cat([wq[r], wk[r], wv[r]], [2 * H // tp, H])}, attn)  # fmt: skip
+            run.module(f"decoder.layers.{j}.self_attention.linear_proj", "RowParallelLinear",
+                       [like(ctx[r], sbh(H // tp))], [like(o, sbh(H)), None], {"weight": wo[r]}, attn)  # fmt: skip
+            run.module(f"decoder.layers.{j}.self_attention", "SelfAttention", [like(n1, sbh(H))],
                        [like(o, sbh(H)), None], None, layer)  # fmt: skip
-            run.module(f"decoder.layers.{i}.pre_mlp_layernorm", "RMSNorm", [like(h1, sbh(H))], [like(n2, sbh(H))],
+            run.module(f"decoder.layers.{j}.pre_mlp_layernorm", "RMSNorm", [like(h1, sbh(H))], [like(n2, sbh(H))],
                        {"weight": wn2}, layer)  # fmt: skip
-            fc1 = cat([like(g[r], sbh(F // 2)), like(u[r], sbh(F // 2))], sbh(F))
-            run.module(f"decoder.layers.{i}.mlp.linear_fc1", "ColumnParallelLinear", [like(n2, sbh(H))], [fc1, None],
-                       {"weight": cat([wg[r], wu[r]], [F, H])}, mlp)  # fmt: skip
-            run.module(f"decoder.layers.{i}.mlp.linear_fc2", "RowParallelLinear", [like(act[r], sbh(F // 2))],
+            fc1 = cat([like(g[r], sbh(F // tp)), like(u[r], sbh(F // tp))], sbh(2 * F // tp))
+            run.module(f"decoder.layers.{j}.mlp.linear_fc1", "ColumnParallelLinear", [like(n2, sbh(H))], [fc1, None],
+                       {"weight": cat([wg[r], wu[r]], [2 * F // tp, H])}, mlp)  # fmt: skip
+            run.module(f"decoder.layers.{j}.mlp.linear_fc2", "RowParallelLinear", [like(act[r], sbh(F // tp))],
                        [d_bug, None], {"weight": wd[r]}, mlp)  # fmt: skip
-            run.module(f"decoder.layers.{i}.mlp", "MLP", [like(n2, sbh(H))], [d_bug, None], None, layer)
-            run.module(f"decoder.layers.{i}", "TransformerLayer", [like(x, sbh(H))], [out_bug, None], None, None)
+            run.module(f"decoder.layers.{j}.mlp", "MLP", [like(n2, sbh(H))], [d_bug, None], None, layer)
+            run.module(f"decoder.layers.{j}", "TransformerLayer", [like(x, sbh(H))], [out_bug, None], None, None)
         x = out
+    if with_ends:  # the final norm, on the last stage's ranks
+        wf, y = ends.t([H], 0.5), ends.t(bsh(H))
+        hf.module("model.norm", "LlamaRMSNorm", [x], [y], {"weight": wf}, None)
+        for run in mg[(pp - 1) * tp:]:
+            run.module("decoder.final_layernorm", "RMSNorm", [like(x, sbh(H), bug)], [like(y, sbh(H), bug)],
+                       {"weight": wf}, None)  # fmt: skip
     hf.write(root / "bench" / "step0" / "rank0")
-    for r, run in enumerate(mg):
-        run.write(root / "npu" / "step0" / f"rank{r}")
+    for stage in range(pp):
+        for d in range(dp):
+            for t in range(tp):
+                mg[stage * tp + t].write(root / "npu" / "step0" / f"rank{t + tp * (d + dp * stage)}")
     (root / "compare.json").write_text(json.dumps({"npu_path": "npu/step0", "bench_path": "bench/step0"}))
     return root
 
@@ -164,6 +186,32 @@ def test_tp2_training_run_against_tp1_of_other_code_is_aligned(tmp_path: Path, r
         assert "layers.1.mlp" in headline, headline
     rank_cols = csv.splitlines()[0].split(",")
     assert any("rank" in c.lower() for c in rank_cols), rank_cols  # the ranks combined into each row are shown
+
+
+@pytest.mark.parametrize("tp,pp,dp", [(4, 1, 1), (1, 2, 1), (2, 2, 1), (2, 1, 2)])
+@pytest.mark.parametrize("bug", [1.0, 1.25])
+def test_other_layouts_of_other_code(tmp_path: Path, run_cli, tp: int, pp: int, dp: int, bug: float) -> None:
+    """TP=4, pipeline stages (each numbering its layers from 0; the first holds the embedding, the last the final
+    norm), both, and data-parallel replicas: the layout is detected, each replica's ranks are combined on their own,
+    aligned with the TP=1 run, and the planted bug is named at its module (nothing when there is none)."""
+    case = make(tmp_path / "case", bug=bug, tp=tp, pp=pp, dp=dp, with_ends=True)
+    run = run_cli(case, "pytorch", "--format", "csv")
+    assert run.code == 0, run.out
+    assert f"npu layout: tp={tp},pp={pp},dp={dp} (detected" in run.out, run.out
+    if dp > 1:  # told from 4 TP ranks by the replicas' equal parameters (the rank counts alone cannot)
+        assert f"{dp} data-parallel replicas: ranks whose parameters are the same" in run.out, run.out
+    for d in range(dp):
+        ranks = "+".join(f"rank{t + tp * (d + dp * s)}" for s in range(pp) for t in range(tp))
+        assert f"[dp{d}] npu {ranks} combined on their own" in run.out, run.out
+        paired = next(line for line in run.out.splitlines() if f"[dp{d}]" in line and "boundaries paired" in line)
+        assert "20 module boundaries paired (4 merged N-to-1" in paired, paired
+        headline = next(line for line in run.out.splitlines() if f"[dp{d}]" in line and "Root cause:" in line)
+        if bug == 1.0:
+            assert "Root cause: no origin" in headline, headline
+        else:
+            assert "Root cause: Module.decoder.layers.1.mlp.linear_fc2" in headline, headline
+        csv = next(run.out_dir.glob(f"compare_result_dp{d}_*.csv")).read_text()
+        assert "model.embed_tokens" in csv and "model.norm" in csv  # the ends are paired too
 
 
 def test_tp1_run_against_a_tp2_run_of_other_code(tmp_path: Path, run_cli) -> None:

@@ -10,6 +10,8 @@ ranks' own statistics show that only one rank of the group diverges.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import shutil
 import tempfile
 from collections import Counter
@@ -78,6 +80,24 @@ def _stages(dumps: list[RankDump]) -> int:
     return len({tuple(e for e in d.table.entries if e.startswith(("Module.", "Cell."))) for d in dumps}) or 1
 
 
+def _replicas(dumps: list[RankDump], stages: int) -> int:
+    """Data-parallel replicas seen when the code differs (no shape ratio to go by): ranks whose module parameters
+    are the same, name for name and statistic for statistic, hold the same weights, so they are replicas of one
+    another (tensor-parallel ranks hold different shards; stages, different modules). 1 when that does not divide
+    the ranks evenly, or when no rank has parameters."""
+    prints = []
+    for d in dumps:
+        t = d.table
+        rows = np.flatnonzero(np.fromiter(map(operator.contains, t.names, itertools.repeat(".parameters.")),
+                                          dtype=bool, count=len(t.names)))  # fmt: skip
+        if not len(rows):
+            return 1
+        prints.append((tuple(t.names[r] for r in rows.tolist()), t.stats[rows].tobytes()))
+    kinds = len(set(prints))
+    dp = len(dumps) // kinds
+    return dp if dp > 1 and kinds * dp == len(dumps) and kinds % stages == 0 else 1
+
+
 def _shapes(table: RowTable) -> dict[str, str]:
     return {plain_class_name(n): s for n, s in zip(table.names, table.shape)}
 
@@ -115,6 +135,8 @@ def plan_layouts(npu_step: Path, bench_step: Path, npu_given: Any, bench_given: 
                                _shapes(bench_dumps[0].table) if same_code else {}, _stages(npu_dumps),
                                _stages(bench_dumps), has_parallel_classes(npu_dumps[0].table.entries),
                                has_parallel_classes(bench_dumps[0].table.entries))  # fmt: skip
+        if found is not None and not same_code:
+            found = (_with_replicas(found[0], npu_dumps), _with_replicas(found[1], bench_dumps))
         if found is None:
             if npu_layout is None and bench_layout is None:
                 return None
@@ -134,6 +156,16 @@ def plan_layouts(npu_step: Path, bench_step: Path, npu_given: Any, bench_given: 
                          "replica is compared with the bench replica of the same index or with a single bench replica",
                          bench_step)  # fmt: skip
     return LayoutPlan(npu_layout, bench_layout, npu_dumps, bench_dumps)
+
+
+def _with_replicas(layout: ParallelLayout, dumps: list[RankDump]) -> ParallelLayout:
+    """A detected layout of runs of different code with its DP replicas told from its TP ranks (`_replicas`): the
+    rank counts alone read 2 TP ranks x 2 replicas as 4 TP ranks."""
+    dp = _replicas(dumps, layout.pp) if layout.dp == 1 and layout.tp > 1 else 1
+    if dp == 1 or layout.tp % dp:
+        return layout
+    return ParallelLayout(layout.tp // dp, layout.pp, dp, layout.order, layout.source + f"; {dp} data-parallel "
+                          "replicas: ranks whose parameters are the same")  # fmt: skip
 
 
 def _same(a: ParallelLayout, b: ParallelLayout) -> bool:
