@@ -74,6 +74,11 @@ def test_detection_from_shapes():
     n, b = detect_layouts(2, 4, {"a": "[4, 8, 64]"}, {"a": "[4, 8, 32]"}, 1, 1, True, True)  # TP=2 vs TP=4
     assert (n.tp, b.tp) == (2, 4)
     assert detect_layouts(2, 3, npu, npu, 1, 1, False, False) is None  # nothing says how: pair by number
+    # Megatron at TP=1 split into 2 pipeline stages: its parallel classes do not make it tensor-parallel
+    n, b = detect_layouts(2, 1, {}, {}, 2, 1, True, False)
+    assert (n.tp, n.pp, n.dp, b.world) == (1, 2, 1, 1)
+    n, b = detect_layouts(4, 1, {}, {}, 2, 1, True, False)  # with 4 ranks the classes still say TP=2
+    assert (n.tp, n.pp, n.dp) == (2, 2, 1)
 
 
 # -- combining statistics -----------------------------------------------------------------------------------------
