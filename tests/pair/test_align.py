@@ -283,3 +283,7 @@ def test_later_calls_of_many_micro_batches_follow_the_first_calls() -> None:
     want = cat([a[2]["q"], a[2]["k"], a[2]["v"]], [16, 64])
     assert npu_t.stats[row].tolist() == pytest.approx([want["Max"], want["Min"], want["Mean"], want["Norm"]])
     assert tables.bench.table.names[tables.match[row]] == "Module.model.attn.qkv.QKVParallelLinear.forward.2.output.0"
+    # a later call reads the parameters its first call did: they pair as the first call's (merged parts combined)
+    w_row = npu_t.names.index(";".join(f"Module.m.attn.{k}_proj.Linear.forward.2.parameters.weight" for k in "qkv"))
+    assert tables.bench.table.names[tables.match[w_row]] == \
+        "Module.model.attn.qkv.QKVParallelLinear.forward.2.parameters.weight"

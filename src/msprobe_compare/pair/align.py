@@ -95,6 +95,7 @@ class BoundaryPair:
     slots: list[SlotPair]
     grads: list[SlotPair]  # backward slots ("input.0" -> "input.0")
     fixed: bool = False  # slots given by the user's alignment file: kept as they are
+    first: str = ""  # a later calls' pair ("repeat"): how the modules' first calls were paired
 
 
 @dataclass
@@ -822,7 +823,8 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         for k in range(1, n):
             got = {side: tuple(r[k] for r in runs[side]) for side in sides}
             pairs.append(BoundaryPair(got["npu"], got["bench"], "repeat",
-                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]), list(p.grads)))
+                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]), list(p.grads),
+                                      first=p.how))  # fmt: skip
     for p in pairs:
         for side in sides:
             taken[side].update(getattr(p, side))

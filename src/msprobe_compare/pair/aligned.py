@@ -325,7 +325,7 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], wa
     for sp in p.slots:
         want_n.append((f_n, sp.npu))
         want_b.append((f_b, sp.bench))
-    if p.how == "parameters":
+    if p.how == "parameters" or p.first == "parameters":  # a later call reads the same parameters
         params_n = sorted(k for k in al.npu.calls[p.npu[0]].slots if k.startswith("parameters."))
         params_b = sorted(k for k in al.bench.calls[p.bench[0]].slots if k.startswith("parameters."))
         pairs = [(k, k) for k in params_n if k in params_b] or (
