@@ -119,6 +119,26 @@ def test_merged_rows_combine_exactly_and_a_shared_input_is_read_once() -> None:
     assert bench.names[tables.match[inp]].endswith("qkv.QKVParallelLinear.forward.0.input.0")
 
 
+def test_mindspore_cells_align_as_modules_do() -> None:
+    """MindSpore dumps name cells `Cell.<path>.<Class>.forward.<n>`: the same merged pairs and slots as `Module.`."""
+
+    def cells(d: Dump) -> Any:
+        data = {k.replace("Module.", "Cell.", 1): v for k, v in d.data.items()}
+        tree = {k.replace("Module.", "Cell.", 1): p.replace("Module.", "Cell.", 1) if p else p for k, p in d.tree.items()}
+        return module_calls(flatten(Path("dump.json"), data), tree)
+
+    x, w, a = weights()
+    npu, bench = attention(False, x, w, a), attention(True, x, w, a, prefix="model.self_attention")
+    al = align(cells(npu), cells(bench))
+    assert names(al) == names(align(npu.side(), bench.side()))
+    assert ("m.attn.q_proj;m.attn.k_proj;m.attn.v_proj", "model.self_attention.qkv") in names(al)
+    assert decide(cells(npu).table, cells(bench).table).differ
+    tables = aligned_tables(al)
+    row = next(i for i, n in enumerate(tables.npu.table.names) if n.startswith("Cell.m.attn.q_proj") and
+               n.endswith("output.0"))  # fmt: skip
+    assert tables.bench.table.names[tables.match[row]].startswith("Cell.model.self_attention.qkv")
+
+
 def test_wrappers_around_the_same_calls_are_the_same_boundary() -> None:
     x, w, a = weights()
     npu = attention(False, x, w, a, prefix="model.layers.0.self_attn")

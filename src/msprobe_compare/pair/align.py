@@ -37,6 +37,7 @@ from msprobe_compare.records import dataclass
 CANDIDATES = 64  # the most calls of the other side one output is checked against (repeated identical outputs)
 MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
 LAYER = re.compile(r"(?<=\.layers\.)\d+(?=\.|$)|(?<=^layers\.)\d+(?=\.|$)")
+MODULES = ("Module.", "Cell.")  # the entry names of PyTorch modules and MindSpore cells
 WRAPPERS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
 LOW_PRECISION = ("bfloat16", "float16", "half", "bf16", "fp16")
 TOL_LOW, TOL_FP32, TOL_PARAM = 0.03, 2e-3, 1e-5
@@ -44,7 +45,8 @@ TOL_LOW, TOL_FP32, TOL_PARAM = 0.03, 2e-3, 1e-5
 
 @dataclass
 class ModuleCall:
-    """One forward call of a module (`Module.<path>.<Class>.forward.<n>`) and what belongs to it."""
+    """One forward call of a module (`Module.<path>.<Class>.forward.<n>`; a MindSpore cell's: `Cell.`) and what
+    belongs to it."""
 
     entry: int  # its forward entry
     path: str
@@ -75,7 +77,7 @@ class Side:
     low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a size and 4 finite numbers
     parents: list[str | None] | None = None  # per entry: its parent in the module tree (None without a tree)
-    modules: np.ndarray | None = None  # per entry: a module's (`Module.` names)
+    modules: np.ndarray | None = None  # per entry: a module's or cell's (MODULES names)
 
 
 @dataclass
@@ -136,7 +138,7 @@ def decide(npu: RowTable, bench: RowTable) -> Decision:
     """Whether the module trees are of different code (`Decision.differ`): a pass over the entry names."""
 
     def modules(t: RowTable) -> set[str]:
-        return {e for e in t.entries if e.startswith("Module.") and ".forward." in e}
+        return {e for e in t.entries if e.startswith(MODULES) and ".forward." in e}
 
     a, b = modules(npu), modules(bench)
     return Decision(len(a), len(b), len(a & b))
@@ -166,16 +168,16 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     backward: dict[tuple[str, str, int], int] = {}
     grads: dict[tuple[str, str], int] = {}
     slot_rows: list[int] = []
-    modules = np.fromiter(map(str.startswith, entries, itertools.repeat("Module.")), dtype=bool, count=len(entries))
+    modules = np.fromiter(map(str.startswith, entries, itertools.repeat(MODULES)), dtype=bool, count=len(entries))
     for e in np.flatnonzero(modules).tolist():
         entry = entries[e]
         head, _, last = entry.rpartition(".")
         if last == "parameters_grad":
-            path, _, cls = head[7:].rpartition(".")
+            path, _, cls = head.partition(".")[2].rpartition(".")
             grads.setdefault((path, cls), e)
             continue
         stem, _, direction = head.rpartition(".")
-        path, _, cls = stem[7:].rpartition(".")
+        path, _, cls = stem.partition(".")[2].rpartition(".")
         if not last.isdigit() or not path:
             continue
         if direction == "backward":
@@ -921,7 +923,7 @@ def _api_children(side: Side, tree: dict[str, str | None]) -> dict[str, list[int
     parents = side.parents if side.parents is not None else list(map(tree.get, entries))
     n = len(entries)
     modules = side.modules if side.modules is not None else \
-        np.fromiter(map(str.startswith, entries, itertools.repeat("Module.")), dtype=bool, count=n)  # fmt: skip
+        np.fromiter(map(str.startswith, entries, itertools.repeat(MODULES)), dtype=bool, count=n)  # fmt: skip
     api = np.fromiter(map(str.endswith, entries, itertools.repeat(".forward")), dtype=bool, count=n) & ~modules
     kids: dict[str, list[int]] = defaultdict(list)
     for e in np.flatnonzero(api).tolist():
