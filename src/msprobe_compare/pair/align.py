@@ -194,12 +194,13 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
             calls.append(ModuleCall(e, path, cls, int(last), -1, e, slots))
     first_inside, parents = _first_inside(entries, tree) if tree else ({}, None)
     for c in calls:
-        entry = entries[c.entry]
-        parent = tree.get(entry) if tree else None
+        e = c.entry
+        parent = parents[e] if parents is not None else None
         c.parent = index.get(parent, -1) if parent else -1
-        c.start = min(first_inside.get(entry, c.entry), c.entry)
+        c.start = min(first_inside.get(entries[e], e), e)
         c.backward = backward.get((c.path, c.cls, c.count), -1)
-        c.grads = grads.get((c.path, c.cls), -1) if c.count == 0 else -1
+        if c.count == 0:
+            c.grads = grads.get((c.path, c.cls), -1)
     numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)
     shape = table.shape
     sizes = {sh: shape_numel(sh) for sh in {shape[r] for r in slot_rows}}  # few distinct shapes

@@ -9,7 +9,9 @@ Two modes.
 2. Every run, every case with its TRUTH.json, the checks and the archive:
        python3 make_impls.py build --work /tmp/impl --ref /tmp/refvenv/bin/python
    `--set heldout` builds the held-aside set instead (impl_heldout.tar.xz; work folder /tmp/impl_heldout), and
-   `--set tuning2` a second tuning set (impl_tuning2.tar.xz; work folder /tmp/impl_tuning2).
+   `--set tuning2` a second tuning set (impl_tuning2.tar.xz; work folder /tmp/impl_tuning2), `--set tuning3` the
+   second set's cases on a third model (seed 99, 6 layers, hidden 64, 8 query and 4 key/value heads, intermediate
+   128; `--no-pack`: scored from its work folder, not kept in the repository).
 Both modes take --seed (weights generator), --layers, --hidden, --heads, --kv-heads and --intermediate. A dump's
 defaults are the model below; build's are its set's model (tuning: the model below; heldout: seed 777, 4 layers,
 hidden 48, 6 query and 2 key/value heads, intermediate 96; tuning2: seed 4242, 5 layers, hidden 40, 5 query heads
@@ -1064,6 +1066,9 @@ CASE_SETS = {
                 {"seed": 777, "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 2, "intermediate": 96}),
     "tuning2": (tuning2_case_list, "impl_tuning2.tar.xz",
                 {"seed": 4242, "layers": 5, "hidden": 40, "heads": 5, "kv_heads": 1, "intermediate": 80}),
+    # a third model, scored before any change made for it (docs/align.md); not packed into the repository
+    "tuning3": (tuning2_case_list, "impl_tuning3.tar.xz",
+                {"seed": 99, "layers": 6, "hidden": 64, "heads": 8, "kv_heads": 4, "intermediate": 128}),
 }
 
 
@@ -1188,7 +1193,8 @@ def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_impls.py build")
     p.add_argument("--set", default="tuning", choices=sorted(CASE_SETS),
                    help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's), heldout "
-                        "(impl_heldout.tar.xz) or tuning2 (impl_tuning2.tar.xz)")
+                        "(impl_heldout.tar.xz), tuning2 (impl_tuning2.tar.xz) or tuning3 (tuning2's cases, a third "
+                        "model)")
     p.add_argument("--archive", default=None, help="archive file name in this folder (default: the set's)")
     p.add_argument("--work", default=None, help="work folder (default /tmp/impl, or /tmp/impl_<set> for another set)")
     p.add_argument("--ref", default="/tmp/refvenv/bin/python")
