@@ -23,6 +23,8 @@ NOT_NEEDED = (
     "lzma", "shlex", "numpy.char", "numpy.strings",
     "concurrent.futures.thread", "socket", "tempfile", "importlib.resources", "zipfile", "logging",
     "msprobe_compare._tensorkernel", "msprobe_compare.load.tensors", "msprobe_compare.load.parallel_tensors",
+    "msprobe_compare.load.pt", "msprobe_compare.load.pt_pickle", "msprobe_compare.load.zipread",
+    "msprobe_compare.load.npy", "msprobe_compare.load.tensor_files",
     # our modules of other modes and options: tensor mode, MindSpore graph mode, --ray, merge_result, layouts,
     # -f/-am/-cm/-dm/-lm, xlsx and html output
     "msprobe_compare.measure.tensor_rows", "msprobe_compare.render.progress", "msprobe_compare.load.kernel_dump",

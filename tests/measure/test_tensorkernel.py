@@ -548,9 +548,9 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
     """Memory-mapped tensors with a FileSpan go through accumulate_file: the metrics (and the root cause's
     count beyond a tolerance) equal those through the mapping, bit for bit; a file replaced since it was read,
     or one that cannot be read, goes through the mapping."""
-    from msprobe_compare.load import tensors
+    from msprobe_compare.load import tensor_files, tensors
 
-    monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+    monkeypatch.setattr(tensor_files, "READ_WHOLE_MAX", 0)
     rng = np.random.default_rng(5)
     n = (rng.standard_normal((300, 701)) * 10).astype(np.float32)
     b = (n * (1 + np.float32(2e-3) * rng.standard_normal(n.shape))).astype(np.float32)
