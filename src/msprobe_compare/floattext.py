@@ -15,7 +15,7 @@ nan, inf           null             null             nan, inf
 =================  ===============  ===============  ==========
 
 Subnormals (5e-324, 1e-310) are written as repr writes them, with a negative exponent. The fast paths
-(render/celltext.py, _csvrows.c, _legacyparse.c) rewrite either layout into repr's, and each checks its own
+(render/numtext.py, _csvrows.c, _legacyparse.c) rewrite either layout into repr's, and each checks its own
 whole result on `hard_doubles()` against an exact path once per process (`agrees`): if a release writes anything
 else, that path falls back to the exact one (repr) and the output stays the same, only slower. A check costs
 about as much as the exact path on its sample, so a process whose work is smaller than the sample takes the exact

@@ -1,4 +1,4 @@
-"""Column-wise cell texts (render.celltext) against per-cell references: csv.writer with the formula rule,
+"""Column-wise cell texts (render.columntext, render.celltext) against per-cell references: csv.writer with the formula rule,
 json.dumps of each row's dict (floats as repr, whatever orjson's release), and the per-cell xlsx XML the writer
 used before it went column-wise."""
 
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_compare.judge.highlight import Colour
-from msprobe_compare.render import celltext, flat, xlsx
+from msprobe_compare.render import celltext, columntext, flat, xlsx
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
@@ -132,39 +132,6 @@ def numeric(kinds: list[int], values: list[float], others: list[Any] | None = No
     for k, v in enumerate(others or []):
         objects[k] = v
     return Column(objects, np.array(kinds, dtype=np.int8), np.array(values, dtype=np.float64))
-
-
-# --- numbers ---------------------------------------------------------------------------------------------
-
-
-def test_float_reprs_match_repr_on_hard_values():
-    powers = 10.0 ** np.arange(-324, 309, dtype=np.float64)
-    rng = np.random.default_rng(5)
-    values = np.concatenate([
-        powers, -powers, np.nextafter(powers, 0), np.nextafter(powers, np.inf),
-        [0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
-         1e-5, 1e-4, 9.999999999999999e-05, 1.0000000000000001e-05, 9999999999999998.0, 1e16, 0.1, 1.5, 100.0],
-        rng.integers(0, 2**64, 50_000, dtype=np.uint64).view(np.float64),
-        rng.uniform(1e-5, 1e-4, 5_000) * rng.choice([-1, 1], 5_000),
-        rng.standard_normal(5_000).astype(np.float32).astype(np.float64),
-    ])  # fmt: skip
-    assert celltext.float_reprs(values) == [repr(float(x)) for x in values]
-    for one in ([1e-7], [1e16], [1.5e-5], [np.nan], [-1e-5, 2.0], [2.0, 1e-5], [np.inf, 1e-7, 1.25e-5]):
-        assert celltext.float_reprs(np.array(one)) == [repr(float(x)) for x in one]
-    assert celltext.float_reprs(np.zeros(0)) == []
-
-
-def test_orjson_digits_are_used_with_the_installed_release():
-    # 3.8 to 3.13 all pass the checks once both exponent spellings are understood; the texts are checked above
-    assert celltext.ORJSON_DIGITS, f"orjson {orjson.__version__}: the layout is not one celltext knows"
-    values = np.array([1e16, 1.5e17, 3.4028234663852886e38, 1e-7, -2.5e-300, 1.5e-5, 5e-324, 2.0**53])
-    assert celltext._numbers_orjson(values) == ",".join(map(repr, values.tolist())).encode()
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=40))
-def test_float_reprs_property(values):
-    assert celltext.float_reprs(np.array(values, dtype=np.float64)) == [repr(float(x)) for x in values]
 
 
 # --- CSV: quoting and the formula rule -----------------------------------------------------------------------
@@ -331,7 +298,8 @@ def test_plain_float_lists_keep_the_sign_of_zero(tmp_path):
 def test_big_ints_and_non_finite_floats_are_written_as_their_values() -> None:
     """Integers of 1e16 and more (orjson prints them with an exponent) and non-finite floats in a numeric
     column: every format gives the per-cell text (these were once cut to '1e+' or lost in JSON)."""
-    from msprobe_compare.render.celltext import CsvFormat, JsonFormat, XmlFormat, cell_xml, csv_field, json_value
+    from msprobe_compare.render.celltext import cell_xml, csv_field, json_value
+    from msprobe_compare.render.columntext import CsvFormat, JsonFormat, XmlFormat
     from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 
     values = np.array([1e17, -5.0, -0.0, 2.0**60, 1e16 - 2, -1e16, 9.5e18, np.nan, np.inf, -np.inf, 0.25, 3.0, -1.5])
@@ -358,7 +326,7 @@ def test_cells_are_cut_at_excel_limit_in_utf16_units(text):
         assert cut.endswith(celltext.CUT_MARK) and text.startswith(cut[: -len(celltext.CUT_MARK)])
         assert units >= 32767 - len(celltext.CUT_MARK) - 1
     assert celltext.cell_xml(text) == ref_cell_xml(text)
-    assert celltext.XmlFormat().cells([text, "b"], np.arange(2)) == [ref_cell_xml(text), ref_cell_xml("b")]
+    assert columntext.XmlFormat().cells([text, "b"], np.arange(2)) == [ref_cell_xml(text), ref_cell_xml("b")]
 
 
 def test_cell_kinds_are_one_set() -> None:

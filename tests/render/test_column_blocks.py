@@ -98,7 +98,7 @@ def test_native_fields_through_rows_are_the_taken_texts() -> None:
     """(list, rows, None, missing): the field of list[rows[i]], `missing` where -1, as the bench names are read."""
     import numpy as np
 
-    from msprobe_compare.render.celltext import TakenRows
+    from msprobe_compare.render.column import TakenRows
 
     fast = native_module("_csvrows")
     texts = [*HOSTILE, "=x", "a,b"]

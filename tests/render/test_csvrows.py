@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render import flat
-from msprobe_compare.render.celltext import CsvFormat, csv_field
+from msprobe_compare.render.celltext import csv_field
+from msprobe_compare.render.columntext import CsvFormat
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 from tests.native_helpers import native_module
 from tests.parity import assert_same_bytes
@@ -87,7 +88,8 @@ def test_whole_file_equals_the_python_path(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_json_lines_of_every_kind() -> None:
-    from msprobe_compare.render.celltext import JsonFormat, json_value
+    from msprobe_compare.render.celltext import json_value
+    from msprobe_compare.render.columntext import JsonFormat
 
     col = _every_kind(40_000, 4)
     col.values[col.kind == KIND_INT] = np.clip(col.values[col.kind == KIND_INT], -(2.0**53), 2.0**53)  # orjson: 64 bits

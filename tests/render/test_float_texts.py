@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from msprobe_compare import floattext
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.measure import legacy_parse
-from msprobe_compare.render import celltext, flat, xlsx
+from msprobe_compare.render import flat, numtext, xlsx
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 from tests.native_helpers import native_module
 
@@ -131,9 +131,9 @@ def test_generated_doubles_in_every_format(cells: list[tuple[float, int]]) -> No
 def test_generated_doubles_as_float_reprs(values: list[float]) -> None:
     v = np.array(values, dtype=np.float64)
     want = [repr(x) for x in v.tolist()]
-    assert celltext.float_reprs(v) == want
-    assert celltext._numbers_orjson(v).decode().split(",") == want  # orjson's digits, re-laid out
-    assert celltext._numbers_python(v).decode().split(",") == want
+    assert numtext.float_reprs(v) == want
+    assert numtext._numbers_orjson(v).decode().split(",") == want  # orjson's digits, re-laid out
+    assert numtext._numbers_python(v).decode().split(",") == want
 
 
 def _many(n: int, seed: int) -> Column:
@@ -189,22 +189,22 @@ def other_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     """orjson replaced by OtherRelease for the fast paths (the name of its spelling); the checks run again."""
     monkeypatch.setattr(floattext, "orjson", OtherRelease(SPELLINGS[request.param]))
     monkeypatch.setattr(floattext, "_VERDICTS", {})
-    monkeypatch.setattr(celltext, "ORJSON_DIGITS", floattext.agrees("celltext", celltext._orjson_agrees))
+    monkeypatch.setattr(numtext, "ORJSON_DIGITS", floattext.agrees("numtext", numtext._orjson_agrees))
     return str(request.param)
 
 
 def test_other_release_falls_back_to_repr_everywhere(other_release: str, tmp_path: Path) -> None:
     col = _many(6_000, 12)
-    assert celltext._numbers_orjson(col.values) != celltext._numbers_python(col.values)  # the fast path would be wrong
-    assert not celltext.ORJSON_DIGITS
+    assert numtext._numbers_orjson(col.values) != numtext._numbers_python(col.values)  # the fast path would be wrong
+    assert not numtext.ORJSON_DIGITS
     assert_exact(tmp_path, col)
-    assert celltext.float_reprs(col.values) == [repr(x) for x in col.values.tolist()]
+    assert numtext.float_reprs(col.values) == [repr(x) for x in col.values.tolist()]
 
 
 def test_other_release_native_rows_check_on_their_own(other_release: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     fast = native_module("_csvrows")
-    monkeypatch.setattr(celltext, "ORJSON_DIGITS", True)  # as if celltext's own check had passed (not for xlsx)
+    monkeypatch.setattr(numtext, "ORJSON_DIGITS", True)  # as if numtext's own check had passed (not for xlsx)
     assert not flat.orjson_digits(fast)
     col = _many(6_000, 13)
     want = expected(col)
@@ -240,11 +240,11 @@ def test_the_fallback_writes_the_same_bytes(tmp_path: Path, monkeypatch: pytest.
     fast = files(tmp_path / "fast")
     monkeypatch.setitem(floattext._VERDICTS, "_csvrows", False)  # _csvrows: Python's repr of each number
     assert files(tmp_path / "native_exact") == fast
-    monkeypatch.setattr(celltext, "ORJSON_DIGITS", False)  # celltext too
+    monkeypatch.setattr(numtext, "ORJSON_DIGITS", False)  # numtext too
     assert files(tmp_path / "exact") == fast
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     assert files(tmp_path / "python_exact") == fast
-    monkeypatch.setattr(celltext, "ORJSON_DIGITS", True)
+    monkeypatch.setattr(numtext, "ORJSON_DIGITS", True)
     assert files(tmp_path / "python") == fast
 
 

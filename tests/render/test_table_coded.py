@@ -26,7 +26,8 @@ import numpy as np
 from msprobe_compare.load.rows import StatKind
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.render import table
-from msprobe_compare.render.celltext import CsvFormat, JsonFormat, csv_field, json_value
+from msprobe_compare.render.celltext import csv_field, json_value
+from msprobe_compare.render.columntext import CsvFormat, JsonFormat
 
 _V = [1.5, math.inf, -math.inf, math.nan, 7.0, 2.0**60, 0.0, 3.0, -2.5, math.nan]
 _STAT = [StatKind.NUMBER, StatKind.NUMBER, StatKind.NUMBER, StatKind.NUMBER, StatKind.INT, StatKind.INT,

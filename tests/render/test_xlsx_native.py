@@ -15,7 +15,8 @@ import pytest
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.render import xlsx
-from msprobe_compare.render.celltext import TakenRows, TextRange, XmlFormat
+from msprobe_compare.render.column import TakenRows, TextRange
+from msprobe_compare.render.columntext import XmlFormat
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, Column
 from tests.native_helpers import native_module
 

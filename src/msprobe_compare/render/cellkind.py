@@ -1,4 +1,4 @@
-"""What a result cell holds, as one code: shared by the column builders (table.py), the cell texts (celltext.py),
+"""What a result cell holds, as one code: shared by the column builders (table.py), the cell texts (columntext.py),
 the C row assembly (_csvrows.c) and the HTML payload (html.py, assets/report.js); each copy is checked equal to
 this one when its module is imported."""
 

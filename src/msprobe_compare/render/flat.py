@@ -6,13 +6,13 @@ touched. Fields are quoted as csv.writer's excel dialect does (QUOTE_MINIMAL, CR
 line is one object, column name -> value, with the row colour under "colour": texts as orjson writes them,
 floats as repr writes them (as the json module does; orjson's exponents depend on its release).
 
-Cells are formatted column by column (render.celltext) over BLOCK_ROWS rows, then the rows of the block
+Cells are formatted column by column (render.columntext) over BLOCK_ROWS rows, then the rows of the block
 are joined and written at once: the bytes are the same as a csv.writer / celltext.json_value per row would give.
 
 Large tables are written by two processes (POSIX, two or more cores, no other threads running): a child forked
 for the purpose formats the second half of the rows into a part file while this process writes the first half;
 the part is appended (in the kernel, copy_file_range) as the child reports its blocks written, so that the copy
-overlaps the child's work once this process has written its half, and then removed. Given a celltext.ColumnBlocks, each process
+overlaps the child's work once this process has written its half, and then removed. Given a column.ColumnBlocks, each process
 builds the columns of its own blocks only, after the fork. The bytes are the same as one process
 writes. If the child fails for any reason, this process writes the second half itself, so an error surfaces with
 its own message.
@@ -34,16 +34,16 @@ from types import ModuleType
 import numpy as np
 
 from msprobe_compare import floattext, native
-from msprobe_compare.render import celltext
+from msprobe_compare.render import numtext
 from msprobe_compare.render.cellkind import check_native
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.runtime import can_fork, gc_paused, reap, release_free_memory
-from msprobe_compare.render.celltext import (
-    FORMULA_START, SAFE_TEXTS, CsvFormat, JsonFormat, neutralise, row_items,
-)
+from msprobe_compare.render.celltext import FORMULA_START, SAFE_TEXTS, neutralise
+from msprobe_compare.render.columntext import CsvFormat, JsonFormat, row_items
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Column, ColumnBlocks, TakenRows, TextRange, numeric_spec
+from msprobe_compare.render.column import Column, ColumnBlocks, TakenRows, TextRange
+from msprobe_compare.render.columntext import numeric_spec
 
 __all__ = ["FORMULA_START", "SAFE_TEXTS", "COLOUR_TEXT", "neutralise", "write_csv", "write_jsonl"]
 
@@ -130,13 +130,13 @@ def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int,
 
 
 def orjson_digits(fast: ModuleType, n: int | None = None) -> bool:
-    """Whether `fast.csv_block` gets orjson's text of the numbers: when celltext's orjson paths are in use and the
+    """Whether `fast.csv_block` gets orjson's text of the numbers: when numtext's orjson paths are in use and the
     module's rewriting of that text gives, on floattext.hard_doubles() in every kind of cell and both formats,
     the bytes of its exact path (Python's repr of each value). Checked once per process, and not for a table of
     `n` rows too small to pay for the check (`floattext.worth`; its own path writes the same bytes)."""
     if n is not None and not floattext.worth("_csvrows", n):
         return False
-    return celltext.ORJSON_DIGITS and floattext.agrees("_csvrows", lambda: _orjson_digits_agree(fast))
+    return numtext.ORJSON_DIGITS and floattext.agrees("_csvrows", lambda: _orjson_digits_agree(fast))
 
 
 def _orjson_digits_agree(fast: ModuleType) -> bool:

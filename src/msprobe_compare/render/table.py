@@ -20,7 +20,7 @@ from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
 from msprobe_compare.model import CompareOutcome, Mode
 from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
-from msprobe_compare.render.celltext import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
+from msprobe_compare.render.column import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
 from msprobe_compare.records import dataclass
 from msprobe_compare import native
 

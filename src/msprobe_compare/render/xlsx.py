@@ -1,7 +1,7 @@
 """Write the result table as .xlsx: the sheet XML is generated directly and streamed into the zip.
 
 A general-purpose writer spends most of its time per cell; here the cells of a block of rows are made
-column by column (render.celltext: numbers vectorised, clean texts wrapped in one pass), the block's XML is
+column by column (render.columntext: numbers vectorised, clean texts wrapped in one pass), the block's XML is
 one join, and a worker thread compresses one block while the next is built. Strings are inline strings
 (t="inlineStr"), so a value such as "=cmd|..." is stored as text and never becomes a formula. Whole rows
 are filled red or yellow. Above MAX_SHEET_ROWS data rows the table is split into sheets part_0, part_1, ...
@@ -32,9 +32,10 @@ from msprobe_compare import native
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import gc_paused, reap, release_free_memory
-from msprobe_compare.render.celltext import (
-    TakenRows, TextRange, XmlFormat, cell_xml, float_reprs, numeric_spec, row_items, xml_escape,
-)
+from msprobe_compare.render.celltext import cell_xml, xml_escape
+from msprobe_compare.render.column import TakenRows, TextRange
+from msprobe_compare.render.columntext import XmlFormat, numeric_spec, row_items
+from msprobe_compare.render.numtext import float_reprs
 from msprobe_compare.render.files import scratch_path
 from msprobe_compare.render.flat import append_file, orjson_digits, split_point
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
