@@ -31,7 +31,8 @@ NOT_NEEDED = (
     "msprobe_compare.distribute", "msprobe_compare.merge", "msprobe_compare.load.parallel_layout",
     "msprobe_compare.pair.parallel", "msprobe_compare.pair.fuzzy", "msprobe_compare.pair.api_mapping",
     "msprobe_compare.pair.cell_mapping", "msprobe_compare.pair.layer_mapping", "msprobe_compare.pair.mapping_file",
-    "msprobe_compare.pair.spans", "msprobe_compare.render.xlsx", "msprobe_compare.render.html", "html", "base64",
+    "msprobe_compare.pair.spans", "msprobe_compare.render.xlsx", "msprobe_compare.render.html",
+    "msprobe_compare.render.report_script", "html", "base64",
 )  # fmt: skip
 
 _PROBE = """

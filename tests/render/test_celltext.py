@@ -332,12 +332,12 @@ def test_cells_are_cut_at_excel_limit_in_utf16_units(text):
 def test_cell_kinds_are_one_set() -> None:
     """The C row assembly and the report script use CellKind's codes; a differing copy is refused at import."""
     from msprobe_compare import native
-    from msprobe_compare.render import cellkind, html
+    from msprobe_compare.render import cellkind, report_script
 
     fast = native.load("_csvrows")
     if fast is not None:
         cellkind.check_native(fast, "_csvrows")
-    cellkind.check_script(html._asset("report.js"), "report.js")
+    cellkind.check_script(report_script.script(), "report.js")
     with pytest.raises(ImportError, match="K_STR"):
         cellkind.check_script("const K_FLOAT = 0, K_INT = 1, K_PCT = 2, K_STR = 4;", "report.js")
 

@@ -1,6 +1,6 @@
 """The HTML report without a browser: wiring, names, escaping, and the payload decoded in Python.
 
-`decode_cells` re-implements the page's decoder (report.js) so that every encoding path (dictionaries,
+`decode_cells` re-implements the page's decoder (report_payload.js) so that every encoding path (dictionaries,
 string buffers, delta and reference codes, sparse codes, float32 with exceptions, recomputed columns) is
 checked against the table the other writers get, cell by cell.
 """
@@ -26,7 +26,7 @@ from msprobe_compare.api import build_outcome
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.log import Console
 from msprobe_compare.model import CompareOutcome
-from msprobe_compare.render import html, table
+from msprobe_compare.render import html, report_script, table
 
 CASES = ["pytorch/mlp_bug_stat", "pytorch/mlp_bug_md5", "pytorch/mlp_bug_tensor", "pytorch/cnn_bug_stat"]
 HOSTILE = [
@@ -250,7 +250,7 @@ def test_xlsx_only_writes_no_report(run_cli):
 
 
 def test_script_cannot_close_its_element():
-    script = html._asset("report.js")
+    script = report_script.script()
     assert "</" not in script and "<!--" not in script
 
 

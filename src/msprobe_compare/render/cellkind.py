@@ -1,6 +1,6 @@
 """What a result cell holds, as one code: shared by the column builders (table.py), the cell texts (columntext.py),
-the C row assembly (_csvrows.c) and the HTML payload (html.py, assets/report.js); each copy is checked equal to
-this one when its module is imported."""
+the C row assembly (_csvrows.c) and the HTML payload (html.py, assets/report_codes.js); each copy is checked equal
+to this one when its module is imported (the script's when it is first read, render/report_script.py)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,6 @@ import html as _html
 import math
 import operator
 import zlib
-from functools import cache
 from itertools import chain
 from pathlib import Path
 from collections.abc import Sequence
@@ -42,11 +41,10 @@ from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.runtime import gc_paused
 from msprobe_compare.render import table
-from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, check_script
+from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER
+from msprobe_compare.render.report_script import STATE_CODE, asset, script
 
-KIND_STR = KIND_OTHER  # text codes of the payload start here (assets/report.js: K_STR)
-STATE_CODE = {CallState.OK: 0, CallState.ORIGIN: 1, CallState.PROPAGATED: 2, CallState.UNKNOWN: 3,
-              CallState.NOISE: 4, CallState.SUSPECT: 5, CallState.ONE_SIDED: 6}
+KIND_STR = KIND_OTHER  # text codes of the payload start here (assets/report_codes.js: K_STR)
 BIG_DICT = 1024  # dictionaries with more strings travel as one buffer
 COMPRESS_ABOVE = 64 * 1024  # payload bytes; smaller reports stay uncompressed
 ZLIB_LEVEL = 1  # the payload is mostly float mantissas: higher levels cost time and gain little
@@ -731,18 +729,6 @@ def _payload(outcome: CompareOutcome, title: str, columns: list[table.Column] | 
     return b"".join(body + blob.parts)
 
 
-@cache
-def _asset(name: str) -> str:
-    """A packaged asset's text; the report script's cell-kind codes are checked against CellKind when it is first
-    read (not at import: importlib.resources is loaded only when a report is written, for start-up speed)."""
-    from importlib import resources
-
-    text = resources.files("msprobe_compare.render").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
-    if name == "report.js":
-        check_script(text, "render/assets/report.js")
-    return text
-
-
 def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
     """The HTML text around a payload; `compress` None: only when the payload is large."""
     if compress is None:
@@ -750,19 +736,19 @@ def page(data: bytes, title: str, *, compress: bool | None = None) -> str:
     if compress:
         data = zlib.compress(data, ZLIB_LEVEL)
     encoded = base64.b64encode(data).decode("ascii")  # the base64 alphabet cannot close the script tag
-    script = _asset("report.js")
-    if "</" in script or "<!--" in script:  # nothing in the script may end its element early
-        raise ValueError("report.js must not contain '</' or '<!--'")
+    code = script()  # its codes checked against Python's on first use (report_script.py)
+    if "</" in code or "<!--" in code:  # nothing in the script may end its element early
+        raise ValueError("the report script must not contain '</' or '<!--'")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         "<link rel=\"icon\" href=\"data:,\">\n"
-        f"<title>{_html.escape(title)}</title>\n<style>{_asset('report.css')}</style>\n</head>\n"
-        f"<body>\n{_asset('report.html')}\n"
+        f"<title>{_html.escape(title)}</title>\n<style>{asset('report.css')}</style>\n</head>\n"
+        f"<body>\n{asset('report.html')}\n"
         f"<script type=\"application/octet-stream\" id=\"payload\" data-encoding=\"{'zlib' if compress else 'raw'}\">"
-        f"{encoded}</script>\n<script>{script}</script>\n</body></html>\n"
+        f"{encoded}</script>\n<script>{code}</script>\n</body></html>\n"
     )  # fmt: skip
 
 
