@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Same-process micro-benchmark of the real-data metrics kernel (`compare_tensors`), in GB/s of tensor bytes.
 
-Compares the working tree's `msprobe_compare.measure.tensor_metrics` with the same file at a git revision
-(default HEAD; loaded from `git show`, so nothing is checked out), and within the working tree the compiled kernel
+Compares the working tree's `msprobe_compare.measure.tensor_compare` with the same file at a git revision
+(default HEAD; loaded from `git show`, so nothing is checked out; `tensor_metrics.py` at revisions before the
+split), and within the working tree the compiled kernel
 (`_tensorkernel`, "native") with the numpy path (`--paths native,numpy`; the native variant is left out when the
 module is not built or MSPROBE_NATIVE=0), on large in-memory pairs: float32 and bfloat16
 LLaMA-like activations, the bench side with relative noise (1e-4 for float32, 1e-3 for bfloat16) as in
@@ -26,6 +27,7 @@ Usage: python3 bench/bench_kernel.py [--elems 16777216] [--repeat 7] [--baseline
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import os
 import statistics
@@ -39,18 +41,24 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MODULE_PATH = "src/msprobe_compare/measure/tensor_metrics.py"
+# compare_tensors's module: tensor_compare.py, tensor_metrics.py before the split (tried in this order)
+MODULE_PATHS = ("src/msprobe_compare/measure/tensor_compare.py", "src/msprobe_compare/measure/tensor_metrics.py")
 
 
 def load_revision(rev: str) -> types.ModuleType:
-    """tensor_metrics.py as it is at git revision `rev`, imported under a private name."""
-    source = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{MODULE_PATH}"], check=True, capture_output=True,
-                            text=True).stdout
-    name = f"_tensor_metrics_{rev.replace('/', '_').replace('~', '_').replace('^', '_')}"
+    """compare_tensors's module as it is at git revision `rev`, imported under a private name."""
+    for path in MODULE_PATHS:
+        shown = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode == 0 and "def compare_tensors" in shown.stdout:
+            source, module_path = shown.stdout, path
+            break
+    else:
+        raise SystemExit(f"no compare_tensors at revision {rev}")
+    name = f"_tensor_compare_{rev.replace('/', '_').replace('~', '_').replace('^', '_')}"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    module.__file__ = f"{rev}:{MODULE_PATH}"
+    module.__file__ = f"{rev}:{module_path}"
     sys.modules[name] = module  # dataclasses look their module up
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
@@ -104,7 +112,10 @@ def main() -> int:
     if args.elems <= 0 or args.elems % 4096:
         ap.error("--elems must be a positive multiple of 4096 (rows of 4096 elements)")
 
-    from msprobe_compare.measure import tensor_metrics as current
+    try:
+        from msprobe_compare.measure import tensor_compare as current
+    except ImportError:  # a tree before the split
+        from msprobe_compare.measure import tensor_metrics as current
 
     variants: dict[str, Callable[[Any, Any], Any]] = {}
     if args.baseline:
@@ -117,7 +128,10 @@ def main() -> int:
             assert spec is not None
             old_kernel = importlib.util.module_from_spec(spec)
             loader.exec_module(old_kernel)
-            base_mod._native_kernel = lambda: old_kernel
+            if hasattr(base_mod, "_native_kernel"):  # before the twins were bound once
+                base_mod._native_kernel = lambda: old_kernel
+            else:
+                base_mod.accumulate = functools.partial(base_mod._c_accumulate, kernel=old_kernel)
         variants[f"baseline ({args.baseline})"] = base_mod.compare_tensors
     chunk = args.chunk or current.DEFAULT_CHUNK_ELEMS
     paths = set(args.paths.split(","))

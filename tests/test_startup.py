@@ -27,7 +27,8 @@ NOT_NEEDED = (
     "msprobe_compare.load.npy", "msprobe_compare.load.tensor_files",
     # our modules of other modes and options: tensor mode, MindSpore graph mode, --ray, merge_result, layouts,
     # -f/-am/-cm/-dm/-lm, xlsx and html output
-    "msprobe_compare.measure.tensor_rows", "msprobe_compare.render.progress", "msprobe_compare.load.kernel_dump",
+    "msprobe_compare.measure.tensor_rows", "msprobe_compare.measure.tensor_compare", "msprobe_compare.measure.tensor_io",
+    "msprobe_compare.render.progress", "msprobe_compare.load.kernel_dump",
     "msprobe_compare.distribute", "msprobe_compare.merge", "msprobe_compare.load.parallel_layout",
     "msprobe_compare.pair.parallel", "msprobe_compare.pair.fuzzy", "msprobe_compare.pair.api_mapping",
     "msprobe_compare.pair.cell_mapping", "msprobe_compare.pair.layer_mapping", "msprobe_compare.pair.mapping_file",

@@ -1,12 +1,13 @@
-/* Native twin of measure/tensor_metrics.py's _Accumulator for pairs whose relative error is float32: one fused
+/* Native twin of measure/tensor_compare.py's _Accumulator for pairs whose relative error is float32: one fused
  * pass over a chunk of an NPU/bench pair whose sides are each float32 or bfloat16 (given as uint16 bit patterns).
  *
  * accumulate(npu, npu_is_bf16, bench, bench_is_bf16[, tolerance[, chunk[, sums]]]) takes two 1-D buffers of the
  * same length (buffer protocol: float32 'f' or uint16 'H' in native byte order, any stride, read-only is fine) and
  * returns
  *     (dot, nn, bb, ss, max_abs, max_rel, count1, count5, beyond)
- * = sum N*B, sum N*N, sum B*B, sum (N-B)^2 and max |N-B| in float64; the maximum of the float32 relative error
- * RE = |(N'-B')/B'| and the counts of RE < float32(0.001) and RE < float32(0.005), where N' = N + e, B' = B + e and
+ * = the sums of SUM_LIST (sum N*B, sum N*N, sum B*B, sum (N-B)^2) and max |N-B| in float64; the maximum of the
+ * float32 relative error RE = |(N'-B')/B'| and the counts of BELOW_LIST (RE < float32(0.001), RE < float32(0.005)),
+ * where N' = N + e, B' = B + e and
  * e is eps (float64 machine epsilon, in float32) where B == 0, else 0; `beyond` counts RE > float32(tolerance)
  * (the root cause's elements beyond rounding; none without a tolerance) -- or None when the NaN/inf positions of the
  * two sides differ. NaN/inf at the same positions count as 0 on both sides. The GIL is released while computing.
@@ -35,7 +36,12 @@
  * multiple of two blocks of its chunk, so the blocks, chunks and results are those of accumulate().
  *
  * LOOPS names the loops this machine can run, SIMD the one accumulate() uses; accumulate_loop(name, ...) runs a
- * given one (for tests: all of them must agree bit for bit).
+ * given one (for tests: all of them must agree bit for bit). SUMS and THRESHOLDS name the sums and the thresholds of
+ * the counts (measure/tensor_metrics.py's table; the Python side uses the kernel only where they are its own).
+ *
+ * Every loop is written once over the accumulator lists SUM_LIST and BELOW_LIST below (its fields, its step, its
+ * start and its store, each a macro per list entry), so a new sum or count is one line there: CONTRIBUTING.md,
+ * "Adding a tensor metric".
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -75,9 +81,20 @@
 #define BLOCK 4096  /* elements per block, a multiple of 8; lane counters are int32 within a block */
 #define MAX_WIDTH 16 /* elements per step of the widest loop */
 
-/* The float32 constants of the numpy path: np.float32(0.001), np.float32(0.005), np.float32(FLOAT_EPSILON). */
-#define T1 ((float)0.001)
-#define T5 ((float)0.005)
+/* The accumulators, one line each, in the order of the result tuple (measure/tensor_metrics.py: SUMS, THRESHOLDS).
+ * SUM_LIST(X): X(name, x, y, how): the float64 sum of x*y, x and y each n (NPU), b (bench) or d (n - b), widened to
+ *   float64; `how` FUSED where the product of the two float32 values is exact in float64 (48 significant bits), so
+ *   the AVX-512 pair loop may fuse the multiply-add (it rounds once, as the addition alone does), else ROUNDED (d*d:
+ *   d may carry up to 53 bits). The check for NaN/inf in a block reads nn and bb (fold_block).
+ * BELOW_LIST(X): X(name, threshold): the count of float32 relative errors below (float)threshold, the numpy path's
+ *   np.float32(threshold). */
+#define SUM_LIST(X) X(dot, n, b, FUSED) X(nn, n, n, FUSED) X(bb, b, b, FUSED) X(ss, d, d, ROUNDED)
+#define BELOW_LIST(X) X(count1, 0.001) X(count5, 0.005)
+#define COUNT_ONE(...) +1
+#define N_SUMS (0 SUM_LIST(COUNT_ONE))
+#define N_BELOW (0 BELOW_LIST(COUNT_ONE))
+
+/* The float32 constant of the numpy path: np.float32(FLOAT_EPSILON). */
 #define EPS32 ((float)DBL_EPSILON)
 
 #if defined(__GNUC__)
@@ -93,19 +110,26 @@ static const char *const LOOP_NAMES[N_LOOPS] = {"portable", "sse2", "avx2", "avx
 #define SIZE_OF(kind) ((kind) == SIDE_BF16 ? (Py_ssize_t)2 : (Py_ssize_t)4)
 
 /* Results of a chunk. */
+#define TOTALS_SUM(name, ...) double name;
+#define TOTALS_COUNT(name, ...) int64_t name;
 typedef struct {
-    double dot, nn, bb, ss, max_abs;
+    SUM_LIST(TOTALS_SUM)
+    double max_abs;
     float max_rel;
-    int64_t count1, count5, beyond;
+    BELOW_LIST(TOTALS_COUNT)
+    int64_t beyond;
 } Totals;
 
 /* State of one block, as every loop leaves it: LANES partial sums; maxima and counts in any lanes; `padding`
  * zero pairs processed after the data (they add 0 to every sum and maximum, and 1 to both counts). */
+#define LANES_SUM(name, ...) double name[LANES];
+#define LANES_COUNT(name, ...) int32_t name[MAX_WIDTH];
 typedef struct {
-    double dot[LANES], nn[LANES], bb[LANES], ss[LANES];
+    SUM_LIST(LANES_SUM)
     double max_abs[MAX_WIDTH];
     float max_rel[MAX_WIDTH];
-    int32_t count1[MAX_WIDTH], count5[MAX_WIDTH], beyond[MAX_WIDTH], mismatch[MAX_WIDTH];
+    BELOW_LIST(LANES_COUNT)
+    int32_t beyond[MAX_WIDTH], mismatch[MAX_WIDTH];
     int32_t padding; /* padded pairs have RE 0: never beyond a tolerance >= 0 */
 } Lanes;
 
@@ -129,6 +153,9 @@ INLINE void load_floats(float *out, const char *p, Py_ssize_t stride, SideKind k
 
 /* ---- the portable loop -------------------------------------------------------------------------------------- */
 
+#define PORTABLE_SUM(name, x, y, how) a->name[j] += x * y;
+#define PORTABLE_BELOW(name, threshold) a->name[j] += rel < (float)(threshold);
+
 /* Folds LANES element pairs into the lanes. With `masked`, NaN/inf at the same positions on both sides become 0 on
  * both sides, and a mismatch flag is set where the positions differ. */
 INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked, float tx) {
@@ -139,16 +166,12 @@ INLINE void step_portable(Lanes *a, float *nf, float *bf, int masked, float tx) 
             bf[j] = 0.0f;
         }
         const double n = nf[j], b = bf[j], d = n - b, ad = fabs(d);
-        a->dot[j] += n * b;
-        a->nn[j] += n * n;
-        a->bb[j] += b * b;
-        a->ss[j] += d * d;
+        SUM_LIST(PORTABLE_SUM)
         a->max_abs[j] = ad > a->max_abs[j] ? ad : a->max_abs[j];
         const float e = bf[j] == 0.0f ? EPS32 : 0.0f; /* eps on both sides where the bench is 0 */
         const float den = bf[j] + e, rel = fabsf(((nf[j] + e) - den) / den);
         a->max_rel[j] = rel > a->max_rel[j] ? rel : a->max_rel[j];
-        a->count1[j] += rel < T1;
-        a->count5[j] += rel < T5;
+        BELOW_LIST(PORTABLE_BELOW)
         a->beyond[j] += rel > tx;
     }
 }
@@ -168,11 +191,24 @@ INLINE void block_portable(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk,
 /* ---- the SSE2 loop: 4 elements per step; float64 lanes (0, 1) and (2, 3) in two registers ------------------ */
 
 #if HAVE_SSE2
+#define SSE2_FIELD_SUM(name, ...) __m128d name[2];
+#define SSE2_FIELD_COUNT(name, ...) __m128i name;
 typedef struct {
-    __m128d dot[2], nn[2], bb[2], ss[2], max_abs[2];
+    SUM_LIST(SSE2_FIELD_SUM)
+    __m128d max_abs[2];
     __m128 max_rel;
-    __m128i count1, count5, beyond, mismatch;
+    BELOW_LIST(SSE2_FIELD_COUNT)
+    __m128i beyond, mismatch;
 } Sse2;
+#define SSE2_SUM(name, x, y, how)                                                                            \
+    v->name[0] = _mm_add_pd(v->name[0], _mm_mul_pd(x##0, y##0));                                              \
+    v->name[1] = _mm_add_pd(v->name[1], _mm_mul_pd(x##1, y##1));
+#define SSE2_BELOW(name, threshold) /* true = -1 */                                                          \
+    v->name = _mm_sub_epi32(v->name, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps((float)(threshold)))));
+#define SSE2_ZERO_SUM(name, ...) v.name[k] = _mm_setzero_pd();
+#define SSE2_ZERO_COUNT(name, ...) v.name = _mm_setzero_si128();
+#define SSE2_STORE_SUM(name, ...) _mm_storeu_pd(a->name + 2 * k, v.name[k]);
+#define SSE2_STORE_COUNT(name, ...) _mm_storeu_si128((__m128i *)a->name, v.name);
 
 INLINE __m128 sse2_load(const char *p, Py_ssize_t stride, SideKind kind) {
     if (kind == SIDE_BF16 && stride == 2) /* 4 x uint16 (movq, no alignment needed) into the upper halves */
@@ -201,22 +237,14 @@ INLINE void sse2_step(Sse2 *v, __m128 nf, __m128 bf, int masked, __m128 tx) {
     const __m128d n0 = _mm_cvtps_pd(nf), n1 = _mm_cvtps_pd(_mm_movehl_ps(nf, nf));
     const __m128d b0 = _mm_cvtps_pd(bf), b1 = _mm_cvtps_pd(_mm_movehl_ps(bf, bf));
     const __m128d d0 = _mm_sub_pd(n0, b0), d1 = _mm_sub_pd(n1, b1);
-    v->dot[0] = _mm_add_pd(v->dot[0], _mm_mul_pd(n0, b0));
-    v->dot[1] = _mm_add_pd(v->dot[1], _mm_mul_pd(n1, b1));
-    v->nn[0] = _mm_add_pd(v->nn[0], _mm_mul_pd(n0, n0));
-    v->nn[1] = _mm_add_pd(v->nn[1], _mm_mul_pd(n1, n1));
-    v->bb[0] = _mm_add_pd(v->bb[0], _mm_mul_pd(b0, b0));
-    v->bb[1] = _mm_add_pd(v->bb[1], _mm_mul_pd(b1, b1));
-    v->ss[0] = _mm_add_pd(v->ss[0], _mm_mul_pd(d0, d0));
-    v->ss[1] = _mm_add_pd(v->ss[1], _mm_mul_pd(d1, d1));
+    SUM_LIST(SSE2_SUM)
     v->max_abs[0] = _mm_max_pd(_mm_and_pd(d0, abs64), v->max_abs[0]); /* x > m ? x : m */
     v->max_abs[1] = _mm_max_pd(_mm_and_pd(d1, abs64), v->max_abs[1]);
     const __m128 e = _mm_and_ps(_mm_cmpeq_ps(bf, _mm_setzero_ps()), _mm_set1_ps(EPS32));
     const __m128 den = _mm_add_ps(bf, e);
     const __m128 rel = _mm_and_ps(_mm_div_ps(_mm_sub_ps(_mm_add_ps(nf, e), den), den), abs32);
     v->max_rel = _mm_max_ps(rel, v->max_rel);
-    v->count1 = _mm_sub_epi32(v->count1, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T1)))); /* true = -1 */
-    v->count5 = _mm_sub_epi32(v->count5, _mm_castps_si128(_mm_cmplt_ps(rel, _mm_set1_ps(T5))));
+    BELOW_LIST(SSE2_BELOW)
     v->beyond = _mm_sub_epi32(v->beyond, _mm_castps_si128(_mm_cmpgt_ps(rel, tx)));
 }
 
@@ -224,10 +252,13 @@ INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, con
                        SideKind bk, Py_ssize_t len, int masked, float tolerance) {
     Sse2 v;
     const __m128 tx = _mm_set1_ps(tolerance);
-    for (int k = 0; k < 2; k++)
-        v.dot[k] = v.nn[k] = v.bb[k] = v.ss[k] = v.max_abs[k] = _mm_setzero_pd();
+    for (int k = 0; k < 2; k++) {
+        SUM_LIST(SSE2_ZERO_SUM)
+        v.max_abs[k] = _mm_setzero_pd();
+    }
     v.max_rel = _mm_setzero_ps();
-    v.count1 = v.count5 = v.beyond = v.mismatch = _mm_setzero_si128();
+    BELOW_LIST(SSE2_ZERO_COUNT)
+    v.beyond = v.mismatch = _mm_setzero_si128();
     Py_ssize_t i = 0;
     for (; i + 4 <= len; i += 4)
         sse2_step(&v, sse2_load(np + i * ns, ns, nk), sse2_load(bp + i * bs, bs, bk), masked, tx);
@@ -239,15 +270,11 @@ INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, con
         a->padding = (int32_t)(4 - (len - i));
     }
     for (int k = 0; k < 2; k++) {
-        _mm_storeu_pd(a->dot + 2 * k, v.dot[k]);
-        _mm_storeu_pd(a->nn + 2 * k, v.nn[k]);
-        _mm_storeu_pd(a->bb + 2 * k, v.bb[k]);
-        _mm_storeu_pd(a->ss + 2 * k, v.ss[k]);
+        SUM_LIST(SSE2_STORE_SUM)
         _mm_storeu_pd(a->max_abs + 2 * k, v.max_abs[k]);
     }
     _mm_storeu_ps(a->max_rel, v.max_rel);
-    _mm_storeu_si128((__m128i *)a->count1, v.count1);
-    _mm_storeu_si128((__m128i *)a->count5, v.count5);
+    BELOW_LIST(SSE2_STORE_COUNT)
     _mm_storeu_si128((__m128i *)a->beyond, v.beyond);
     _mm_storeu_si128((__m128i *)a->mismatch, v.mismatch);
 }
@@ -259,11 +286,23 @@ INLINE void block_sse2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk, con
 #if HAVE_AVX2
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
 
+#define AVX2_FIELD_SUM(name, ...) __m256d name;
+#define AVX2_FIELD_COUNT(name, ...) __m256i name;
 typedef struct {
-    __m256d dot, nn, bb, ss, max_abs;
+    SUM_LIST(AVX2_FIELD_SUM)
+    __m256d max_abs;
     __m256 max_rel;
-    __m256i count1, count5, beyond, mismatch;
+    BELOW_LIST(AVX2_FIELD_COUNT)
+    __m256i beyond, mismatch;
 } Avx2;
+#define AVX2_SUM(name, x, y, how) v->name = _mm256_add_pd(v->name, _mm256_mul_pd(x, y));
+#define AVX2_BELOW(name, threshold)                                                                          \
+    v->name = _mm256_sub_epi32(v->name,                                                                       \
+                               _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps((float)(threshold)), _CMP_LT_OQ)));
+#define AVX2_ZERO_SUM(name, ...) v.name = _mm256_setzero_pd();
+#define AVX2_ZERO_COUNT(name, ...) v.name = _mm256_setzero_si256();
+#define AVX2_STORE_SUM(name, ...) _mm256_storeu_pd(a->name, v.name);
+#define AVX2_STORE_COUNT(name, ...) _mm256_storeu_si256((__m256i *)a->name, v.name);
 
 AVX2_INLINE __m256 avx2_load(const char *p, Py_ssize_t stride, SideKind kind) {
     if (kind == SIDE_BF16 && stride == 2) {
@@ -279,10 +318,7 @@ AVX2_INLINE __m256 avx2_load(const char *p, Py_ssize_t stride, SideKind kind) {
 
 AVX2_INLINE void avx2_sums(Avx2 *v, __m256d n, __m256d b) {
     const __m256d d = _mm256_sub_pd(n, b);
-    v->dot = _mm256_add_pd(v->dot, _mm256_mul_pd(n, b));
-    v->nn = _mm256_add_pd(v->nn, _mm256_mul_pd(n, n));
-    v->bb = _mm256_add_pd(v->bb, _mm256_mul_pd(b, b));
-    v->ss = _mm256_add_pd(v->ss, _mm256_mul_pd(d, d));
+    SUM_LIST(AVX2_SUM)
     const __m256d abs64 = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
     v->max_abs = _mm256_max_pd(_mm256_and_pd(d, abs64), v->max_abs);
 }
@@ -306,8 +342,7 @@ AVX2_INLINE void avx2_step(Avx2 *v, __m256 nf, __m256 bf, int masked, __m256 tx)
     const __m256 den = _mm256_add_ps(bf, e);
     const __m256 rel = _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(_mm256_add_ps(nf, e), den), den), abs32);
     v->max_rel = _mm256_max_ps(rel, v->max_rel);
-    v->count1 = _mm256_sub_epi32(v->count1, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T1), _CMP_LT_OQ)));
-    v->count5 = _mm256_sub_epi32(v->count5, _mm256_castps_si256(_mm256_cmp_ps(rel, _mm256_set1_ps(T5), _CMP_LT_OQ)));
+    BELOW_LIST(AVX2_BELOW)
     v->beyond = _mm256_sub_epi32(v->beyond, _mm256_castps_si256(_mm256_cmp_ps(rel, tx, _CMP_GT_OQ)));
 }
 
@@ -315,9 +350,11 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
                             SideKind bk, Py_ssize_t len, int masked, float tolerance) {
     Avx2 v;
     const __m256 tx = _mm256_set1_ps(tolerance);
-    v.dot = v.nn = v.bb = v.ss = v.max_abs = _mm256_setzero_pd();
+    SUM_LIST(AVX2_ZERO_SUM)
+    v.max_abs = _mm256_setzero_pd();
     v.max_rel = _mm256_setzero_ps();
-    v.count1 = v.count5 = v.beyond = v.mismatch = _mm256_setzero_si256();
+    BELOW_LIST(AVX2_ZERO_COUNT)
+    v.beyond = v.mismatch = _mm256_setzero_si256();
     Py_ssize_t i = 0;
     for (; i + 8 <= len; i += 8)
         avx2_step(&v, avx2_load(np + i * ns, ns, nk), avx2_load(bp + i * bs, bs, bk), masked, tx);
@@ -328,14 +365,10 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
         avx2_step(&v, _mm256_loadu_ps(nf), _mm256_loadu_ps(bf), masked, tx);
         a->padding = (int32_t)(8 - (len - i));
     }
-    _mm256_storeu_pd(a->dot, v.dot);
-    _mm256_storeu_pd(a->nn, v.nn);
-    _mm256_storeu_pd(a->bb, v.bb);
-    _mm256_storeu_pd(a->ss, v.ss);
+    SUM_LIST(AVX2_STORE_SUM)
     _mm256_storeu_pd(a->max_abs, v.max_abs);
     _mm256_storeu_ps(a->max_rel, v.max_rel);
-    _mm256_storeu_si256((__m256i *)a->count1, v.count1);
-    _mm256_storeu_si256((__m256i *)a->count5, v.count5);
+    BELOW_LIST(AVX2_STORE_COUNT)
     _mm256_storeu_si256((__m256i *)a->beyond, v.beyond);
     _mm256_storeu_si256((__m256i *)a->mismatch, v.mismatch);
 }
@@ -348,13 +381,24 @@ AVX2_INLINE void block_avx2(Lanes *a, const char *np, Py_ssize_t ns, SideKind nk
 #if HAVE_AVX512
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl")))
 
+#define AVX512_FIELD_SUM(name, ...) __m256d name; /* the 4 lanes of each sum */
+#define AVX512_FIELD_COUNT(name, ...) __m512i name;
 typedef struct {
-    __m256d dot, nn, bb, ss; /* the 4 lanes of each sum */
+    SUM_LIST(AVX512_FIELD_SUM)
     __m512d max_abs;
     __m512 max_rel;
-    __m512i count1, count5, beyond;
+    BELOW_LIST(AVX512_FIELD_COUNT)
+    __m512i beyond;
     __mmask16 mismatch;
 } Avx512;
+#define AVX512_SUM(name, x, y, how) v->name = avx512_add8(v->name, _mm512_mul_pd(x, y));
+#define AVX512_BELOW(name, threshold)                                                                        \
+    v->name = _mm512_mask_add_epi32(v->name, _mm512_cmp_ps_mask(rel, _mm512_set1_ps((float)(threshold)), _CMP_LT_OQ), \
+                                    v->name, one);
+#define AVX512_ZERO_SUM(name, ...) v->name = _mm256_setzero_pd();
+#define AVX512_ZERO_COUNT(name, ...) v->name = _mm512_setzero_si512();
+#define AVX512_STORE_SUM(name, ...) _mm256_storeu_pd(a->name, v->name);
+#define AVX512_STORE_COUNT(name, ...) _mm512_storeu_si512((void *)a->name, v->name);
 
 AVX512_INLINE __m512 avx512_load(const char *p, Py_ssize_t stride, SideKind kind) {
     if (kind == SIDE_BF16 && stride == 2) {
@@ -376,10 +420,7 @@ AVX512_INLINE __m256d avx512_add8(__m256d lanes, __m512d p) {
 
 AVX512_INLINE void avx512_sums(Avx512 *v, __m256 n8, __m256 b8) {
     const __m512d n = _mm512_cvtps_pd(n8), b = _mm512_cvtps_pd(b8), d = _mm512_sub_pd(n, b);
-    v->dot = avx512_add8(v->dot, _mm512_mul_pd(n, b));
-    v->nn = avx512_add8(v->nn, _mm512_mul_pd(n, n));
-    v->bb = avx512_add8(v->bb, _mm512_mul_pd(b, b));
-    v->ss = avx512_add8(v->ss, _mm512_mul_pd(d, d));
+    SUM_LIST(AVX512_SUM)
     v->max_abs = _mm512_max_pd(_mm512_abs_pd(d), v->max_abs);
 }
 
@@ -413,28 +454,24 @@ AVX512_INLINE void avx512_rel(Avx512 *v, __m512 nf, __m512 bf, __m512 tx) {
     const __m512 rel = _mm512_abs_ps(_mm512_div_ps(_mm512_sub_ps(_mm512_add_ps(nf, e), den), den));
     const __m512i one = _mm512_set1_epi32(1);
     v->max_rel = _mm512_max_ps(rel, v->max_rel);
-    v->count1 = _mm512_mask_add_epi32(v->count1, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T1), _CMP_LT_OQ), v->count1, one);
-    v->count5 = _mm512_mask_add_epi32(v->count5, _mm512_cmp_ps_mask(rel, _mm512_set1_ps(T5), _CMP_LT_OQ), v->count5, one);
+    BELOW_LIST(AVX512_BELOW)
     v->beyond = _mm512_mask_add_epi32(v->beyond, _mm512_cmp_ps_mask(rel, tx, _CMP_GT_OQ), v->beyond, one);
 }
 
 AVX512_INLINE void avx512_init(Avx512 *v) {
-    v->dot = v->nn = v->bb = v->ss = _mm256_setzero_pd();
+    SUM_LIST(AVX512_ZERO_SUM)
     v->max_abs = _mm512_setzero_pd();
     v->max_rel = _mm512_setzero_ps();
-    v->count1 = v->count5 = v->beyond = _mm512_setzero_si512();
+    BELOW_LIST(AVX512_ZERO_COUNT)
+    v->beyond = _mm512_setzero_si512();
     v->mismatch = 0;
 }
 
 AVX512_INLINE void avx512_store(Lanes *a, const Avx512 *v) {
-    _mm256_storeu_pd(a->dot, v->dot);
-    _mm256_storeu_pd(a->nn, v->nn);
-    _mm256_storeu_pd(a->bb, v->bb);
-    _mm256_storeu_pd(a->ss, v->ss);
+    SUM_LIST(AVX512_STORE_SUM)
     _mm512_storeu_pd(a->max_abs, v->max_abs);
     _mm512_storeu_ps(a->max_rel, v->max_rel);
-    _mm512_storeu_si512((void *)a->count1, v->count1);
-    _mm512_storeu_si512((void *)a->count5, v->count5);
+    BELOW_LIST(AVX512_STORE_COUNT)
     _mm512_storeu_si512((void *)a->beyond, v->beyond);
     a->mismatch[0] = v->mismatch != 0;
 }
@@ -459,9 +496,18 @@ AVX512_INLINE void block_avx512(Lanes *a, const char *np, Py_ssize_t ns, SideKin
 
 /* The float64 sums of two blocks at once: lanes 0..3 of each register are the first block's 4 lanes, lanes 4..7
  * the second block's, so one 8-wide addition advances both blocks by 4 elements each (in each block's own order). */
+#define PAIR_FIELD_SUM(name, ...) __m512d name;
 typedef struct {
-    __m512d dot, nn, bb, ss, max_abs;
+    SUM_LIST(PAIR_FIELD_SUM)
+    __m512d max_abs;
 } Pair64;
+#define PAIR_FUSED(acc, x, y) _mm512_fmadd_pd(x, y, acc) /* exact products: the same sums as multiply, then add */
+#define PAIR_ROUNDED(acc, x, y) _mm512_add_pd(acc, _mm512_mul_pd(x, y))
+#define PAIR_SUM(name, x, y, how)                                                                            \
+    p->name = PAIR_##how(p->name, x##_lo, y##_lo);                                                            \
+    p->name = PAIR_##how(p->name, x##_hi, y##_hi);
+#define PAIR_ZERO_SUM(name, ...) p.name = _mm512_setzero_pd();
+#define PAIR_STORE_SUM(name, ...) split_store(two[0].name, two[1].name, p.name);
 
 /* Element pairs i..i+7 of both blocks (n0, b0: the first block's; n1, b1: the second's). */
 AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 b1) {
@@ -471,14 +517,7 @@ AVX512_INLINE void pair_sums(Pair64 *p, __m256 n0, __m256 b0, __m256 n1, __m256 
     const __m512d n_lo = _mm512_shuffle_f64x2(n_a, n_b, 0x44), n_hi = _mm512_shuffle_f64x2(n_a, n_b, 0xEE);
     const __m512d b_lo = _mm512_shuffle_f64x2(b_a, b_b, 0x44), b_hi = _mm512_shuffle_f64x2(b_a, b_b, 0xEE);
     const __m512d d_lo = _mm512_sub_pd(n_lo, b_lo), d_hi = _mm512_sub_pd(n_hi, b_hi);
-    p->dot = _mm512_fmadd_pd(n_lo, b_lo, p->dot); /* exact products: the same sums as multiply, then add */
-    p->dot = _mm512_fmadd_pd(n_hi, b_hi, p->dot);
-    p->nn = _mm512_fmadd_pd(n_lo, n_lo, p->nn);
-    p->nn = _mm512_fmadd_pd(n_hi, n_hi, p->nn);
-    p->bb = _mm512_fmadd_pd(b_lo, b_lo, p->bb);
-    p->bb = _mm512_fmadd_pd(b_hi, b_hi, p->bb);
-    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_lo, d_lo));
-    p->ss = _mm512_add_pd(p->ss, _mm512_mul_pd(d_hi, d_hi));
+    SUM_LIST(PAIR_SUM)
     p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_lo), p->max_abs);
     p->max_abs = _mm512_max_pd(_mm512_abs_pd(d_hi), p->max_abs);
 }
@@ -497,7 +536,8 @@ AVX512_INLINE void pair_avx512(Lanes *two, const char *np, Py_ssize_t ns, SideKi
     const __m512 tx = _mm512_set1_ps(tolerance);
     avx512_init(&v[0]);
     avx512_init(&v[1]);
-    p.dot = p.nn = p.bb = p.ss = p.max_abs = _mm512_setzero_pd();
+    SUM_LIST(PAIR_ZERO_SUM)
+    p.max_abs = _mm512_setzero_pd();
     const char *np1 = np + BLOCK * ns, *bp1 = bp + BLOCK * bs;
     for (Py_ssize_t i = 0; i < BLOCK; i += 16) {
         const __m512 n0 = avx512_load(np + i * ns, ns, nk), b0 = avx512_load(bp + i * bs, bs, bk);
@@ -510,10 +550,7 @@ AVX512_INLINE void pair_avx512(Lanes *two, const char *np, Py_ssize_t ns, SideKi
     }
     avx512_store(&two[0], &v[0]);
     avx512_store(&two[1], &v[1]);
-    split_store(two[0].dot, two[1].dot, p.dot);
-    split_store(two[0].nn, two[1].nn, p.nn);
-    split_store(two[0].bb, two[1].bb, p.bb);
-    split_store(two[0].ss, two[1].ss, p.ss);
+    SUM_LIST(PAIR_STORE_SUM)
     double max_abs[8];
     _mm512_storeu_pd(max_abs, p.max_abs);
     for (int j = 0; j < 4; j++) {
@@ -532,33 +569,37 @@ INLINE double sum_lanes(const double *x) {
 
 enum { BLOCK_OK = 0, BLOCK_NONFINITE = 1, BLOCK_MISMATCH = 2 };
 
+#define FOLD_LANE_COUNT(name, ...) below[k++] += a->name[j];
+#define FOLD_SUM(name, ...) t->name += sum_lanes(a->name);
+#define FOLD_COUNT(name, ...) t->name += below[k++];
+
 /* Folds a finished block into *t: BLOCK_NONFINITE (leaving *t alone) when an unmasked block holds a NaN or an inf,
  * BLOCK_MISMATCH when a masked one found their positions different. */
 static int fold_block(const Lanes *a, int masked, Totals *t) {
     const double nn = sum_lanes(a->nn), bb = sum_lanes(a->bb);
     if (!masked && !(isfinite(nn) && isfinite(bb)))
         return BLOCK_NONFINITE;
-    int32_t mismatch = 0, count1 = -a->padding, count5 = -a->padding, beyond = 0;
+    int32_t mismatch = 0, beyond = 0, below[N_BELOW];
+    for (int k = 0; k < N_BELOW; k++)
+        below[k] = -a->padding;
     double max_abs = t->max_abs;
     float max_rel = t->max_rel;
     for (int j = 0; j < MAX_WIDTH; j++) {
+        int k = 0;
         mismatch |= a->mismatch[j];
-        count1 += a->count1[j];
-        count5 += a->count5[j];
+        BELOW_LIST(FOLD_LANE_COUNT)
         beyond += a->beyond[j];
         max_abs = a->max_abs[j] > max_abs ? a->max_abs[j] : max_abs;
         max_rel = a->max_rel[j] > max_rel ? a->max_rel[j] : max_rel;
     }
     if (mismatch)
         return BLOCK_MISMATCH;
-    t->dot += sum_lanes(a->dot);
-    t->nn += nn;
-    t->bb += bb;
-    t->ss += sum_lanes(a->ss);
+    SUM_LIST(FOLD_SUM) /* nn and bb again: the same additions, the same values */
     t->max_abs = max_abs;
     t->max_rel = max_rel;
-    t->count1 += count1;
-    t->count5 += count5;
+    int k = 0;
+    BELOW_LIST(FOLD_COUNT)
+    (void)k;
     t->beyond += beyond;
     return BLOCK_OK;
 }
@@ -691,17 +732,41 @@ static RunFn pick(LoopKind loop, int n_bf16, int b_bf16, int strided) {
 
 static LoopKind best_loop = LOOP_PORTABLE; /* set at import */
 
-/* Adds a chunk's totals to the running ones, as tensor_metrics.py adds the chunks' results (in chunk order). */
+/* Adds a chunk's totals to the running ones, as tensor_compare.py adds the chunks' results (in chunk order). */
+#define CHUNK_ADD(name, ...) t->name += c->name;
 static void fold_chunk(Totals *t, const Totals *c) {
-    t->dot += c->dot;
-    t->nn += c->nn;
-    t->bb += c->bb;
-    t->ss += c->ss;
+    SUM_LIST(CHUNK_ADD)
     t->max_abs = c->max_abs > t->max_abs ? c->max_abs : t->max_abs;
     t->max_rel = c->max_rel > t->max_rel ? c->max_rel : t->max_rel;
-    t->count1 += c->count1;
-    t->count5 += c->count5;
+    BELOW_LIST(CHUNK_ADD)
     t->beyond += c->beyond;
+}
+
+/* A `sums` argument: None leaves the sums of *t as they are; else a tuple of N_SUMS floats, the running sums. */
+#define PARSE_SUM(name, ...)                                                                                 \
+    t->name = PyFloat_AsDouble(PyTuple_GET_ITEM(arg, k++));                                                   \
+    if (t->name == -1.0 && PyErr_Occurred())                                                                  \
+        return -1;
+static int parse_sums(PyObject *arg, Totals *t) {
+    if (arg == Py_None)
+        return 0;
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != N_SUMS) {
+        PyErr_Format(PyExc_TypeError, "sums must be a tuple of %d floats", N_SUMS);
+        return -1;
+    }
+    Py_ssize_t k = 0;
+    SUM_LIST(PARSE_SUM)
+    return 0;
+}
+
+/* The result tuple: the sums, max_abs, max_rel, the counts below, beyond. */
+#define RESULT_FORMAT_SUM(...) "d"
+#define RESULT_FORMAT_COUNT(...) "L"
+#define RESULT_SUM(name, ...) t->name,
+#define RESULT_COUNT(name, ...) (long long)t->name,
+static PyObject *result_of(const Totals *t) {
+    return Py_BuildValue("(" SUM_LIST(RESULT_FORMAT_SUM) "dd" BELOW_LIST(RESULT_FORMAT_COUNT) "L)", SUM_LIST(RESULT_SUM)
+                         t->max_abs, (double)t->max_rel, BELOW_LIST(RESULT_COUNT) (long long)t->beyond);
 }
 
 /* Whether a buffer format string means `code` in native byte order. */
@@ -751,7 +816,7 @@ static int parse_tolerance(PyObject *arg, float *tx) {
 static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_t nargs) {
     float tx = INFINITY; /* no tolerance: nothing is beyond it */
     Py_ssize_t chunk = 0; /* 0: the whole buffer is one chunk */
-    double carry[4] = {0.0, 0.0, 0.0, 0.0};
+    Totals t = {0};
     if (nargs >= 6 && args[5] != Py_None) {
         chunk = PyLong_AsSsize_t(args[5]);
         if (chunk == -1 && PyErr_Occurred())
@@ -761,11 +826,8 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
             return NULL;
         }
     }
-    if (nargs == 7 && args[6] != Py_None) {
-        if (!PyArg_ParseTuple(args[6], "dddd;sums must be a tuple of 4 floats", &carry[0], &carry[1], &carry[2],
-                              &carry[3]))
-            return NULL;
-    }
+    if (nargs == 7 && parse_sums(args[6], &t) < 0)
+        return NULL;
     if (nargs >= 5 && parse_tolerance(args[4], &tx) < 0)
         return NULL;
     const int n_bf16 = PyObject_IsTrue(args[1]), b_bf16 = PyObject_IsTrue(args[3]);
@@ -787,16 +849,15 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
     }
     const Py_ssize_t ns = nv.strides[0], bs = bv.strides[0];
     const RunFn fn = pick(loop, n_bf16, b_bf16, ns != nv.itemsize || bs != bv.itemsize);
-    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
     int status = 0;
     Py_BEGIN_ALLOW_THREADS
     if (chunk == 0 || chunk >= len) {
-        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        Totals c = {0};
         status = fn((const char *)nv.buf, ns, (const char *)bv.buf, bs, len, tx, &c);
         fold_chunk(&t, &c);
     } else {
         for (Py_ssize_t start = 0; start < len && status == 0; start += chunk) {
-            Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+            Totals c = {0};
             const Py_ssize_t size = len - start < chunk ? len - start : chunk;
             status = fn((const char *)nv.buf + start * ns, ns, (const char *)bv.buf + start * bs, bs, size, tx, &c);
             fold_chunk(&t, &c);
@@ -807,8 +868,7 @@ static PyObject *accumulate_with(LoopKind loop, PyObject *const *args, Py_ssize_
     PyBuffer_Release(&bv);
     if (status < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(ddddddLLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
-                         (long long)t.count1, (long long)t.count5, (long long)t.beyond);
+    return result_of(&t);
 }
 
 static PyObject *accumulate(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -907,9 +967,8 @@ static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssi
     float tx = INFINITY;
     if (parse_tolerance(args[7], &tx) < 0)
         return NULL;
-    double carry[4] = {0.0, 0.0, 0.0, 0.0};
-    if (args[9] != Py_None && !PyArg_ParseTuple(args[9], "dddd;sums must be a tuple of 4 floats", &carry[0],
-                                                &carry[1], &carry[2], &carry[3]))
+    Totals t = {0};
+    if (parse_sums(args[9], &t) < 0)
         return NULL;
     Py_buffer nv, bv;
     if (PyObject_GetBuffer(args[10], &nv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -928,13 +987,12 @@ static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssi
         return NULL;
     }
     const RunFn fn = pick(best_loop, n_bf16, b_bf16, 0);
-    Totals t = {carry[0], carry[1], carry[2], carry[3], 0.0, 0.0f, 0, 0, 0};
     int status = 0, error = 0;
     long long n_advised = n_off, b_advised = b_off;
     const long long n_end = n_off + (long long)count * n_size, b_end = b_off + (long long)count * b_size;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t start = 0; start < count && status == 0 && error == 0; start += chunk) {
-        Totals c = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0f, 0, 0, 0};
+        Totals c = {0};
         const Py_ssize_t size = count - start < chunk ? count - start : chunk;
         for (Py_ssize_t piece = 0; piece < size; piece += span) {
             const Py_ssize_t len = size - piece < span ? size - piece : span, at = start + piece;
@@ -962,8 +1020,7 @@ static PyObject *accumulate_file(PyObject *module, PyObject *const *args, Py_ssi
     }
     if (status < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(ddddddLLL)", t.dot, t.nn, t.bb, t.ss, t.max_abs, (double)t.max_rel,
-                         (long long)t.count1, (long long)t.count5, (long long)t.beyond);
+    return result_of(&t);
 }
 #endif
 
@@ -987,6 +1044,36 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tensorkernel",
                                     "Fused real-data metric kernel for float32 and bfloat16 pairs.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
+/* SUMS (the names of SUM_LIST) and THRESHOLDS (those of BELOW_LIST), for the Python side to check against its table. */
+#define NAME_OF(name, ...) #name,
+#define THRESHOLD_OF(name, threshold) threshold,
+static int add_accumulators(PyObject *m) {
+    static const char *const sums[N_SUMS] = {SUM_LIST(NAME_OF)};
+    static const double thresholds[N_BELOW] = {BELOW_LIST(THRESHOLD_OF)};
+    PyObject *names = PyTuple_New(N_SUMS), *values = PyTuple_New(N_BELOW);
+    int ok = names != NULL && values != NULL;
+    for (Py_ssize_t k = 0; ok && k < N_SUMS; k++) {
+        PyObject *name = PyUnicode_FromString(sums[k]);
+        ok = name != NULL;
+        if (ok)
+            PyTuple_SET_ITEM(names, k, name);
+    }
+    for (Py_ssize_t k = 0; ok && k < N_BELOW; k++) {
+        PyObject *value = PyFloat_FromDouble(thresholds[k]);
+        ok = value != NULL;
+        if (ok)
+            PyTuple_SET_ITEM(values, k, value);
+    }
+    if (ok && PyModule_AddObject(m, "SUMS", names) == 0) {
+        names = NULL; /* stolen */
+        if (PyModule_AddObject(m, "THRESHOLDS", values) == 0)
+            return 0;
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(values);
+    return -1;
+}
+
 PyMODINIT_FUNC PyInit__tensorkernel(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1006,6 +1093,10 @@ PyMODINIT_FUNC PyInit__tensorkernel(void) {
     }
     if (loops == NULL || PyModule_AddObject(m, "LOOPS", loops) < 0) {
         Py_XDECREF(loops);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (add_accumulators(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

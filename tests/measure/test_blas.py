@@ -14,7 +14,8 @@ import pytest
 
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure import blas
-from msprobe_compare.measure.tensor_metrics import TensorMetrics, compare_tensors
+from msprobe_compare.measure.tensor_compare import compare_tensors
+from msprobe_compare.measure.tensor_metrics import TensorMetrics
 
 def _pinned_now() -> bool:
     """Whether numpy's BLAS is pinned to one thread now (the state `single_threaded_blas` keeps)."""

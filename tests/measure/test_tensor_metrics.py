@@ -17,13 +17,13 @@ from hypothesis.extra.numpy import array_shapes
 
 from msprobe_compare.judge.accuracy import Accuracy, accuracy_reached
 from msprobe_compare.load.tensor_data import BF16, TensorData
+from msprobe_compare.measure.tensor_compare import compare_tensors
 from msprobe_compare.measure.tensor_metrics import (
     FLOAT_EPSILON,
     Metric,
     MetricState,
     TensorMetrics,
     TensorMsg,
-    compare_tensors,
 )
 from msprobe_compare.render.texts import TENSOR_MSG_TEXT as MSG_TEXT, messages_text
 
@@ -416,31 +416,6 @@ def test_read_only_memmaps_with_masked_nans(tmp_path: Path) -> None:
     assert_matches_reference(ours, reference(TensorData(n, "float32"), TensorData(b, "float32")))
     assert ours.cosine.state is S.VALUE and ours.max_rel_err.value > 1e10  # bench zeros: ~|x|/eps
     assert [(tmp_path / f).read_bytes() for f in ("n.npy", "b.npy")] == raw
-
-
-@pytest.mark.parametrize("cached", [True, False])
-def test_read_ahead_on_large_memmaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
-    """Memory-mapped tensors above one read-ahead window: windows found cached are skipped, the others are
-    requested with madvise; the metrics are those of the in-memory arrays either way."""
-    from msprobe_compare.measure import tensor_metrics
-
-    rng = np.random.default_rng(5)
-    n = rng.standard_normal(3 * (tensor_metrics._ReadAhead.WINDOW // 4) + 1000).astype(np.float32)
-    b = n * (1 + np.float32(2e-3) * rng.standard_normal(n.size).astype(np.float32))
-    np.save(tmp_path / "n.npy", n)
-    np.save(tmp_path / "b.npy", b)
-    checked: list[bool] = []
-
-    def page_cached(address: int, vector: bytearray) -> bool:
-        checked.append(cached)
-        return cached
-
-    monkeypatch.setattr(tensor_metrics, "_page_cached", page_cached)
-    mapped = [TensorData(np.load(tmp_path / f, mmap_mode="r"), "float32") for f in ("n.npy", "b.npy")]
-    ours = compare_tensors(*mapped)
-    assert ours == compare_tensors(TensorData(n, "float32"), TensorData(b, "float32"))
-    if tensor_metrics._mincore() is not None:
-        assert len(checked) >= 2 * 3  # every window of both sides
 
 
 def test_non_contiguous_layouts_equal_contiguous_copies() -> None:

@@ -1,4 +1,5 @@
-"""The compiled real-data kernel (_tensorkernel.c) against the numpy path of measure/tensor_metrics.py.
+"""The compiled real-data kernel (_tensorkernel.c) against the numpy path of measure/tensor_compare.py (the one pass's
+two twins, `_c_accumulate` and `_py_accumulate`, called directly).
 
 On hypothesis-generated float32 and bfloat16 pairs (zeros of both signs, subnormals, huge values, NaN/inf at the
 same or different positions, sizes around the unroll width and the block size, strided, reversed, unaligned and
@@ -18,6 +19,8 @@ import importlib
 import math
 import os
 import shutil
+import subprocess
+import sys
 import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,8 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msprobe_compare.load.tensor_data import BF16, TensorData
-from msprobe_compare.measure import tensor_metrics
-from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, compare_tensors
+from msprobe_compare.measure import tensor_compare, tensor_io, tensor_metrics
+from msprobe_compare.measure.tensor_compare import compare_tensors
+from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics
 from tests.native_helpers import examples
 
 SUM_RTOL = 1e-12
@@ -68,23 +72,27 @@ def _with_loop(kernel: types.ModuleType, loop: str) -> types.SimpleNamespace:
 
 
 def _totals(npu: TensorData, bench: TensorData, chunk: int, kernel: object | None,
-            tolerance: float | None = None) -> tensor_metrics._Totals | None:  # fmt: skip
+            tolerance: float | None = None) -> tensor_metrics.Totals | None:  # fmt: skip
+    """The one pass by the C twin with `kernel`, or by the Python twin when None."""
     n_arr, b_arr = np.asarray(npu.array), np.asarray(bench.array)
-    return tensor_metrics._accumulate(npu, bench, n_arr, b_arr, chunk, kernel, tolerance)  # type: ignore[arg-type]
+    if kernel is None:
+        return tensor_compare._py_accumulate(npu, bench, n_arr, b_arr, chunk, tolerance)
+    return tensor_compare._c_accumulate(npu, bench, n_arr, b_arr, chunk, tolerance, kernel=kernel)
 
 
-def assert_same_totals(native: tensor_metrics._Totals | None, ref: tensor_metrics._Totals | None) -> None:
+def assert_same_totals(native: tensor_metrics.Totals | None, ref: tensor_metrics.Totals | None) -> None:
     """Maxima and counts identical, sums within SUM_RTOL."""
     assert (native is None) == (ref is None)
     if native is None or ref is None:
         return
-    assert (native.max_abs, native.max_rel, native.count1, native.count5, native.beyond) == (
-        ref.max_abs, ref.max_rel, ref.count1, ref.count5, ref.beyond)
+    assert (native.max_abs, native.max_rel, native.below, native.beyond) == (
+        ref.max_abs, ref.max_rel, ref.below, ref.beyond)
+    assert len(native.below) == 2  # the one- and five-thousandths counts
     for name in ("nn", "bb", "ss"):  # sums of squares: no cancellation
-        a, b = getattr(native, name), getattr(ref, name)
+        a, b = native.sums[name], ref.sums[name]
         assert a == pytest.approx(b, rel=SUM_RTOL, abs=1e-300), name
-    bound = math.sqrt(ref.nn * ref.bb)
-    assert abs(native.dot - ref.dot) <= SUM_RTOL * bound, (native.dot, ref.dot, bound)
+    bound = math.sqrt(ref.sums["nn"] * ref.sums["bb"])
+    assert abs(native.sums["dot"] - ref.sums["dot"]) <= SUM_RTOL * bound, (native.sums["dot"], ref.sums["dot"], bound)
 
 
 def assert_same_metrics(native: TensorMetrics, ref: TensorMetrics) -> None:
@@ -105,12 +113,12 @@ def check_pair(kernel: types.ModuleType, npu: TensorData, bench: TensorData, chu
     """Every loop against the numpy path, the loops bit-identical to each other, inputs untouched."""
     before = (np.array(npu.array, copy=True), np.array(bench.array, copy=True))
     units = tensor_metrics.EXCESS_UNITS
-    ref_metrics = tensor_metrics._compare(npu, bench, chunk, None, units)
-    tol = tensor_metrics.beyond_tolerance(npu, bench, units)
+    ref_metrics = tensor_compare._compare(npu, bench, chunk, None, units)
+    tol = tensor_compare.beyond_tolerance(npu, bench, units)
     per_loop = []
     for loop in kernel.LOOPS:
         shim = _with_loop(kernel, loop)
-        assert_same_metrics(tensor_metrics._compare(npu, bench, chunk, shim, units), ref_metrics)
+        assert_same_metrics(tensor_compare._compare(npu, bench, chunk, shim, units), ref_metrics)
         if npu.size and np.ndim(npu.array) and npu.shape == bench.shape:  # what reaches the kernel
             native_totals = _totals(npu, bench, chunk, shim, tol)
             assert_same_totals(native_totals, _totals(npu, bench, chunk, None, tol))
@@ -182,7 +190,7 @@ def pairs(draw: st.DrawFn) -> tuple[TensorData, TensorData, int]:
         npu, bench = (TensorData(t.array[::-1], t.dtype_name) for t in (npu, bench))
     elif layout == "2-d transposed" and size % 3 == 0 and size:
         npu, bench = (TensorData(t.array.reshape(3, -1).T, t.dtype_name) for t in (npu, bench))
-    chunk = draw(st.one_of(st.integers(1, 70), st.just(tensor_metrics.DEFAULT_CHUNK_ELEMS)))
+    chunk = draw(st.one_of(st.integers(1, 70), st.just(tensor_compare.DEFAULT_CHUNK_ELEMS)))
     return npu, bench, chunk
 
 
@@ -209,7 +217,7 @@ def test_sizes_around_lanes_and_blocks(kernel: types.ModuleType, size: int, kind
     if size > 4100:  # NaN/inf in two blocks and in the last, partial one
         for p in (5, 4097, size - 1):
             n[p] = b[p] = [np.nan, np.inf, -np.inf][p % 3]
-    for chunk in (size, 1000, tensor_metrics.DEFAULT_CHUNK_ELEMS):
+    for chunk in (size, 1000, tensor_compare.DEFAULT_CHUNK_ELEMS):
         check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), chunk)
 
 
@@ -218,10 +226,10 @@ def test_mismatch_in_a_later_block_and_chunk(kernel: types.ModuleType) -> None:
     b = n.copy()
     n[8999] = np.nan
     for chunk in (100, 9000):
-        assert tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), chunk, kernel) == (
+        assert tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), chunk, kernel) == (
             TensorMetrics.uniform(MetricState.NOT_AVAILABLE, tensor_metrics.TensorMsg.NAN_INF_MISMATCH))
     b[8999] = np.nan
-    same = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
+    same = tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
     assert same.cosine.value == 1.0 and same.max_rel_err.value == 0.0 and same.one_thousandth.value == 1.0
 
 
@@ -237,7 +245,7 @@ def test_nan_in_either_block_of_a_pair(kernel: types.ModuleType, where: int | No
         n[where] = np.nan
         b[where] = np.nan if same else 1.0
     for kinds in (("float32", "float32"), (BF16, BF16)):
-        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_metrics.DEFAULT_CHUNK_ELEMS)
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_compare.DEFAULT_CHUNK_ELEMS)
         check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 3 * 4096)
 
 
@@ -247,7 +255,7 @@ def test_large_pair_sums(kernel: types.ModuleType) -> None:
     b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
     b[::97] = 0.0
     for kinds in (("float32", "float32"), (BF16, BF16)):
-        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_metrics.DEFAULT_CHUNK_ELEMS)
+        check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), tensor_compare.DEFAULT_CHUNK_ELEMS)
 
 
 def test_strided_offset_and_unaligned_views_equal_contiguous(kernel: types.ModuleType) -> None:
@@ -306,7 +314,7 @@ def test_relative_errors_at_the_thresholds(kernel: types.ModuleType) -> None:
     assert rel[0] == np.float32(0.001) and rel[1] == np.float32(0.005)
     for kinds in (("float32", "float32"), ("float32", BF16)):
         check_pair(kernel, _side(n, kinds[0]), _side(b, kinds[1]), 8)
-    ours = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 8, kernel)
+    ours = tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), 8, kernel)
     assert (ours.one_thousandth.value, ours.five_thousandths.value) == (1 / 8, 5 / 8)
 
 
@@ -326,15 +334,15 @@ def test_elements_beyond_a_tolerance(kernel: types.ModuleType) -> None:
         assert kernel.accumulate_loop(loop, n, False, b, False, None)[8] == 0
     with pytest.raises(ValueError):
         kernel.accumulate(n, False, b, False, -1.0)
-    ours = tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, kernel, 2.0)
+    ours = tensor_compare._compare(_side(n, "float32"), _side(b, BF16), 4, kernel, 2.0)
     assert (ours.beyond, ours.beyond_tol) == (expected / n.size, tol)
-    numpy = tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, None, 2.0)
+    numpy = tensor_compare._compare(_side(n, "float32"), _side(b, BF16), 4, None, 2.0)
     assert (numpy.beyond, numpy.beyond_tol) == (ours.beyond, ours.beyond_tol)
-    fp32 = tensor_metrics._compare(_side(n, "float32"), _side(b, "float32"), 4, kernel, 2.0)
+    fp32 = tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), 4, kernel, 2.0)
     assert fp32.beyond_tol == 2.0**-23 and fp32.beyond == 7 / 9  # every differing element (1000.001 too)
-    assert math.isnan(tensor_metrics._compare(_side(n, "float32"), _side(b, BF16), 4, kernel).beyond)
+    assert math.isnan(tensor_compare._compare(_side(n, "float32"), _side(b, BF16), 4, kernel).beyond)
     ints = TensorData(np.arange(9, dtype=np.int32), "int32")
-    assert math.isnan(tensor_metrics._compare(ints, ints, 4, None, 2.0).beyond)
+    assert math.isnan(tensor_compare._compare(ints, ints, 4, None, 2.0).beyond)
 
 
 def test_negative_zero_and_subnormals(kernel: types.ModuleType) -> None:
@@ -356,13 +364,21 @@ def test_compare_tensors_uses_the_kernel_unless_turned_off(kernel: types.ModuleT
     n = rng.standard_normal(20_000).astype(np.float32)
     npu, bench = _side(n, "float32"), _side(n * np.float32(1.0001), BF16)
     monkeypatch.setenv("MSPROBE_NATIVE", "1")
-    assert compare_tensors(npu, bench) == tensor_metrics._compare(npu, bench, tensor_metrics.DEFAULT_CHUNK_ELEMS,
-                                                                  tensor_metrics._native_kernel())
-    assert (tensor_metrics._native_kernel() is None) == (kernel.SIMD == "portable")
+    assert (tensor_compare.native_kernel() is None) == (kernel.SIMD == "portable")
+    # the twin is bound once, at import: the kernel's when it loaded then
+    bound = tensor_compare._py_accumulate if tensor_compare._KERNEL is None else tensor_compare._c_accumulate
+    assert tensor_compare.accumulate is bound
+    assert compare_tensors(npu, bench) == tensor_compare._compare(npu, bench, tensor_compare.DEFAULT_CHUNK_ELEMS,
+                                                                  tensor_compare._KERNEL)
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
-    assert tensor_metrics._native_kernel() is None
-    assert compare_tensors(npu, bench) == tensor_metrics._compare(npu, bench, tensor_metrics.DEFAULT_CHUNK_ELEMS,
-                                                                  None)
+    assert tensor_compare.native_kernel() is None
+    assert tensor_compare._py_accumulate(npu, bench, npu.array, bench.array, 1000) is not None
+    probe = "from msprobe_compare.measure import tensor_compare as t; print(t.accumulate.__name__)"
+    for setting, twin in (("0", "_py_accumulate"), ("1", "_c_accumulate" if kernel.SIMD != "portable" else
+                                                      "_py_accumulate")):  # fmt: skip
+        env = {**os.environ, "MSPROBE_NATIVE": setting, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == twin, setting
 
 
 def test_other_dtypes_take_the_numpy_path(kernel: types.ModuleType) -> None:
@@ -379,7 +395,7 @@ def test_other_dtypes_take_the_numpy_path(kernel: types.ModuleType) -> None:
                          (values.astype(">f4"), values.astype(np.float32)),
                          (values.astype(np.int32), values.astype(np.int32))):
         npu, bench = TensorData(n_arr, n_arr.dtype.name), TensorData(b_arr, b_arr.dtype.name)
-        assert tensor_metrics._compare(npu, bench, 7, spy) == tensor_metrics._compare(npu, bench, 7, None)
+        assert tensor_compare._compare(npu, bench, 7, spy) == tensor_compare._compare(npu, bench, 7, None)
     assert calls == []
 
 
@@ -388,9 +404,9 @@ def test_threads_give_identical_results(kernel: types.ModuleType) -> None:
     n = rng.standard_normal(400_000).astype(np.float32)
     b = (n * (1 + np.float32(1e-3) * rng.standard_normal(n.size))).astype(np.float32)
     pair = (_side(n, BF16), _side(b, BF16))
-    alone = tensor_metrics._compare(*pair, 50_000, kernel)
+    alone = tensor_compare._compare(*pair, 50_000, kernel)
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: tensor_metrics._compare(*pair, 50_000, kernel), range(8)))
+        results = list(pool.map(lambda _: tensor_compare._compare(*pair, 50_000, kernel), range(8)))
     assert all(r == alone for r in results)
     assert all(r.euc_dist.value == alone.euc_dist.value for r in results)  # bit for bit, not just rounded
 
@@ -576,9 +592,9 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
         mapped = [TensorData(t.array, t.dtype_name) for t in sides]
         for chunk in (1 << 17, 5000):
             calls.clear()
-            got = tensor_metrics.compare_tensors(*sides, chunk_elems=chunk, excess_units=2.0)
+            got = tensor_compare.compare_tensors(*sides, chunk_elems=chunk, excess_units=2.0)
             assert calls == [1]
-            want = tensor_metrics.compare_tensors(*mapped, chunk_elems=chunk, excess_units=2.0)
+            want = tensor_compare.compare_tensors(*mapped, chunk_elems=chunk, excess_units=2.0)
             assert calls == [1]
             assert repr(got) == repr(want) and (got.beyond, got.beyond_tol) == (want.beyond, want.beyond_tol)
         # the bench file replaced after reading (another inode): read through the mapping, same metrics
@@ -586,15 +602,15 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
         shutil.copyfile(paths[1], replaced)
         os.replace(replaced, paths[1])
         calls.clear()
-        again = tensor_metrics.compare_tensors(*sides, excess_units=2.0)
-        assert calls == [] and repr(again) == repr(tensor_metrics.compare_tensors(*mapped, excess_units=2.0))
+        again = tensor_compare.compare_tensors(*sides, excess_units=2.0)
+        assert calls == [] and repr(again) == repr(tensor_compare.compare_tensors(*mapped, excess_units=2.0))
     b[7, 7] = np.nan  # one side only: N/A either way
     np.save(tmp_path / "m.npy", b)
     nan_side = tensors.read_npy(tmp_path / "m.npy", "m.npy")
     first = tensors.read_npy(tmp_path / "float320.npy", "x")
-    assert repr(tensor_metrics.compare_tensors(first, nan_side)) == repr(
-        tensor_metrics.compare_tensors(TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
-    assert tensor_metrics.compare_tensors(first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
+    assert repr(tensor_compare.compare_tensors(first, nan_side)) == repr(
+        tensor_compare.compare_tensors(TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
+    assert tensor_compare.compare_tensors(first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
 
 
 def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
@@ -612,7 +628,7 @@ def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.Modul
     for path, values in zip(paths, (n, b), strict=True):
         np.save(path, values)
     sides = [tensors.read_npy(p, p.name) for p in paths]
-    assert not tensor_metrics._uncached(np.zeros(4 << 20, np.float32))  # not a mapping: unknown, False
+    assert not tensor_io.uncached(np.zeros(4 << 20, np.float32))  # not a mapping: unknown, False
     advised: list[int] = []
     real = kernel.accumulate_file
     monkeypatch.setattr(kernel, "accumulate_file", lambda *args: advised.append(args[-1]) or real(*args))
@@ -620,11 +636,11 @@ def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.Modul
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    cold = tensor_metrics._uncached(np.asarray(sides[0].array)) or tensor_metrics._uncached(np.asarray(sides[1].array))
-    got = tensor_metrics.compare_tensors(*sides)  # before anything maps the pages (mapped pages stay cached)
-    assert advised == [tensor_metrics._ReadAhead.READ_AHEAD if cold else 0]
-    want = tensor_metrics.compare_tensors(*[TensorData(t.array, t.dtype_name) for t in sides])
+    cold = tensor_io.uncached(np.asarray(sides[0].array)) or tensor_io.uncached(np.asarray(sides[1].array))
+    got = tensor_compare.compare_tensors(*sides)  # before anything maps the pages (mapped pages stay cached)
+    assert advised == [tensor_io.ReadAhead.READ_AHEAD if cold else 0]
+    want = tensor_compare.compare_tensors(*[TensorData(t.array, t.dtype_name) for t in sides])
     assert repr(got) == repr(want)
     advised.clear()
-    assert repr(tensor_metrics.compare_tensors(*sides)) == repr(want)
+    assert repr(tensor_compare.compare_tensors(*sides)) == repr(want)
     assert advised == [0]  # all read now

@@ -4,7 +4,7 @@ bfloat16 has no numpy dtype: its array holds the raw 16-bit patterns (uint16) an
 "bfloat16"; `to_float(chunk)` widens such chunks exactly to float32 (bf16 is the top half of fp32).
 Arrays may be memory-mapped; consumers must never write into them. A memory-mapped C-contiguous array also
 carries its `FileSpan` (`source`): where its bytes are in the file, so that they can be read with pread into
-reused buffers instead of through the mapping (measure/tensor_metrics.py: no page faults).
+reused buffers instead of through the mapping (measure/tensor_compare.py, tensor_io.py: no page faults).
 """
 
 from __future__ import annotations

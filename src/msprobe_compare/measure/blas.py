@@ -4,7 +4,7 @@
 over its threads, and the sum then depends on the thread count (measured: the last bits differ between 1 and 2
 threads). Inside worker pools these threads also oversubscribe the CPU. So the fast path is used only while
 numpy's BLAS is pinned to one thread (threadpoolctl); otherwise the kernel falls back to the single-threaded
-einsum (`tensor_metrics._blas_dot` / `_einsum_dot`).
+einsum (`tensor_compare._blas_dot` / `_einsum_dot`).
 
 `single_threaded_blas()` pins for its duration. It is re-entrant and counts its users across threads: the pin is
 set by the first one and undone by the last one, so concurrent `compare_tensors` calls never see it change.

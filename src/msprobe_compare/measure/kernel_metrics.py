@@ -1,5 +1,5 @@
 """Numbers of the kernel-dump compare (spec §7.5): per .npy pair the statistics of each side and, after the
-reference's pre-checks, the six tensor metrics of measure/tensor_metrics.py; per statistic.csv pair the float32
+reference's pre-checks, the tensor metrics of measure/tensor_metrics.py (tensor_compare.py); per statistic.csv pair the float32
 differences and relative errors. Only numbers and codes here; render/kernel_table.py makes the words.
 """
 
@@ -17,7 +17,8 @@ from msprobe_compare.load.tensor_data import TensorData
 from msprobe_compare.load.tensors import load_tensor
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.measure.stats import MAGNITUDE_EPS
-from msprobe_compare.measure.tensor_metrics import TensorMetrics, TensorMsg, compare_tensors
+from msprobe_compare.measure.tensor_compare import compare_tensors
+from msprobe_compare.measure.tensor_metrics import TensorMetrics, TensorMsg
 from msprobe_compare.records import dataclass
 
 

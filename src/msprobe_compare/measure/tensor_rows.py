@@ -26,13 +26,13 @@ from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import NO_DATA_FILE, RowTable
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.runtime import POOL_KINDS
+from msprobe_compare.measure.tensor_compare import compare_tensors
 from msprobe_compare.measure.tensor_metrics import (
     METRIC_FIELDS,
     MetricState,
     TensorMetric,
     TensorMetrics,
     TensorMsg,
-    compare_tensors,
 )
 from msprobe_compare.records import dataclass
 
@@ -312,8 +312,7 @@ def measure_rows(
     states = np.zeros((n, len(TensorMetric)), dtype=np.int8)
     metrics = [m for m, _ in results]
     for i, m in enumerate(metrics):
-        for k, name in enumerate(METRIC_FIELDS):
-            metric = getattr(m, name)
+        for k, metric in enumerate(m.cells):
             states[i, k] = metric.state
             values[i, k] = metric.value
     read_failed = {i: f for i, (_, f) in enumerate(results) if f != NO_FAILURE}
