@@ -559,6 +559,15 @@ def test_file_reads_mismatch_and_errors(kernel: types.ModuleType, tmp_path: Path
             os.close(fd)
 
 
+def _kernel_compare(kernel: types.ModuleType, npu: TensorData, bench: TensorData,
+                    chunk_elems: int = tensor_compare.DEFAULT_CHUNK_ELEMS,
+                    excess_units: float | None = None) -> TensorMetrics:  # fmt: skip
+    """compare_tensors where it runs the C twin with `kernel` (MSPROBE_NATIVE bound it), else that twin directly."""
+    if tensor_compare._KERNEL is kernel:
+        return compare_tensors(npu, bench, chunk_elems, excess_units)
+    return tensor_compare._compare(npu, bench, chunk_elems, kernel, excess_units)
+
+
 def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Memory-mapped tensors with a FileSpan go through accumulate_file: the metrics (and the root cause's
@@ -592,9 +601,9 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
         mapped = [TensorData(t.array, t.dtype_name) for t in sides]
         for chunk in (1 << 17, 5000):
             calls.clear()
-            got = tensor_compare.compare_tensors(*sides, chunk_elems=chunk, excess_units=2.0)
+            got = _kernel_compare(kernel, *sides, chunk_elems=chunk, excess_units=2.0)
             assert calls == [1]
-            want = tensor_compare.compare_tensors(*mapped, chunk_elems=chunk, excess_units=2.0)
+            want = _kernel_compare(kernel, *mapped, chunk_elems=chunk, excess_units=2.0)
             assert calls == [1]
             assert repr(got) == repr(want) and (got.beyond, got.beyond_tol) == (want.beyond, want.beyond_tol)
         # the bench file replaced after reading (another inode): read through the mapping, same metrics
@@ -602,15 +611,15 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
         shutil.copyfile(paths[1], replaced)
         os.replace(replaced, paths[1])
         calls.clear()
-        again = tensor_compare.compare_tensors(*sides, excess_units=2.0)
-        assert calls == [] and repr(again) == repr(tensor_compare.compare_tensors(*mapped, excess_units=2.0))
+        again = _kernel_compare(kernel, *sides, excess_units=2.0)
+        assert calls == [] and repr(again) == repr(_kernel_compare(kernel, *mapped, excess_units=2.0))
     b[7, 7] = np.nan  # one side only: N/A either way
     np.save(tmp_path / "m.npy", b)
     nan_side = tensors.read_npy(tmp_path / "m.npy", "m.npy")
     first = tensors.read_npy(tmp_path / "float320.npy", "x")
-    assert repr(tensor_compare.compare_tensors(first, nan_side)) == repr(
-        tensor_compare.compare_tensors(TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
-    assert tensor_compare.compare_tensors(first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
+    assert repr(_kernel_compare(kernel, first, nan_side)) == repr(
+        _kernel_compare(kernel, TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
+    assert _kernel_compare(kernel, first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
 
 
 def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.ModuleType, tmp_path: Path,
@@ -637,10 +646,10 @@ def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.Modul
             os.fsync(f.fileno())
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     cold = tensor_io.uncached(np.asarray(sides[0].array)) or tensor_io.uncached(np.asarray(sides[1].array))
-    got = tensor_compare.compare_tensors(*sides)  # before anything maps the pages (mapped pages stay cached)
+    got = _kernel_compare(kernel, *sides)  # before anything maps the pages (mapped pages stay cached)
     assert advised == [tensor_io.ReadAhead.READ_AHEAD if cold else 0]
-    want = tensor_compare.compare_tensors(*[TensorData(t.array, t.dtype_name) for t in sides])
+    want = _kernel_compare(kernel, *[TensorData(t.array, t.dtype_name) for t in sides])
     assert repr(got) == repr(want)
     advised.clear()
-    assert repr(tensor_compare.compare_tensors(*sides)) == repr(want)
+    assert repr(_kernel_compare(kernel, *sides)) == repr(want)
     assert advised == [0]  # all read now
