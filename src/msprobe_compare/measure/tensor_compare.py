@@ -16,8 +16,8 @@ When the compiled kernel `msprobe_compare._tensorkernel` is built with a SIMD lo
 `native_kernel`; MSPROBE_NATIVE=0 turns it off), pairs whose sides are each float32 or bfloat16 go through it
 instead of numpy: one fused pass per chunk, straight from the (possibly memory-mapped) buffers, without the GIL;
 a memory-mapped pair whose files are known (`TensorData.source`) is read from the files with pread into two reused
-buffers instead (`_accumulate_files`, measure/tensor_io.py: no page faults, a quarter less CPU), with the same results bit for bit.
-It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, the ratios and the messages are
+buffers instead (`_accumulate_files`, measure/tensor_io.py: no page faults, a quarter less CPU), with the same
+results bit for bit. It computes every element as the numpy path does, so MaxAbsErr, MaxRelativeErr, the ratios and the messages are
 identical; the sums behind Cosine and EucDist are added in another order than numpy/BLAS (fixed, so still
 deterministic whatever the threads, -j or pool), so they may differ from the numpy path in the last bits, as they
 already do between BLAS and einsum (measure/blas.py). Other dtypes always take the numpy path.
