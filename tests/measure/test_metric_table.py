@@ -1,14 +1,21 @@
 """The metrics table (measure/tensor_metrics.py's TensorMetric): every metric in it is produced by both twins of the one
 pass (measure/tensor_compare.py: numpy, and the compiled kernel with each of its loops), the kernel accumulates exactly
-what the table needs, and each cell is made by its table entry (CONTRIBUTING.md, "Adding a tensor metric")."""
+what the table needs, each cell is made by its table entry, and a row added to the table (in a copy of the package)
+reaches the result file of a real-data compare (CONTRIBUTING.md, "Adding a tensor metric")."""
 
 from __future__ import annotations
 
+import ast
+import csv
 import dataclasses
 import importlib
 import math
 import os
+import shutil
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +134,57 @@ def test_totals_from_the_kernel_tuple() -> None:
     assert (metrics.one_thousandth.value, metrics.five_thousandths.value, metrics.beyond) == (0.7, 0.9, 0.2)
     assert metrics.euc_dist == Metric.of(2.0)
     assert TensorMetrics.uniform(MetricState.NAN).cells == (Metric(MetricState.NAN),) * len(TensorMetric)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a metric added in one place, through the whole path
+
+ROOT = Path(__file__).resolve().parents[2]
+CASE = ROOT / "tests" / "data" / "pytorch" / "mlp_bug_tensor"
+RMS_ROW = '''    RMS = MetricSpec("rms", "RMS", "rms", ("ss",), lambda _, t, messages: Metric.of(math.sqrt(t.sums["ss"] / t.size)))
+'''
+
+
+def _with_rms_metric(tmp_path: Path) -> Path:
+    """A copy of the package whose tensor_metrics.py alone has one more table row (and its TensorMetrics field)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
+    path = src / "msprobe_compare" / "measure" / "tensor_metrics.py"
+    text = path.read_text(encoding="utf-8")
+    row_end = text.index("\n\n", text.index("    FIVE_THOUSANDTHS = MetricSpec(")) + 1
+    text = text[:row_end] + RMS_ROW + text[row_end:]
+    text = text.replace("    five_thousandths: Metric\n", "    five_thousandths: Metric\n    rms: Metric\n", 1)
+    path.write_text(text, encoding="utf-8")
+    return src
+
+
+def _csv_rows(src: Path, out: Path, native: str) -> list[dict[str, str]]:
+    env = {**os.environ, "PYTHONPATH": str(src), "MSPROBE_NATIVE": native}
+    subprocess.run([sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", "compare.json", "-o",
+                    str(out), "--format", "csv"], cwd=CASE, env=env, check=True, capture_output=True)  # fmt: skip
+    (result,) = out.glob("*.csv")
+    with open(result, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_metric_added_to_the_table_reaches_the_result_file(tmp_path: Path) -> None:
+    """One table row and its field in tensor_metrics.py, nothing else: the real-data compare writes the new column
+    after the others, the same from both twins, and every other column as before."""
+    src = _with_rms_metric(tmp_path)
+    before = _csv_rows(ROOT / "src", tmp_path / "before", "1")
+    for native in ("1", "0"):
+        rows = _csv_rows(src, tmp_path / f"rms{native}", native)
+        header = list(rows[0])
+        assert header[header.index("Five Thousandths Err Ratio") + 1] == "RMS"
+        assert [{k: v for k, v in row.items() if k != "RMS"} for row in rows] == before
+        numbers = 0
+        for row in rows:
+            try:
+                euc = float(row["EucDist"])
+            except ValueError:  # a row without metrics: the same placeholder as every metric
+                assert row["RMS"] == row["EucDist"]
+                continue
+            size = math.prod(ast.literal_eval(row["NPU Tensor Shape"]) or [1])
+            assert float(row["RMS"]) == pytest.approx(euc / math.sqrt(size), rel=1e-9, abs=1e-12)
+            numbers += 1
+        assert numbers > 10
