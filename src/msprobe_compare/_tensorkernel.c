@@ -121,7 +121,7 @@ typedef struct {
 } Totals;
 
 /* State of one block, as every loop leaves it: LANES partial sums; maxima and counts in any lanes; `padding`
- * zero pairs processed after the data (they add 0 to every sum and maximum, and 1 to both counts). */
+ * zero pairs processed after the data (they add 0 to every sum and maximum, and 1 to every count below). */
 #define LANES_SUM(name, ...) double name[LANES];
 #define LANES_COUNT(name, ...) int32_t name[MAX_WIDTH];
 typedef struct {
