@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprobe_compare.load import tensors
+from msprobe_compare.load import tensor_files, tensors
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure import tensor_io
 from msprobe_compare.measure.tensor_compare import compare_tensors
@@ -52,7 +52,7 @@ def test_flat_range_and_chunks_of_any_layout() -> None:
 
 
 def test_file_pair_opens_only_the_files_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tensors, "READ_WHOLE_MAX", 0)
+    monkeypatch.setattr(tensor_files, "READ_WHOLE_MAX", 0)
     paths = [tmp_path / "n.npy", tmp_path / "b.npy"]
     for path in paths:
         np.save(path, np.arange(1000, dtype=np.float32))
