@@ -27,6 +27,7 @@ from align_score import score_case
 
 ARCHIVE = DATA / "impl" / "impl_cases.tar.xz"
 TUNING2 = DATA / "impl" / "impl_tuning2.tar.xz"  # a second tuning set: 5 layers, 1 kv head, bugs at layers 0, 3, 4
+MINDSPORE = DATA / "impl" / "impl_ms.tar.xz"  # MindSpore: HF-style cells against MindFormers-style (make_ms_impls.py)
 # the tuning2 bug runs the root cause does not name at their op or module, and why (docs/align.md, Results)
 KNOWN = {
     # same tree (not aligned): the SDPA call against hf's attention ops is not paired; the o_proj linear after it
@@ -47,14 +48,19 @@ def cases2(tmp_path_factory) -> Path:
     return extract_archive(TUNING2, tmp_path_factory.mktemp("impl2"))
 
 
+@pytest.fixture(scope="module")
+def cases_ms(tmp_path_factory) -> Path:
+    return extract_archive(MINDSPORE, tmp_path_factory.mktemp("impl_ms"))
+
+
 def _all(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("TRUTH.json"))
 
 
-@pytest.mark.parametrize("archive", ["cases", "cases2"])
+@pytest.mark.parametrize("archive", ["cases", "cases2", "cases_ms"])
 def test_every_boundary_of_the_same_math_is_paired_and_none_with_another_tensor(archive: str, request) -> None:
     got = [score_case(c) for c in _all(request.getfixturevalue(archive))]
-    assert len(got) == {"cases": 28, "cases2": 35}[archive]
+    assert len(got) == {"cases": 28, "cases2": 35, "cases_ms": 10}[archive]
     for r in got:
         assert r["wrong"] == 0, (r["case"], r["missing"])
         assert r["paired"] == r["pairs"], (r["case"], r["missing"])  # merged ones aggregated
@@ -63,22 +69,23 @@ def test_every_boundary_of_the_same_math_is_paired_and_none_with_another_tensor(
     assert slots >= 0.99
 
 
-def _rootcause(case: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], str | None, list[str]]:
+def _rootcause(case: Path, monkeypatch: pytest.MonkeyPatch,
+               framework: str = "pytorch") -> tuple[list[str], str | None, list[str]]:  # fmt: skip
     monkeypatch.chdir(case)  # compare.json's paths are relative to where the compare runs, as the reference's
-    cfg = load_config(case / "compare.json", Options(framework="pytorch", quiet=True))
+    cfg = load_config(case / "compare.json", Options(framework=framework, quiet=True))
     rc = build_outcome(cfg, Console(quiet=True)).rootcause
     origins = [o.entry for o in rc.origins]
     within = rc.origins[0].within if rc.origins else None
     return origins, within, [s.entry for s in rc.suspects]
 
 
-@pytest.mark.parametrize("archive", ["cases", "cases2"])
+@pytest.mark.parametrize("archive", ["cases", "cases2", "cases_ms"])
 def test_no_bug_runs_name_nothing_and_bugs_are_named_at_their_module_or_op(archive: str, request,
                                                                            monkeypatch) -> None:  # fmt: skip
     missed = {}
     for case in _all(request.getfixturevalue(archive)):
         truth = json.loads((case / "TRUTH.json").read_text())["origin"]
-        origins, within, suspects = _rootcause(case, monkeypatch)
+        origins, within, suspects = _rootcause(case, monkeypatch, "mindspore" if archive == "cases_ms" else "pytorch")
         if not truth:
             assert not origins and not suspects, (case.name, origins, suspects)
         elif not origins:
@@ -175,3 +182,18 @@ def test_megatron_maps_of_26x_pair_its_renamed_modules(cases: Path, tmp_path, mo
     assert ("decoder.layers.1.mlp.linear_fc2", "model.layers.1.mlp.down_proj") in pairs
     assert ("decoder.layers.1.self_attention", "model.layers.1.self_attn") in pairs
     assert got.first_origin and "linear_fc2" in got.first_origin
+
+
+def test_mindspore_runs_of_different_code_align_on_the_documented_command(cases_ms: Path, capsys, tmp_path,
+                                                                          monkeypatch) -> None:  # fmt: skip
+    """`msprobe -f mindspore compare` on MindFormers-style cells (w_qkv, w_gate_hidden merged) against HF-style
+    ones: the trees are aligned, the merged cells aggregated, and the bug named at its cell."""
+    case = cases_ms / "impl_mf_vs_hfms_fp32_scale_L1"
+    monkeypatch.chdir(case)
+    assert main(["-f", "mindspore", "compare", "-i", str(case / "compare.json"), "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Aligning the module trees (the module trees differ" in out
+    assert "module boundaries paired (6 merged N-to-1" in out
+    assert "Root cause: Cell.model.layers.1.feed_forward.w2." in out
+    doc = yaml.safe_load(next(tmp_path.glob("module_alignment_*.yaml")).read_text())
+    assert any(p["npu"] == "model.layers.0.attention.w_qkv" and p["bench"].count(";") == 2 for p in doc["pairs"])
