@@ -14,7 +14,6 @@ import itertools
 import operator
 import shutil
 import tempfile
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.rootcause import OriginKind, RankAttribution, RootCause
 from msprobe_compare.load.dumpjson import read_stack_json
 from msprobe_compare.load.layout import RankDir, find_ranks
+from msprobe_compare.load.names import is_sum_reduction
 from msprobe_compare.load.mode import Mode, check_tasks, detect_mode
 from msprobe_compare.load.parallel_layout import (
     ParallelLayout,
@@ -45,9 +45,11 @@ from msprobe_compare.model import CompareOutcome
 from msprobe_compare.pair import parallel as P
 from msprobe_compare.pair.align import decide
 from msprobe_compare.pair.exact import apply_dtype_gate
+from msprobe_compare.pair.layout_rules import Rule
 from msprobe_compare.pair.parallel import LayoutView
 from msprobe_compare.pair.stages import merge_stages
 from msprobe_compare.render import report
+from msprobe_compare.render.layout_rules import rule_counts as _rule_counts
 from msprobe_compare.render.layout_rules import rule_text
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.records import dataclass
@@ -214,7 +216,7 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
 
     def bench_differs(i: int) -> bool:  # the bench's ranks differ too: a rank-dependent row
         j = int(match[i])
-        return j >= 0 and (bench_c.disagree[j] is not None or bench_c.rule[j] == P.LOCAL)
+        return j >= 0 and (bench_c.disagree[j] is not None or bench_c.rule[j] is Rule.LOCAL)
 
     npu_c = P.combine(npu_sh, match, decisions, is_npu=True, other_rows=bench_stats, other_differs=bench_differs)
     P.scale_size_args(npu_c, bench_c, match, plan.npu.tp, plan.bench.tp)
@@ -222,10 +224,10 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
     mode = mode_of(npu_c.table, bt)
     m = match.copy()
     for i, dec in enumerate(decisions):
-        if dec is None or dec.shape is None or npu_c.rule[i] in (P.LOCAL, P.ARGS):
+        if dec is None or dec.shape is None or npu_c.rule[i] in (Rule.LOCAL, Rule.ARGS):
             m[i] = -1
-        elif mode is Mode.MD5 and (npu_c.rule[i] in (P.SPLIT, P.PARTIAL) or bench_c.rule[int(m[i])] in
-                                   (P.SPLIT, P.PARTIAL)):  # fmt: skip
+        elif mode is Mode.MD5 and (npu_c.rule[i] in (Rule.SPLIT, Rule.PARTIAL) or bench_c.rule[int(m[i])] in
+                                   (Rule.SPLIT, Rule.PARTIAL)):  # fmt: skip
             m[i] = -1
     cross = plan.npu_dumps[0].header.framework == "mindspore" and plan.bench_dumps[0].header.framework == "pytorch"
     m = apply_dtype_gate(npu_c.table, bt, m, cross)
@@ -238,10 +240,10 @@ def layout_view(npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, mode:
     for i, code in enumerate(npu_c.rule):
         text = rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
         j = int(match[i])
-        if j >= 0 and bench_c.rule[j] not in (P.REPLICATED, P.UNPAIRED, P.SINGLE):
+        if j >= 0 and bench_c.rule[j] not in (Rule.REPLICATED, Rule.UNPAIRED, Rule.SINGLE):
             text += f"; bench: {rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
         rules.append(text)
-    npu_only = np.array([c.startswith(P.NPU_ONLY) for c in npu_c.rule], dtype=bool)
+    npu_only = np.array([c.npu_only for c in npu_c.rule], dtype=bool)
     return LayoutView(list(npu_c.ranks), rules, list(npu_c.rule), npu_only, npu_c)
 
 
@@ -269,12 +271,12 @@ def _suspects(c: P.Combined, bench: RowTable, match: np.ndarray, rows: list[int]
             if not np.all(t.stat_kind[k] == StatKind.NUMBER):
                 continue
             s = t.stats[k]
-            if code == P.SPLIT:
+            if code is Rule.SPLIT:
                 if s[0] > b[0] + tol or s[1] < b[1] - tol or s[3] > b[3] * (1 + P.STAT_TOLERANCE) + tol:
                     bad.add(r)
                 elif abs(s[0] - b[0]) <= tol or abs(s[1] - b[1]) <= tol:
                     met.add(r)
-            elif code == P.REPLICATED and c.disagree[i] is not None:
+            elif code is Rule.REPLICATED and c.disagree[i] is not None:
                 with np.errstate(all="ignore"):
                     rel = np.abs(s - b) / np.maximum(np.abs(b), np.abs(b[3]) * 1e-3 + 1e-30)
                 (bad if np.nanmax(rel) > P.STAT_TOLERANCE else met).add(r)
@@ -315,7 +317,7 @@ def attribute_origins(rc: RootCause, m: Measured, view: LayoutView) -> RootCause
             origins.append(o)
             continue
         label = c.shards.ranks[rank]
-        later = next((name for name in npu.entries[e + 1 :] if name.startswith(P.SUM_APIS)), None)
+        later = next((name for name in npu.entries[e + 1 :] if is_sum_reduction(name)), None)
         others = tuple(c.shards.ranks[r] for r in sorted(all_ranks - {rank}))
         seen_at = later if later and o.kind is OriginKind.COMPUTATION else None
         origins.append(replace(o, on_rank=RankAttribution(label, False, others=others,
@@ -372,10 +374,9 @@ def describe(plan: LayoutPlan) -> list[str]:
     return lines
 
 
-def rule_counts(codes: list[str]) -> str:
-    """How many logical rows each layout rule combined ("40 replicated, 16 split")."""
-    counts = Counter(code.split("/")[0] for code in codes)
-    return ", ".join(f"{n} {code}" for code, n in counts.most_common())
+def rule_counts(codes: list[Rule]) -> str:
+    """How many logical rows each layout rule combined ("40 replicated, 16 split"): render/layout_rules.py's."""
+    return _rule_counts(codes)
 
 
 def compared_facts(cfg: Any, plan: LayoutPlan) -> dict[str, Any] | None:
@@ -414,7 +415,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
             view = layout_view(npu_c, bench_c, match, mode)
             bench_ranks = "+".join(bench_c.shards.ranks)
             rank_console.info(f"npu {'+'.join(npu_c.shards.ranks)} <-> bench {bench_ranks}: "
-                              f"{len(npu_c.rule)} logical rows: {rule_counts(view.codes)}")  # fmt: skip
+                              f"{len(npu_c.rule)} logical rows: {rule_counts(npu_c.rule)}")  # fmt: skip
             only = list(dict.fromkeys(npu_c.table.entries[npu_c.table.entry_index[i]]
                                       for i in np.flatnonzero(view.npu_only).tolist()))  # fmt: skip
             if only:
@@ -433,7 +434,7 @@ def compare_layouts(cfg: Any, console: Console, plan: LayoutPlan, out_dir: Path,
                 scratch = out_dir if opts.write else Path(tempfile.gettempdir())  # write=False: no output folder
                 tensors = _measure(cfg, npu_c, bench_c, match, scratch, rank_console)
                 for i, code in enumerate(npu_c.rule):
-                    if code == P.PARTIAL and match[i] >= 0:
+                    if code is Rule.PARTIAL and match[i] >= 0:
                         view.rules[i] += "; real data: the ranks' tensors added, then measured"
                 for i in npu_c.interleaved:
                     view.rules[i] += ("; real data: the shards interleave in blocks (a fused dim such as batch x "

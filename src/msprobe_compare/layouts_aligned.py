@@ -52,7 +52,8 @@ def _view(npu_c: P.Combined, tables: AlignedTables, md5: bool) -> P.LayoutView:
     """The ranks and the rule of each row of the aligned npu table (a merged row: its first part's)."""
     built = tables.npu
     n = len(built.table)
-    ranks, rules, codes = [""] * n, [""] * n, [""] * n
+    ranks, rules = [""] * n, [""] * n
+    codes: list[P.Rule | None] = [None] * n  # None: no combined row behind it
     old_of_new = {int(new): old for old, new in enumerate(built.new_of_old.tolist()) if new >= 0}
     for (e, key), new in built.merged.items():
         old = built.keys(e).get(key)
@@ -62,7 +63,7 @@ def _view(npu_c: P.Combined, tables: AlignedTables, md5: bool) -> P.LayoutView:
         ranks[new] = npu_c.ranks[old]
         codes[new] = npu_c.rule[old]
         rules[new] = rule_text(npu_c.rule[old], npu_c.split_dim[old], npu_c.disagree[old], md5)
-        if npu_c.rule[old] == P.SPLIT:
+        if npu_c.rule[old] is P.Rule.SPLIT:
             rules[new] += " (the dim is a guess: the other run's code differs; the statistics do not depend on it)"
     return P.LayoutView(ranks, rules, codes, np.zeros(n, dtype=bool))
 

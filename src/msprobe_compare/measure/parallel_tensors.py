@@ -20,6 +20,7 @@ from msprobe_compare.errors import TensorFileError
 from msprobe_compare.load.rows import names_a_file
 from msprobe_compare.load.tensors import load_tensor, resolve_tensor_path
 from msprobe_compare.pair import parallel as P
+from msprobe_compare.pair.layout_rules import Rule
 
 
 def _safe(name: str) -> str:
@@ -50,9 +51,9 @@ def stage_tensors(c: P.Combined, root: Path, reference: Any = None) -> Path:
         dirs = [Path(sh.dirs[r]) / "dump_tensor_data" for r in present]
         rule = c.rule[i]
         try:
-            if rule == P.SPLIT or rule == P.PARTIAL or rule.endswith("/" + P.PARTIAL):
+            if rule is Rule.SPLIT or rule.partial:
                 out = f"{i}.{_safe(t.names[i])}.npy"
-                dim = c.split_dim[i] if rule == P.SPLIT else None
+                dim = c.split_dim[i] if rule is Rule.SPLIT else None
                 if dim is not None and reference is not None and _interleaved(dirs, names, folder / out, dim,
                                                                                 reference(i)):  # fmt: skip
                     c.interleaved[i] = True

@@ -16,7 +16,7 @@ import numpy as np
 
 from msprobe_compare.load.names import API_PREFIXES, api_call_pattern
 from msprobe_compare.load.rows import phase_of
-from msprobe_compare.pair.parallel import Shards
+from msprobe_compare.pair.shards import Shards
 
 _API = api_call_pattern(API_PREFIXES)
 _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
