@@ -79,7 +79,7 @@ def read_rank(rank: RankDir) -> RankDump:
 def _stages(dumps: list[RankDump]) -> int:
     """Pipeline stages seen: the number of distinct lists of module calls (TP and DP ranks of a stage run the same
     modules; stages run different ones)."""
-    return len({tuple(e for e in d.table.entries if e.startswith(("Module.", "Cell."))) for d in dumps}) or 1
+    return len({tuple(n.text for n in d.table.entry_names if n.module_named) for d in dumps}) or 1
 
 
 def _replicas(dumps: list[RankDump], stages: int) -> int:

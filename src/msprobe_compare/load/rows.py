@@ -23,6 +23,7 @@ from orjson import JSONEncodeError, dumps
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
+from msprobe_compare.load.names import EntryName, parse_entries
 from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400
@@ -119,6 +120,11 @@ class RowTable:
     def phase_codes(self) -> np.ndarray:
         """The call direction of each entry as an index into PHASES (`phase_of`), parsed once per table."""
         return phase_codes(self.entries)
+
+    @functools.cached_property
+    def entry_names(self) -> list[EntryName]:
+        """Each entry's name in fields (load/names.py), parsed on first use, once per table."""
+        return parse_entries(self.entries)
 
     @functools.cached_property
     def phases(self) -> list[str]:

@@ -8,7 +8,14 @@ from enum import Enum
 
 import numpy as np
 
-from msprobe_compare.load.names import API_PREFIXES, COMMUNICATION_PREFIXES, api_call_pattern, is_layout_call
+from msprobe_compare.load.names import (
+    COMMUNICATION_PREFIXES,
+    Direction,
+    EntryName,
+    is_layout_call,
+    parse_entries,
+    parse_entry,
+)
 from msprobe_compare.load.parallel_layout import plain_class_name
 from msprobe_compare.load.rows import RowTable, State, is_inplace
 from msprobe_compare.pair.shards import Shards, agree_mask, stat_key, state_of
@@ -101,7 +108,9 @@ class Decision:
     shape: str | None  # the logical shape text; None: the shapes do not add up
 
 
-_API_CALL = api_call_pattern(tuple(p for p in API_PREFIXES if p not in COMMUNICATION_PREFIXES))
+def _keyed(n: EntryName) -> bool:
+    """An API call that module_local_keys keys: a dumper's API name, not a communication call."""
+    return n.simple_api and n.prefix not in COMMUNICATION_PREFIXES
 
 
 def module_local_keys(entries: list[str], parents: dict[str, str | None] | None) -> dict[str, str]:
@@ -113,21 +122,21 @@ def module_local_keys(entries: list[str], parents: dict[str, str | None] | None)
         return {}
     keys: dict[str, str] = {}
     seen: dict[tuple[str, str], int] = {}
-    for e in entries:
-        m = _API_CALL.match(e)
-        if not m or m.group(3) != "forward" or e not in parents or is_layout_call(e):
+    names = parse_entries(entries)
+    for n in names:
+        e = n.text
+        if not _keyed(n) or n.direction is not Direction.FORWARD or e not in parents or is_layout_call(e):
             continue
         parent = parents[e]
         scope = plain_class_name(parent) if parent else ""
-        k = seen.get((scope, m.group(1)), 0)
-        seen[(scope, m.group(1))] = k + 1
-        keys[e] = f"{scope}|{m.group(1)}|{k}|forward"
-    for e in entries:
-        m = _API_CALL.match(e)
-        if m and m.group(3) == "backward":
-            fwd = keys.get(f"{m.group(1)}.{m.group(2)}.forward")
+        k = seen.get((scope, n.stem), 0)
+        seen[(scope, n.stem)] = k + 1
+        keys[e] = f"{scope}|{n.stem}|{k}|forward"
+    for n in names:
+        if _keyed(n) and n.direction is Direction.BACKWARD:
+            fwd = keys.get(n.call(Direction.FORWARD))
             if fwd is not None:
-                keys[e] = fwd[: -len("forward")] + "backward"
+                keys[n.text] = fwd[: -len("forward")] + "backward"
     return keys
 
 
@@ -246,9 +255,9 @@ def local_calls(side: Shards, decisions: list[Decision | None], is_npu: bool) ->
             out.add(e)
     position = {name: k for k, name in enumerate(side.entries)}
     for e in list(out):
-        name = side.entries[e]
-        if name.endswith(".forward"):
-            back = position.get(name[: -len("forward")] + "backward")
+        n = parse_entry(side.entries[e])
+        if n.direction is Direction.FORWARD and (n.counter_first or not n.counter):  # `...forward` at the end
+            back = position.get(n.call(Direction.BACKWARD))
             if back is not None:
                 out.add(back)
     return out

@@ -14,11 +14,10 @@ import re
 
 import numpy as np
 
-from msprobe_compare.load.names import API_PREFIXES, api_call_pattern
+from msprobe_compare.load.names import parse_entry
 from msprobe_compare.load.rows import phase_of
 from msprobe_compare.pair.shards import Shards
 
-_API = api_call_pattern(API_PREFIXES)
 _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
 
 
@@ -26,7 +25,7 @@ def _containers(entries: list[str]) -> dict[str, set[int]]:
     """Indexed module containers of module entries: {"layers": {0, 1}, ...}."""
     found: dict[str, set[int]] = {}
     for e in entries:
-        if not e.startswith(("Module.", "Cell.")):
+        if not parse_entry(e).module_named:
             continue
         body = e.rsplit(".", 2)[0] if phase_of(e) != "parameters_grad" else e
         for m in _LAYER.finditer(body):
@@ -38,9 +37,9 @@ def _api_counts(entries: list[str]) -> dict[str, int]:
     """Per API, one more than its highest call counter (the calls it made)."""
     out: dict[str, int] = {}
     for e in entries:
-        m = _API.match(e)
-        if m:
-            out[m.group(1)] = max(out.get(m.group(1), 0), int(m.group(2)) + 1)
+        n = parse_entry(e)
+        if n.simple_api:
+            out[n.stem] = max(out.get(n.stem, 0), int(n.counter) + 1)
     return out
 
 
@@ -65,11 +64,11 @@ def global_names(stage_entries: list[list[str]]) -> tuple[list[dict[str, str]], 
     for k, es in enumerate(stage_entries):
         mapping = {}
         for e in es:
-            m = _API.match(e)
-            if m:
-                off = api_offsets[k].get(m.group(1), 0)
-                mapping[e] = f"{m.group(1)}.{int(m.group(2)) + off}.{m.group(3)}" if off else e
-            elif e.startswith(("Module.", "Cell.")) and layer_offsets:
+            parsed = parse_entry(e)
+            if parsed.simple_api:
+                off = api_offsets[k].get(parsed.stem, 0)
+                mapping[e] = parsed.call(parsed.direction, str(int(parsed.counter) + off)) if off else e
+            elif parsed.module_named and layer_offsets:
                 def shift(match: re.Match[str], k: int = k) -> str:
                     name, idx = match.group(1), int(match.group(2))
                     return f"{name}.{idx + layer_offsets[name][k]}" if name in layer_offsets else match.group(0)
