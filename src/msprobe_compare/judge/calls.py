@@ -14,7 +14,8 @@ import numpy as np
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.mode import Mode
-from msprobe_compare.load.rows import PHASES, RowTable, State, StatKind, name_flags
+from msprobe_compare.load.names import Direction
+from msprobe_compare.load.rows import RowTable, State, StatKind, name_flags
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.pair.calls import RawArgs, TreeDiff, analysis_pairing, is_float_dtype_name
 from msprobe_compare.records import dataclass
@@ -338,7 +339,7 @@ def _first_outputs(npu: RowTable, diff: np.ndarray, phase_code: np.ndarray) -> n
     if not len(rows):
         return out
     calls, first = np.unique(npu.entry_index[rows], return_index=True)
-    keep = np.isin(phase_code[calls], (PHASES.index("backward"), PHASES.index("parameters_grad")))
+    keep = np.isin(phase_code[calls], (Direction.BACKWARD, Direction.PARAMETERS_GRAD))
     out[calls[keep]] = diff[rows[first[keep]]]
     return out
 

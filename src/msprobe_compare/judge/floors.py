@@ -15,7 +15,8 @@ import numpy as np
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.calls import CallTable, RowPlan, _max_cols, _PerEntry
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.load.rows import PHASES, RowTable
+from msprobe_compare.load.names import COLLECTIVE_CALLS, Direction
+from msprobe_compare.load.rows import RowTable
 from msprobe_compare.records import dataclass
 
 
@@ -58,7 +59,7 @@ class Floors:
 def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance) -> Floors:
     """The floors and margins of every call (Floors)."""
     n_entries = len(npu.entries)
-    grads = npu.phase_codes == PHASES.index("parameters_grad")
+    grads = npu.phase_codes == Direction.PARAMETERS_GRAD
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
     prior, prior_src = running_floor(calls.in_d, calls.out_d, order)
     collective = collective_calls(npu.entries) if n_entries else np.zeros(0, dtype=bool)
@@ -190,17 +191,11 @@ def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tup
     return prior, prior_src
 
 
-# collective calls: their outputs carry the other ranks' data (docs/rootcause.md, Collectives)
-COLLECTIVE_APIS = ("Distributed.", "Communication.comm.", "Primitive.all_reduce.", "Primitive.all_gather.",
-                   "Primitive.reduce_scatter.", "Primitive.broadcast.", "Primitive.all_to_all.",
-                   "Primitive.neighbor_exchange.", "Primitive.reduce.")  # fmt: skip
-
-
 def collective_calls(entries: list[str]) -> np.ndarray:
-    """Per call: a collective communication call (COLLECTIVE_APIS), whose outputs carry the other ranks' data."""
+    """Per call: a collective call (load/names.py COLLECTIVE_CALLS), whose outputs carry the other ranks' data."""
     if not {"D", "C", "P"} & set(map(operator.itemgetter(0), filter(None, entries))):  # none can be one
         return np.zeros(len(entries), dtype=bool)
-    starts = operator.methodcaller("startswith", COLLECTIVE_APIS)
+    starts = operator.methodcaller("startswith", COLLECTIVE_CALLS)
     return np.fromiter(map(starts, entries), dtype=bool, count=len(entries))
 
 

@@ -38,6 +38,7 @@ from msprobe_compare.judge import backward, noise
 from msprobe_compare.judge.calls import CallTable, RowPlan, _dtype_step, _max_cols, measure_calls, plan_rows
 from msprobe_compare.judge.floors import MAX_NOISY_INPUTS, Floors, floors_along
 from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import PHASES, State
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
@@ -303,7 +304,7 @@ class _Walk:
         # the first quiet call that differs, and per position the next call that is not a forward one (n: none)
         first = self.quiet & self.differs_o
         self.t_diff = int(np.argmax(first)) if first.any() else n  # the first call whose state is not OK
-        not_forward = np.r_[np.where(self.phase_code[order] != PHASES.index("forward"), self.at, n), n]
+        not_forward = np.r_[np.where(self.phase_code[order] != Direction.FORWARD, self.at, n), n]
         self.next_backward = np.minimum.accumulate(not_forward[::-1])[::-1].tolist()
         # per position, the last quiet call with compared outputs at or before it (-1: none)
         ok_here = np.where(self.quiet & calls.has_out[order], self.at, -1)
@@ -336,7 +337,7 @@ class _Walk:
         found = bool(self.candidates)
         rin, rout = float(fl.r_in[e]), float(fl.r_out[e])
         origin_m, suspect_m = c.origin_margin, c.suspect_margin
-        if (nfin or nfout) and not self.seen_nf and PHASES[self.phase_code[e]] != "parameters_grad":
+        if (nfin or nfout) and not self.seen_nf and self.phase_code[e] != Direction.PARAMETERS_GRAD:
             origin = None
             if nfin:
                 origin = ctx.origin(e, OriginKind.BOUNDARY, self._last_ok(p), nonfinite=True)

@@ -36,6 +36,11 @@ SUM_REDUCTIONS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Dist
                   "Communication.comm.all_reduce", "Distributed.reduce.", "Primitive.all_reduce.",
                   "Primitive.reduce_scatter.")  # fmt: skip
 
+# collective calls: their outputs carry the other ranks' data (the root cause's floors; docs/rootcause.md, Collectives)
+COLLECTIVE_CALLS = ("Distributed.", "Communication.comm.", "Primitive.all_reduce.", "Primitive.all_gather.",
+                    "Primitive.reduce_scatter.", "Primitive.broadcast.", "Primitive.all_to_all.",
+                    "Primitive.neighbor_exchange.", "Primitive.reduce.")  # fmt: skip
+
 
 def is_layout_call(entry: str) -> bool:
     """A communication call of a parallel layout (all-reduce, all-gather, send, ...)."""
@@ -56,7 +61,7 @@ class Kind(IntEnum):
 
 
 class Direction(IntEnum):
-    """The call direction, in the order of load/rows.py's PHASES."""
+    """The call direction; its value is the index of its word in PHASES (load/rows.py's phase codes)."""
 
     FORWARD = 0
     BACKWARD = 1
@@ -64,6 +69,7 @@ class Direction(IntEnum):
     NONE = 3  # the name says no direction
 
 
+PHASES = ("forward", "backward", "parameters_grad")  # the words of the directions, by code
 MODULE_PREFIXES = ("Module", "Cell")
 _DIRECTIONS = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
 _WORDS = ("forward", "backward", "parameters_grad", "")

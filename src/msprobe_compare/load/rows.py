@@ -23,7 +23,7 @@ from orjson import JSONEncodeError, dumps
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
-from msprobe_compare.load.names import EntryName, parse_entries
+from msprobe_compare.load.names import PHASES, EntryName, parse_entries
 from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400
@@ -534,7 +534,6 @@ def text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
     return list(first), renumber[pos]
 
 
-PHASES = ("forward", "backward", "parameters_grad")
 _PHASE_NAMES = np.array(PHASES, dtype=object)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import LayerFiles
+from msprobe_compare.load.names import MODULE_PREFIXES
 from msprobe_compare.load.rows import RowTable
 from msprobe_compare.pair.exact import NO_MATCH_NAME
 from msprobe_compare.pair.mapping_file import load_yaml, shown
@@ -28,7 +29,7 @@ from msprobe_compare.records import dataclass
 
 NO_MATCH = NO_MATCH_NAME
 TOP_LAYER = "TopLayer"
-LAYER_TYPES = frozenset({"Cell", "Module"})
+LAYER_TYPES = frozenset(MODULE_PREFIXES)
 STACKLESS_TYPES = frozenset({"Primitive", "Jit"})  # entries whose stacks are not used
 FRAME_FILES = ("site-packages/torch", "package/torch", "site-packages/mindspore", "package/mindspore")
 SKIP_FILES = ("msprobe", "MindSpeed")

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from msprobe_compare.load.names import parse_entry
-from msprobe_compare.load.rows import phase_of
+from msprobe_compare.load.names import Direction, parse_entry
+from msprobe_compare.load.rows import phase_codes
 from msprobe_compare.pair.shards import Shards
 
 _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
@@ -24,10 +24,10 @@ _LAYER = re.compile(r"(?<=\.)([A-Za-z_][A-Za-z0-9_]*)\.(\d+)(?=\.)")
 def _containers(entries: list[str]) -> dict[str, set[int]]:
     """Indexed module containers of module entries: {"layers": {0, 1}, ...}."""
     found: dict[str, set[int]] = {}
-    for e in entries:
+    for e, phase in zip(entries, phase_codes(entries).tolist()):
         if not parse_entry(e).module_named:
             continue
-        body = e.rsplit(".", 2)[0] if phase_of(e) != "parameters_grad" else e
+        body = e.rsplit(".", 2)[0] if phase != Direction.PARAMETERS_GRAD else e
         for m in _LAYER.finditer(body):
             found.setdefault(m.group(1), set()).add(int(m.group(2)))
     return found
@@ -83,8 +83,7 @@ def global_names(stage_entries: list[list[str]]) -> tuple[list[dict[str, str]], 
 def _segments(entries: list[str]) -> tuple[list[int], list[int], list[int]]:
     """Entry positions of a stage: forward calls before its first backward call, backward calls, and the calls after
     its last backward call (optimizer updates)."""
-    phases = [phase_of(e) for e in entries]
-    back = [k for k, p in enumerate(phases) if p == "backward"]
+    back = np.flatnonzero(phase_codes(entries) == Direction.BACKWARD).tolist()
     if not back:
         return list(range(len(entries))), [], []
     first, last = back[0], back[-1]
