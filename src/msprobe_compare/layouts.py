@@ -49,8 +49,8 @@ from msprobe_compare.pair.layout_rules import Rule
 from msprobe_compare.pair.parallel import LayoutView
 from msprobe_compare.pair.stages import merge_stages
 from msprobe_compare.render import report
+from msprobe_compare.render.layout_rules import rank_label, row_rule_text
 from msprobe_compare.render.layout_rules import rule_counts as _rule_counts
-from msprobe_compare.render.layout_rules import rule_text
 from msprobe_compare.render.files import prepare_output_dir
 from msprobe_compare.records import dataclass
 
@@ -237,14 +237,15 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
 def layout_view(npu_c: P.Combined, bench_c: P.Combined, match: np.ndarray, mode: Mode) -> LayoutView:
     md5 = mode is Mode.MD5
     rules = []
-    for i, code in enumerate(npu_c.rule):
-        text = rule_text(code, npu_c.split_dim[i], npu_c.disagree[i], md5)
+    for i in range(len(npu_c.rule)):
+        text = row_rule_text(npu_c, i, md5)
         j = int(match[i])
         if j >= 0 and bench_c.rule[j] not in (Rule.REPLICATED, Rule.UNPAIRED, Rule.SINGLE):
-            text += f"; bench: {rule_text(bench_c.rule[j], bench_c.split_dim[j], bench_c.disagree[j], md5)}"
+            text += f"; bench: {row_rule_text(bench_c, j, md5)}"
         rules.append(text)
     npu_only = np.array([c.npu_only for c in npu_c.rule], dtype=bool)
-    return LayoutView(list(npu_c.ranks), rules, list(npu_c.rule), npu_only, npu_c)
+    ranks = [rank_label(npu_c, i) for i in range(len(npu_c.rule))]
+    return LayoutView(ranks, rules, list(npu_c.rule), npu_only, npu_c)
 
 
 # -- rank attribution of origins ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from msprobe_compare.pair import parallel as P
 from msprobe_compare.pair.align import decide, describe
 from msprobe_compare.pair.aligned import AlignedTables, plan
 from msprobe_compare.render import report
-from msprobe_compare.render.layout_rules import rule_text
+from msprobe_compare.render.layout_rules import rank_label, row_rule_text
 from msprobe_compare.render.alignment import align_lines
 from msprobe_compare.render.files import prepare_output_dir
 
@@ -60,9 +60,9 @@ def _view(npu_c: P.Combined, tables: AlignedTables, md5: bool) -> P.LayoutView:
         if old is not None:
             old_of_new[new] = old
     for new, old in old_of_new.items():
-        ranks[new] = npu_c.ranks[old]
+        ranks[new] = rank_label(npu_c, old)
         codes[new] = npu_c.rule[old]
-        rules[new] = rule_text(npu_c.rule[old], npu_c.split_dim[old], npu_c.disagree[old], md5)
+        rules[new] = row_rule_text(npu_c, old, md5)
         if npu_c.rule[old] is P.Rule.SPLIT:
             rules[new] += " (the dim is a guess: the other run's code differs; the statistics do not depend on it)"
     return P.LayoutView(ranks, rules, codes, np.zeros(n, dtype=bool))

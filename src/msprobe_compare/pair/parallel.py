@@ -66,12 +66,14 @@ class Combined:
     table: RowTable
     rule: list[Rule]
     split_dim: list[int | None]
-    ranks: list[str]  # the ranks combined into each row ("rank0+rank1")
-    disagree: list[str | None]  # replicated rows whose ranks disagree: which ranks differ
+    ranks: list[tuple[int, ...]]  # per row, the tables (rank columns of `shards`) its rank label names
+    disagree: list[tuple[int, ...] | None]  # replicated rows whose ranks disagree: the first table, then those that
+    #                                         differ from it (render/layout_rules.py says it in words)
     shards: Shards
     source: np.ndarray  # int64 (n,): the Shards row of each logical row
     shown: list[int] = field(default_factory=list)  # per row, the table (rank column) whose row is shown as is
     interleaved: dict[int, bool] = field(default_factory=dict)  # real data: split rows whose shards interleave
+    size_value: dict[int, int] = field(default_factory=dict)  # SIZE_ARG rows: the value on each rank
 
 
 class _Out:
@@ -180,8 +182,8 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
     out = _Out()
     rules: list[Rule] = []
     dims: list[int | None] = []
-    ranks_text: list[str] = []
-    disagree: list[str | None] = []
+    labels: list[tuple[int, ...]] = []
+    disagree: list[tuple[int, ...] | None] = []
     k = len(side.tables)
     # per entry: does some input row of this call come split? (a contraction of a split dim gives a partial sum)
     split_in = np.zeros(len(side.entries), dtype=bool)
@@ -197,13 +199,13 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
         present = [r for r in range(k) if side.rows[i, r] >= 0]
         tables = [side.tables[r] for r in present]
         rows = [int(side.rows[i, r]) for r in present]
-        label = "+".join(side.ranks[r] for r in present)
+        label = tuple(present)
         shown.append(present[0])
         t0, r0 = tables[0], rows[0]
         name = side.names[i]
         entry = int(side.entry_index[i])
         dec = decisions[i]
-        bad: str | None = None
+        bad: tuple[int, ...] | None = None
         if dec is None or dec.shape is None:
             dim = None
             layout_call = entry in added
@@ -218,7 +220,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                 rule = Rule.NPU_ONLY_PARTIAL if layout_call else Rule.PARTIAL
             else:  # no counterpart and the ranks differ: shown as rank 0's row, not combined
                 rule = Rule.NPU_ONLY_RANK0 if layout_call else Rule.UNPAIRED_RANK0
-                label = side.ranks[present[0]]
+                label = (present[0],)
         else:
             dim = side_dim(dec, is_npu)
             shape_text = dec.shape
@@ -235,7 +237,7 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                     rule = Rule.LOCAL  # rank-dependent by design (on both sides, when both are sharded)
                 if rule is Rule.LOCAL:
                     out.copy_row(t0, r0, name, entry, shape_text)
-                    label = side.ranks[present[0]]
+                    label = (present[0],)
                 elif rule is Rule.PARTIAL:
                     out.copy_row(t0, r0, name, entry, shape_text)
                     out.stats[-1], out.kinds[-1] = combine_partial(tables, rows)
@@ -244,20 +246,18 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                     pick = 0
                     if len(rows) > 1 and not agrees[i] and not inplace_input(side, i):
                         pick = _farthest(tables, rows, other_rows, i)
-                        differ = [side.ranks[present[p]] for p in range(len(rows)) if p != 0 and
+                        differ = [present[p] for p in range(len(rows)) if p != 0 and
                                   not agree([tables[0], tables[p]], [rows[0], rows[p]])]  # fmt: skip
-                        bad = f"{side.ranks[present[0]]} vs {', '.join(differ)}"
+                        bad = (present[0], *differ)
                     out.copy_row(tables[pick], rows[pick], name, entry, shape_text)
                     shown[-1] = present[pick]
-                    if bad is not None:
-                        label = label + f" (shown: {side.ranks[present[pick]]})"
         rules.append(rule)
         dims.append(dim)
-        ranks_text.append(label)
+        labels.append(label)
         disagree.append(bad)
     has_md5 = any(t.has_md5 for t in side.tables)
     table = out.table(list(side.entries), side.stacks, has_md5)
-    return Combined(table, rules, dims, ranks_text, disagree, side, np.arange(len(side), dtype=np.int64), shown)
+    return Combined(table, rules, dims, labels, disagree, side, np.arange(len(side), dtype=np.int64), shown)
 
 
 def scale_size_args(npu: Combined, bench: Combined, match: np.ndarray, tp_npu: int, tp_bench: int) -> None:
@@ -278,7 +278,7 @@ def scale_size_args(npu: Combined, bench: Combined, match: np.ndarray, tp_npu: i
             t.stats[i, :] = float(w)
             t.md5[i] = b.md5[j]
             npu.rule[i] = Rule.SIZE_ARG
-            npu.ranks[i] += f" (value {v} on each rank)"
+            npu.size_value[i] = v
 
 
 def unmatch_other_signatures(npu: Combined, bench: Combined, match: np.ndarray) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from msprobe_compare.pair.layout_rules import Rule
+from msprobe_compare.pair.parallel import Combined
 
 RULE_TEXT = {
     Rule.REPLICATED: "replicated: every rank holds the whole tensor and the ranks agree",
@@ -41,6 +42,32 @@ def rule_text(rule: Rule, dim: int | None, disagree: str | None, md5: bool) -> s
     if disagree is not None:
         text = f"replicated, but the ranks DISAGREE ({disagree}): a replicated tensor must be equal on every rank"
     return text
+
+
+def rank_label(c: Combined, i: int) -> str:
+    """The ranks combined into row i ("rank0+rank1"), the one shown where they disagree, a size argument's value on
+    each rank."""
+    ranks = c.shards.ranks
+    label = "+".join(ranks[r] for r in c.ranks[i])
+    if c.disagree[i] is not None:
+        label += f" (shown: {ranks[c.shown[i]]})"
+    if i in c.size_value:
+        label += f" (value {c.size_value[i]} on each rank)"
+    return label
+
+
+def disagree_text(c: Combined, i: int) -> str | None:
+    """Which ranks of a replicated row differ ("rank0 vs rank1, rank3"), None when they agree."""
+    cols = c.disagree[i]
+    if cols is None:
+        return None
+    ranks = c.shards.ranks
+    return f"{ranks[cols[0]]} vs {', '.join(ranks[r] for r in cols[1:])}"
+
+
+def row_rule_text(c: Combined, i: int, md5: bool) -> str:
+    """Row i's rule in words (`rule_text` of its code, split dim and disagreeing ranks)."""
+    return rule_text(c.rule[i], c.split_dim[i], disagree_text(c, i), md5)
 
 
 def rule_counts(codes: list[Rule]) -> str:
