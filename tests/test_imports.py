@@ -8,6 +8,7 @@ a cycle; a late import is only for start-up speed, never the way around a cycle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,99 @@ def test_no_benchmark_switch_in_the_package() -> None:
     """No environment variable of the benchmarks steers a production path (bench/ holds its own drivers)."""
     found = [f"{p.relative_to(SRC)}" for p in sorted((SRC / PKG).rglob("*.py")) if "MSPROBE_BENCH" in p.read_text()]
     assert not found, found
+
+
+# -- names parsed once, words in render/ (issue #32 items 3 and 4) ------------------------------------------------
+
+CORE = ("pair", "measure", "judge")
+WORDS = {"render.texts", "render.story", "render.layout_rules", "render.celltext", "render.findings"}
+API_PREFIX_WORDS = {"Functional", "Tensor", "Torch", "Distributed", "NPU", "Aten", "Jit", "Mint", "MintFunctional",
+                    "Primitive", "Communication", "Ops"}  # fmt: skip
+# modules that still take entry names apart by hand (a direction word in a string), each with its reason; the list
+# only shrinks: test_entry_names_are_parsed_in_load_names fails on a module not here, and on one here that no longer
+# needs to be
+HAND_PARSES = {
+    "load.names": "the parser",
+    "load.rows": "the phase codes of millions of rows: vectorised string passes, twin of _noise.phase_flags",
+    "load.parallel_layout": "plain_class_name rewrites row names (not entries) at their last direction part",
+    "pair.align": "the lead's aligner (to switch to load.names: module calls and their backward names)",
+    "pair.aligned": "the lead's aligned tables (directions as words of its own records)",
+    "pair.calls": "call_key(s): twin of _join's counter removal over whole name lists",
+    "pair.param_grad": "the two dumpers' parameters_grad spellings, rewritten in place",
+    "pair.risk_level": "its stems come from _join.stem_counts (C): the same rule on both paths",
+    "pair.fuzzy": "the reference's normalisation (the first direction word anywhere in a row name)",
+    "pair.cell_mapping": "the -cm mapping file's cell names (the reference's rule)",
+    "pair.layer_mapping": "the -lm mapping's scopes (the reference's rule)",
+    "pair.api_mapping": "the -am mapping's API names (the reference's rule)",
+    "judge.advisor": "the reference's advice: substring tests on the NPU Name",
+    "judge.backward": "forward names of backward calls in one C-level pass over millions of names",
+    "judge.highlight": "the reference's colour groups, per entry run of millions of rows",
+    "judge.noise": "matmul classes of every call in one pass",
+    "render.html": "merged entries (`a;b`) whose parts are module forward calls",
+}
+_DIRECTION_WORD = re.compile(r"(?:^|[.|(])(?:forward|backward|parameters_grad)(?:$|[.|)])")
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]  # fmt: skip
+
+
+def test_words_are_imported_by_render_and_the_top_only() -> None:
+    """The modules of words (texts, story, the layout rules' words, cell texts, findings) reach no core stage: the
+    core gives codes and numbers, render/ says them."""
+    bad = [f"{m} imports {t} at line {line}" for m, edges in graph().items() for t, line, _ in edges
+           if t in WORDS and m.split(".")[0] in CORE + ("load", "model")]  # fmt: skip
+    assert not bad, "\n".join(bad)
+
+
+def test_api_prefixes_have_one_table() -> None:
+    """The API prefixes and the communication calls are listed in load/names.py only: no other module holds a
+    literal collection of two prefixes or of communication call names (and none builds its own call regex)."""
+    bad = []
+    allowed = {"pair.layer_mapping": {"Jit", "Primitive"}}  # the reference's entries without stacks (STACKLESS_TYPES)
+    for m, path in modules().items():
+        if m == "load.names":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                texts = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                prefixes = texts & API_PREFIX_WORDS
+                if len(prefixes) > 1 and prefixes != allowed.get(m) or any(
+                        t.startswith(("Distributed.", "Communication.", "Primitive.")) for t in texts):
+                    bad.append(f"{m}:{node.lineno}: {sorted(texts)[:4]}")
+            if isinstance(node, ast.Name) and node.id == "api_call_pattern":
+                bad.append(f"{m}:{node.lineno}: api_call_pattern (use load.names.parse_entry)")
+    assert not bad, "\n".join(bad)
+
+
+def test_entry_names_are_parsed_in_load_names() -> None:
+    """Entry names are taken apart by load/names.py (`parse_entry`, `EntryName`): a string holding a direction word
+    (`.forward`, `backward.`, `|parameters_grad`) marks a hand parse, allowed only in HAND_PARSES, each with its
+    reason; a module listed there that no longer parses by hand must leave the list."""
+    found = {m for m, path in modules().items() if any(_DIRECTION_WORD.search(v) for _, v in _strings(path))}
+    assert not found - set(HAND_PARSES), f"parse entry names with load.names.parse_entry: {sorted(found - set(HAND_PARSES))}"
+    assert not set(HAND_PARSES) - found, f"no hand parse left: remove from HAND_PARSES {sorted(set(HAND_PARSES) - found)}"
+
+
+def test_layout_rules_are_codes() -> None:
+    """A parallel layout's rules are `Rule` members in the code: no module of the layouts compares with, or builds,
+    a rule's code text outside its definition (pair/layout_rules.py); render/layout_rules.py keys its words by
+    member."""
+    import msprobe_compare.pair.layout_rules as rules  # the codes themselves, read from the enum
+
+    codes = {r.value for r in rules.Rule} | {part for r in rules.Rule for part in r.value.split("/")}
+    layout_modules = {"pair.parallel", "pair.shards", "pair.stages", "measure.parallel_tensors", "layouts",
+                      "layouts_aligned", "render.layout_rules"}  # fmt: skip
+    bad = [f"{m}:{line}: {v!r}" for m, path in modules().items() if m in layout_modules
+           for line, v in _strings(path) if v in codes or v.startswith("/")]  # fmt: skip
+    assert not bad, "\n".join(bad)
 
 
 def test_the_analysis_pairing_lives_in_pair() -> None:

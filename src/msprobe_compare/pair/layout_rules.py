@@ -10,6 +10,7 @@ import numpy as np
 
 from msprobe_compare.load.names import (
     COMMUNICATION_PREFIXES,
+    PHASES,
     Direction,
     EntryName,
     is_layout_call,
@@ -121,6 +122,7 @@ def module_local_keys(entries: list[str], parents: dict[str, str | None] | None)
     if not parents:
         return {}
     keys: dict[str, str] = {}
+    base: dict[str, str] = {}  # forward call -> its key less the direction
     seen: dict[tuple[str, str], int] = {}
     names = parse_entries(entries)
     for n in names:
@@ -131,12 +133,13 @@ def module_local_keys(entries: list[str], parents: dict[str, str | None] | None)
         scope = plain_class_name(parent) if parent else ""
         k = seen.get((scope, n.stem), 0)
         seen[(scope, n.stem)] = k + 1
-        keys[e] = f"{scope}|{n.stem}|{k}|forward"
+        base[e] = f"{scope}|{n.stem}|{k}|"
+        keys[e] = base[e] + PHASES[Direction.FORWARD]
     for n in names:
         if _keyed(n) and n.direction is Direction.BACKWARD:
-            fwd = keys.get(n.call(Direction.FORWARD))
+            fwd = base.get(n.call(Direction.FORWARD))
             if fwd is not None:
-                keys[n.text] = fwd[: -len("forward")] + "backward"
+                keys[n.text] = fwd + PHASES[Direction.BACKWARD]
     return keys
 
 

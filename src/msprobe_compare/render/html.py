@@ -36,6 +36,7 @@ import orjson
 
 from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.pair.calls import Names
+from msprobe_compare.load.names import Direction, Kind, parse_entry
 from msprobe_compare.judge.rootcause import CallState, Origin, RootCause, Suspect
 from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
@@ -515,16 +516,14 @@ def _rootcause_json(rc: RootCause, blob: _Blob, stacks: dict[str, list[str]] | N
 def _module_call(entry: str) -> str | None:
     """A module entry (`Module.<path>.<Class>.<forward|backward>.<n>`, `...parameters_grad`) as the alignment
     names its forward call (`path`, `path#n`); None for any other entry."""
-    if not entry.startswith("Module."):
+    n = parse_entry(entry)
+    if n.prefix != "Module" or n.kind is not Kind.MODULE:
         return None
-    head, _, last = entry.rpartition(".")
-    if last == "parameters_grad":
-        return head[7:].rpartition(".")[0] or None
-    stem, _, direction = head.rpartition(".")
-    path = stem[7:].rpartition(".")[0]
-    if not path or not last.isdigit() or direction not in ("forward", "backward"):
+    if n.direction is Direction.PARAMETERS_GRAD:
+        return (n.module_path or None) if not n.counter else None  # 26.x's counted parameters_grad: none
+    if not n.module_path or not n.counter:
         return None
-    return path if last == "0" else f"{path}#{last}"
+    return n.module_path if n.counter == "0" else f"{n.module_path}#{n.counter}"
 
 
 def _alignment_json(outcome: CompareOutcome) -> dict[str, Any] | None:
