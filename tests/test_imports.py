@@ -207,8 +207,8 @@ def test_entry_names_are_parsed_in_load_names() -> None:
     (`.forward`, `backward.`, `|parameters_grad`) marks a hand parse, allowed only in HAND_PARSES, each with its
     reason; a module listed there that no longer parses by hand must leave the list."""
     found = {m for m, path in modules().items() if any(_DIRECTION_WORD.search(v) for _, v in _strings(path))}
-    assert not found - set(HAND_PARSES), f"parse entry names with load.names.parse_entry: {sorted(found - set(HAND_PARSES))}"
-    assert not set(HAND_PARSES) - found, f"no hand parse left: remove from HAND_PARSES {sorted(set(HAND_PARSES) - found)}"
+    assert not found - set(HAND_PARSES), f"parse names with load.names.parse_entry: {sorted(found - set(HAND_PARSES))}"
+    assert not set(HAND_PARSES) - found, f"no hand parse left: remove {sorted(set(HAND_PARSES) - found)} from HAND_PARSES"
 
 
 def test_layout_rules_are_codes() -> None:

@@ -66,13 +66,15 @@ def test_module_path_class_and_other_calls() -> None:
 
 def test_communication_calls() -> None:
     assert is_layout_call("Distributed.all_reduce.0.forward") and is_sum_reduction("Distributed.all_reduce.0.forward")
-    assert is_layout_call("Distributed.all_gather.1.forward") and not is_sum_reduction("Distributed.all_gather.1.forward")
+    gather = "Distributed.all_gather.1.forward"
+    assert is_layout_call(gather) and not is_sum_reduction(gather)
     assert not is_layout_call("Functional.linear.0.forward") and not is_sum_reduction("Tensor.add_.0.forward")
 
 
 ODD = ["Tensor.foo.bar.0.forward", "Tensor.foo.Bar.0.forward", "Tensor..0.forward", "Tensor.x.١.forward",
        "Tensor.x.².forward", "Mint.distributed.all_reduce.0.forward", "Functional.linear.3.forward.x", "Module.",
-       "Module.forward.0", ".forward", "x.forward", "3.forward", "a.parameters_grad.١", "Module.a.B.forward.٣"]  # fmt: skip
+       "Module.forward.0", ".forward", "x.forward", "3.forward", "a.parameters_grad.١",
+       "Module.a.B.forward.٣"]  # fmt: skip
 
 
 def _entries() -> list[str]:

@@ -21,6 +21,7 @@ from msprobe_compare.pair.calls import TreeDiff
 from msprobe_compare.judge.rootcause import RootCause, analyse
 from msprobe_compare.judge.verdict import BaseVerdict, Msg, Result, md5_verdict, real_data_verdict, summary_verdict
 from msprobe_compare.load.mode import Mode
+from msprobe_compare.load.rows import NONE_DTYPE
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import TensorMetric
@@ -121,7 +122,7 @@ def judge(
 def _md5_not_compared(m: Measured, v: BaseVerdict) -> BaseVerdict:
     """md5 under a parallel layout: rows left without a counterpart (split and partial-sum rows, whose md5 cannot be
     combined; rank-local rows) are `N/A`, not the `pass` the reference gives a null leaf without counterpart."""
-    rows = (m.match < 0) & ~m.npu.dtype_mask("None".__eq__)
+    rows = (m.match < 0) & ~m.npu.dtype_mask(NONE_DTYPE.__eq__)
     return replace(v, result=np.where(rows, Result.NA, v.result).astype(v.result.dtype))
 
 

@@ -39,7 +39,7 @@ from msprobe_compare.judge.calls import CallTable, RowPlan, _dtype_step, _max_co
 from msprobe_compare.judge.floors import MAX_NOISY_INPUTS, Floors, floors_along
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.names import Direction
-from msprobe_compare.load.rows import PHASES, State
+from msprobe_compare.load.rows import NONE_DTYPE, PHASES, State
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.measure.tensor_metrics import UNIT_ROUNDOFF
@@ -206,7 +206,6 @@ class RootCause:
 
 
 _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
-NONE_DTYPE = "None"  # the dtype cell of a None argument (the dumper records it without data)
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 

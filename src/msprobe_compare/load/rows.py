@@ -623,6 +623,15 @@ _CLASS_TEXT = {t: f"<class '{t.__name__}'>" for t in (int, float, bool, str, lis
 }
 
 
+NONE_DTYPE = "None"  # the dtype cell of a None argument (the dumper records it without data)
+INT_DTYPE = _CLASS_TEXT[int]  # the dtype cell of a Python int argument
+
+
+def is_scalar_dtype(dtype: str) -> bool:
+    """The dtype cell of a Python scalar argument (`<class 'int'>`, `<class 'float'>`, ...), not a tensor's."""
+    return dtype.startswith("<class")
+
+
 def _crc_text(value: Any) -> str:
     """The checksum shown as a scalar's md5: CRC-32 of its Python text, 8 hex digits."""
     return f"{zlib.crc32(('' if value is None else str(_pyrepr(value))).encode()):08x}"

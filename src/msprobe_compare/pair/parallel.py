@@ -30,7 +30,16 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare.load.parallel_layout import parse_shape
-from msprobe_compare.load.rows import _ABSENT, RawCells, RowTable, State, StatKind
+from msprobe_compare.load.rows import (
+    _ABSENT,
+    INT_DTYPE,
+    NONE_DTYPE,
+    RawCells,
+    RowTable,
+    State,
+    StatKind,
+    is_scalar_dtype,
+)
 from msprobe_compare.pair.layout_rules import (
     Decision,
     Rule,
@@ -231,7 +240,8 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
                 out.md5[-1] = None
                 rule = Rule.SPLIT
             else:
-                rule = rule_for_whole(side, i, rows, tables, bool(split_in[entry]) and state_of(side, i) == State.OUTPUT)
+                split_input = bool(split_in[entry]) and state_of(side, i) == State.OUTPUT
+                rule = rule_for_whole(side, i, rows, tables, split_input)
                 if rule is not Rule.SPLIT and not side.partial_hint[i] and not agrees[i] and (
                         entry in local or (other_differs is not None and other_differs(i))):
                     rule = Rule.LOCAL  # rank-dependent by design (on both sides, when both are sharded)
@@ -269,7 +279,7 @@ def scale_size_args(npu: Combined, bench: Combined, match: np.ndarray, tp_npu: i
     split_entries = {int(t.entry_index[i]) for i, rule in enumerate(npu.rule) if rule is Rule.SPLIT}
     for i in np.flatnonzero(match >= 0).tolist():
         j = int(match[i])
-        if int(t.entry_index[i]) not in split_entries or not t.dtype[i] == b.dtype[j] == "<class 'int'>":
+        if int(t.entry_index[i]) not in split_entries or not t.dtype[i] == b.dtype[j] == INT_DTYPE:
             continue
         if t.stat_kind[i, 0] != StatKind.INT or b.stat_kind[j, 0] != StatKind.INT or npu.rule[i] is not Rule.REPLICATED:
             continue
@@ -288,7 +298,7 @@ def unmatch_other_signatures(npu: Combined, bench: Combined, match: np.ndarray) 
     paired = np.zeros(len(b), dtype=bool)
     paired[match[match >= 0]] = True
     extra = {int(b.entry_index[j]) for j in np.flatnonzero(~paired).tolist()
-             if b.state[j] == State.INPUT and b.dtype[j] != "None" and not b.dtype[j].startswith("<class")}  # fmt: skip
+             if b.state[j] == State.INPUT and b.dtype[j] != NONE_DTYPE and not is_scalar_dtype(b.dtype[j])}  # fmt: skip
     if not extra:
         return
     t = npu.table

@@ -11,7 +11,7 @@ import numpy as np
 
 from msprobe_compare.load.names import is_sum_reduction
 from msprobe_compare.load.parallel_layout import parse_shape
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, State, StatKind, is_scalar_dtype
 from msprobe_compare.records import dataclass
 
 STAT_TOLERANCE = 1e-4  # relative: replicated ranks agree within this (TP changes summation orders)
@@ -138,7 +138,7 @@ def agree(t: list[RowTable], rows: list[int]) -> bool:
                    if first_t.stat_kind[first, c] == StatKind.RAW):  # fmt: skip
                 return False
         if first_t.md5[first] is not None and first_t.md5[first] != tab.md5[i]:
-            if first_t.dtype[first] == tab.dtype[i] and not first_t.dtype[first].startswith("<class"):
+            if first_t.dtype[first] == tab.dtype[i] and not is_scalar_dtype(first_t.dtype[first]):
                 return False
     return True
 
