@@ -111,3 +111,17 @@ def test_the_parse_agrees_with_the_rules_it_replaced() -> None:
         if n.kind is not Kind.OTHER:
             assert phase_of(e) == n.direction.name.lower(), e
         assert re.fullmatch(r"[^.]*", n.prefix) and (n.stem == e or e.startswith(n.stem + ".")), e
+
+
+def test_a_table_parses_its_names_once() -> None:
+    from msprobe_compare.load.rows import flatten
+
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.0, "requires_grad": False}  # fmt: skip
+    table = flatten(None, [("Functional.linear.0.forward", {"input_args": [leaf, leaf], "output": [leaf]}),
+                           ("Module.fc.Linear.parameters_grad", {"weight": leaf})])  # fmt: skip
+    assert [(n.kind, n.direction) for n in table.entry_names] == [(Kind.API, Direction.FORWARD),
+                                                                  (Kind.MODULE, Direction.PARAMETERS_GRAD)]
+    assert table.entry_names is table.entry_names  # kept
+    assert table.slot_keys == ["input.0", "input.1", "output.0", "weight"]
+    assert flatten(None, [("Functional.linear.0.forward", {"output": [leaf]})]).slot_keys == ["output.0"]

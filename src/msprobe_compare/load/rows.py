@@ -23,7 +23,7 @@ from orjson import JSONEncodeError, dumps
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.dumpjson import body_has_md5
-from msprobe_compare.load.names import PHASES, EntryName, parse_entries
+from msprobe_compare.load.names import PHASES, EntryName, parse_entries, slot_key
 from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400
@@ -125,6 +125,12 @@ class RowTable:
     def entry_names(self) -> list[EntryName]:
         """Each entry's name in fields (load/names.py), parsed on first use, once per table."""
         return parse_entries(self.entries)
+
+    @functools.cached_property
+    def slot_keys(self) -> list[str]:
+        """Each row's slot in its entry (`input.0`, `output.1`, `parameters.weight`; load/names.py `slot_key`),
+        computed on first use, once per table."""
+        return list(map(slot_key, self.names, map(self.entries.__getitem__, self.entry_index.tolist())))
 
     @functools.cached_property
     def phases(self) -> list[str]:
