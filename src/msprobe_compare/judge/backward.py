@@ -160,8 +160,8 @@ def judge(entries: list[str], phase_code: np.ndarray, parents: dict[str, str | N
     # backward calls, and the parameter gradients of matmul-class modules (a weight gradient x^T g: a matmul, computed
     # by the module's backward call); a norm's scale and shift gradients are sums over the batch whose cancellation
     # varies from layer to layer (a BatchNorm weight gradient stood 4-5x above its peers, noise only)
-    calls = np.flatnonzero(phase_code == Direction.BACKWARD)
-    grads = np.flatnonzero(phase_code == Direction.PARAMETERS_GRAD)
+    calls = np.flatnonzero(phase_code == int(Direction.BACKWARD))  # int: numpy compares an IntEnum slowly
+    grads = np.flatnonzero(phase_code == int(Direction.PARAMETERS_GRAD))
     if len(grads):
         calls = np.sort(np.r_[calls, grads[matmul_calls(_pick(entries, grads))]])
     g0, m0, _ = _gains(calls, None, in_d, out_d, q_all, ufl, weight)

@@ -339,7 +339,7 @@ def _first_outputs(npu: RowTable, diff: np.ndarray, phase_code: np.ndarray) -> n
     if not len(rows):
         return out
     calls, first = np.unique(npu.entry_index[rows], return_index=True)
-    keep = np.isin(phase_code[calls], (Direction.BACKWARD, Direction.PARAMETERS_GRAD))
+    keep = np.isin(phase_code[calls], (int(Direction.BACKWARD), int(Direction.PARAMETERS_GRAD)))
     out[calls[keep]] = diff[rows[first[keep]]]
     return out
 

@@ -59,7 +59,7 @@ class Floors:
 def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance) -> Floors:
     """The floors and margins of every call (Floors)."""
     n_entries = len(npu.entries)
-    grads = npu.phase_codes == Direction.PARAMETERS_GRAD
+    grads = npu.phase_codes == int(Direction.PARAMETERS_GRAD)
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
     prior, prior_src = running_floor(calls.in_d, calls.out_d, order)
     collective = collective_calls(npu.entries) if n_entries else np.zeros(0, dtype=bool)

@@ -206,6 +206,7 @@ class RootCause:
 
 
 _DTYPE_OF_UNIT = {unit: name for name, unit in UNIT_ROUNDOFF.items()}
+_FORWARD, _PARAMETERS_GRAD = int(Direction.FORWARD), int(Direction.PARAMETERS_GRAD)  # numpy compares IntEnums slowly
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
@@ -303,7 +304,7 @@ class _Walk:
         # the first quiet call that differs, and per position the next call that is not a forward one (n: none)
         first = self.quiet & self.differs_o
         self.t_diff = int(np.argmax(first)) if first.any() else n  # the first call whose state is not OK
-        not_forward = np.r_[np.where(self.phase_code[order] != Direction.FORWARD, self.at, n), n]
+        not_forward = np.r_[np.where(self.phase_code[order] != _FORWARD, self.at, n), n]
         self.next_backward = np.minimum.accumulate(not_forward[::-1])[::-1].tolist()
         # per position, the last quiet call with compared outputs at or before it (-1: none)
         ok_here = np.where(self.quiet & calls.has_out[order], self.at, -1)
@@ -336,7 +337,7 @@ class _Walk:
         found = bool(self.candidates)
         rin, rout = float(fl.r_in[e]), float(fl.r_out[e])
         origin_m, suspect_m = c.origin_margin, c.suspect_margin
-        if (nfin or nfout) and not self.seen_nf and self.phase_code[e] != Direction.PARAMETERS_GRAD:
+        if (nfin or nfout) and not self.seen_nf and self.phase_code[e] != _PARAMETERS_GRAD:
             origin = None
             if nfin:
                 origin = ctx.origin(e, OriginKind.BOUNDARY, self._last_ok(p), nonfinite=True)

@@ -83,7 +83,7 @@ def global_names(stage_entries: list[list[str]]) -> tuple[list[dict[str, str]], 
 def _segments(entries: list[str]) -> tuple[list[int], list[int], list[int]]:
     """Entry positions of a stage: forward calls before its first backward call, backward calls, and the calls after
     its last backward call (optimizer updates)."""
-    back = np.flatnonzero(phase_codes(entries) == Direction.BACKWARD).tolist()
+    back = np.flatnonzero(phase_codes(entries) == int(Direction.BACKWARD)).tolist()
     if not back:
         return list(range(len(entries))), [], []
     first, last = back[0], back[-1]
