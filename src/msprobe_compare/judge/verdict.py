@@ -57,12 +57,18 @@ def summary_verdict(npu: RowTable, bench: RowTable, match: np.ndarray, diffs: St
     return BaseVerdict(matched, consistent, result, msgs.astype(np.int8))
 
 
+_FILLED_MD5 = "N/A"  # what the reference fills a missing md5 (or a missing bench row) with before comparing: data,
+#                     not a message (a dump's md5 "N/A" equals a missing one there, and here)
+
+
 def md5_verdict(npu: RowTable, bench: RowTable, match: np.ndarray) -> BaseVerdict:
     matched = match >= 0
     consistent = requires_grad_consistent(npu, bench, match)
-    # the md5 texts are compared after N/A filling, so a null NPU leaf without a bench row is "pass"
+    # the md5 texts are compared after the reference's N/A filling (_FILLED_MD5), so a null NPU leaf without a bench
+    # row is "pass"
     same = np.fromiter(
-        ((npu.md5[i] or "N/A") == ((bench.md5[j] or "N/A") if j >= 0 else "N/A") for i, j in enumerate(match.tolist())),
+        ((npu.md5[i] or _FILLED_MD5) == ((bench.md5[j] or _FILLED_MD5) if j >= 0 else _FILLED_MD5)
+         for i, j in enumerate(match.tolist())),
         dtype=bool,
         count=len(match),
     )
