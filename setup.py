@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 _FLAGS = ["-O3", "-std=c99", "-fno-strict-aliasing", "-ffp-contract=off", "-Wall"]
-_NATIVE = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows", "_join", "_noise")
+_NATIVE = ("_rowwalk", "_tensorkernel", "_legacyparse", "_csvrows", "_sharednames", "_noise")
 
 setup(
     ext_modules=[

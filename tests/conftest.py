@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,17 @@ def extract_archive(archive: Path, root: Path) -> Path:
         else:  # Python without extraction filters: our own archive
             tar.extractall(root)
     return root
+
+
+@pytest.fixture(autouse=True)
+def _native_switch_restored() -> Iterator[None]:
+    """MSPROBE_NATIVE as the run set it, again after each test (a test of the C code sets it: native_helpers)."""
+    old = os.environ.get("MSPROBE_NATIVE")
+    yield
+    if old is None:
+        os.environ.pop("MSPROBE_NATIVE", None)
+    else:
+        os.environ["MSPROBE_NATIVE"] = old
 
 
 @pytest.fixture(autouse=True)

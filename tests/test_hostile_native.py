@@ -152,7 +152,7 @@ def _old_state(prefix: bytes, length: int) -> int:
 
 
 def _old_hash(text: bytes) -> int:
-    """The former `_join.c` hash_bytes (unseeded, invertible)."""
+    """The former `_join.c` (now `_sharednames.c`) hash_bytes (unseeded, invertible)."""
     n = len(text) - len(text) % 8
     h = _old_state(text[:n], len(text))
     h = ((h ^ int.from_bytes(text[n:], "little")) * _M2) & _MASK
@@ -210,7 +210,7 @@ def test_entries_colliding_in_the_former_hash_compare_in_linear_time(tmp_path):
 
 
 def _join_timing(join: Any, what: str, texts: list[bytes], tail: bytes) -> float:
-    """The best of three runs of one _join function over texts + tail, its answers checked against a dict's."""
+    """The best of three runs of one join function of `_sharednames` over texts + tail, checked against a dict."""
     names = [t.decode() + tail.decode() for t in texts]
     keys = list(reversed(names))  # out of order: every key looked up
     out = np.empty(len(keys), dtype=np.int64)
@@ -233,7 +233,7 @@ def _join_timing(join: Any, what: str, texts: list[bytes], tail: bytes) -> float
 def test_join_functions_stay_linear_on_colliding_names(what, tail, hashed):
     """first_index, NameIndex and stem_counts over 64,000 texts of one former hash (at the length each hashes) take
     at most 3x the time of ordinary texts, and give a dict's answers."""
-    join = native_module("_join")
+    join = native_module("_sharednames")
     prefix = b"Functional.aaaaa"
     hostile = _join_timing(join, what, _colliding(COUNT, prefix, len(prefix) + 16 + hashed), tail)
     plain = _join_timing(join, what, _ordinary(COUNT, prefix), tail)
@@ -320,7 +320,7 @@ class _Token:
 
 
 def test_walker_and_name_index_cycles_are_collected():
-    walker_type, index_type = native_module("_rowwalk").Walker, native_module("_join").NameIndex
+    walker_type, index_type = native_module("_rowwalk").Walker, native_module("_sharednames").NameIndex
     args = _walker_args()
     w = walker_type(*args)
     token = _Token()
@@ -345,7 +345,7 @@ def test_walker_and_name_index_cycles_are_collected():
 
 
 def test_name_index_without_init_or_twice():
-    index_type = native_module("_join").NameIndex
+    index_type = native_module("_sharednames").NameIndex
     index = index_type.__new__(index_type)
     with pytest.raises(ValueError, match="not initialised"):
         index.get("a")

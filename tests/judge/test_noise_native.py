@@ -137,16 +137,16 @@ def test_running_floor_equals_numpy(fast, monkeypatch):
 
 
 def test_names_index_equals_the_dict(monkeypatch):
-    """`pairing.Names` over `_join.NameIndex` and over a dict: the same first positions, absences and repeats."""
-    native_module("_join")
+    """`pairing.Names` over `_sharednames.NameIndex` and over a dict: the same first positions, absences and repeats."""
+    join = native_module("_sharednames")
     names = ["Functional.linear.0.forward", "Tensor.add.0.forward", "Module.é.Linear.forward.0", "ß", "",
              "Tensor.add.0.forward", "Functional.linear.1.forward", "x" * 300]  # fmt: skip
     keys = names[::-1] + ["absent", "Functional.linear.0.forwar", "\\ud800", "\ud800", "é"]
     got = pairing.Names(names)
-    assert got._index is not None  # the C table
+    assert isinstance(got._index, join.NameIndex)  # the C table
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     want = pairing.Names(names)
-    assert want._index is None
+    assert isinstance(want._index, pairing._PyNameIndex)  # the dict
     assert _same(got.find(keys), want.find(keys))
     assert got.find(keys).tolist()[:8] == [7, 6, 1, 4, 3, 2, 1, 0]  # a repeated name: its first place
     assert got.repeated == want.repeated == 1
@@ -156,7 +156,7 @@ def test_names_index_equals_the_dict(monkeypatch):
 
 
 def test_names_index_refuses_a_changed_list():
-    join = native_module("_join")
+    join = native_module("_sharednames")
     names = ["a", "b"]
     index = join.NameIndex(names)
     names.append("c")
@@ -225,7 +225,7 @@ def test_children_equal_python(fast, monkeypatch):
     assert pairing.children(tree, {"Module.b.forward.0"}) == [("Tensor.add.0.forward", "Module.b.forward.0"),
                                                              ("Module.é.forward.0", "Module.b.forward.0")]  # fmt: skip
     with pytest.raises(TypeError):
-        fast.children(tree, ["not a set"])
+        native_module("_sharednames").children(tree, ["not a set"])
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
@@ -261,12 +261,12 @@ def test_call_keys_equal_the_patterns(fast, monkeypatch):
              "a.1.2.forward", "a.forward.1.forward.2", "Module.é.forward.0", "x.backward.3.forward", "a.3.Forward",
              "Module.a.parameters_grad", "a.0.backward.1"]  # fmt: skip
     got = pairing.call_keys(names)
-    assert got == [fast.call_keys([n])[0] for n in names]
+    assert got == [native_module("_sharednames").call_keys([n])[0] for n in names]
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     assert got == pairing.call_keys(names)  # the regex passes over the joined names
     assert got[:4] == ["Functional.linear..forward", "Module.a.Linear.forward.", "Module.a.Linear.backward.",
                        "Tensor.add..backward"]  # fmt: skip
-    assert fast.call_keys(["a.1.forward", "b\nc"]) is None  # a line break: the per-name rule
+    assert native_module("_sharednames").call_keys(["a.1.forward", "b\nc"]) is None  # a line break: the per-name rule
 
 
 def _calls_twin(npu, bench, match, flags, red):

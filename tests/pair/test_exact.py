@@ -36,7 +36,7 @@ _shapes = st.sampled_from(["[1]", "[2]", "[1, 2]", "None"])
 @given(st.lists(st.tuples(_names, _shapes), max_size=12), st.lists(st.tuples(_names, _shapes), max_size=12),
        st.booleans(), st.sampled_from(["1", "0"]))  # fmt: skip
 def test_same_as_the_name_and_shape_join(npu_rows: list, bench_rows: list, with_keys: bool, use_native: str) -> None:
-    os.environ["MSPROBE_NATIVE"] = use_native  # the native join (_join.c) and the dict join
+    os.environ["MSPROBE_NATIVE"] = use_native  # the native join (_sharednames.c) and the dict join
     try:
         _check(npu_rows, bench_rows, with_keys)
     finally:
@@ -61,7 +61,7 @@ def test_shape_texts_compare_by_value_not_identity() -> None:
 def test_native_join_on_many_names() -> None:
     from tests.native_helpers import native_module
 
-    fast = native_module("_join")
+    fast = native_module("_sharednames")
     names = [f"Functional.op{k % 977}.{k // 3}.forward.input.{k % 3}" for k in range(60_000)]
     keys = names[::-1][:40_000] + ["missing", ""] + names[:5]
     out = np.empty(len(keys), dtype=np.int64)

@@ -50,7 +50,7 @@ def test_native_stem_counts_equal_the_rsplit_counter():
 
     from tests.native_helpers import native_module
 
-    fast = native_module("_join")
+    fast = native_module("_sharednames")
     many = [f"Tensor.op{k % 700}.{k}.{'forward' if k % 3 else 'backward'}" for k in range(5000)]  # grows its table
     for entries in (NAMES, EDGES, many + EDGES + NAMES, []):
         want = Counter(e.rsplit(".", 2)[0] for e in entries if e.endswith((".forward", ".backward")))

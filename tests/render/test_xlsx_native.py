@@ -56,12 +56,13 @@ def _columns(n: int) -> tuple[list[str], list[Any], np.ndarray]:
 
 @pytest.mark.parametrize("n", [0, 1, 45, 300])
 def test_native_rows_are_the_python_rows(n: int) -> None:
-    fast = native_module("_csvrows")
+    native_module("_csvrows")
     _, columns, colours = _columns(n)
     for digits in (False, True):
         for lo, hi in ((0, n), (n // 3, n)):
             want = xlsx._sheet_rows(XmlFormat(), columns, colours, lo, hi, 7).encode("utf-8")
-            got = xlsx._sheet_rows_native(fast, XmlFormat(), columns, colours, lo, hi, 7, digits)
+            assert xlsx._py_sheet_block(XmlFormat(), columns, colours, lo, hi, 7, digits) == want
+            got = xlsx._c_sheet_block(XmlFormat(), columns, colours, lo, hi, 7, digits)
             assert got == want
 
 
@@ -114,14 +115,14 @@ def test_a_failing_child_leaves_the_rest_to_the_parent(tmp_path: Path, monkeypat
     _write(tmp_path / "one.xlsx", columns, header, colours)
     monkeypatch.setattr(xlsx, "BLOCK_ROWS", 10)
     monkeypatch.setattr(xlsx, "PARALLEL_MIN_ROWS", 20)
-    parent, real = os.getpid(), xlsx._sheet_rows_native
+    parent, real = os.getpid(), xlsx._c_sheet_block
 
     def failing_in_child(*args: Any) -> bytes:
         if os.getpid() != parent:
             raise OSError("disk full (in the child only)")
         return real(*args)
 
-    monkeypatch.setattr(xlsx, "_sheet_rows_native", failing_in_child)
+    monkeypatch.setattr(xlsx, "sheet_block", failing_in_child)
     monkeypatch.setattr(xlsx, "_sheet_rows", lambda *a: (_ for _ in ()).throw(AssertionError("not native")))
     native_module("_csvrows")
     _write(tmp_path / "two.xlsx", columns, header, colours)
@@ -133,7 +134,7 @@ def test_python_path_writes_the_native_sheet(tmp_path: Path, monkeypatch: pytest
     native_module("_csvrows")
     header, columns, colours = _columns(120)
     _write(tmp_path / "c.xlsx", columns, header, colours)
-    monkeypatch.setattr(xlsx.native, "load", lambda name: None)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")  # the Python twins
     _write(tmp_path / "py.xlsx", columns, header, colours)
     assert _members(tmp_path / "py.xlsx") == _members(tmp_path / "c.xlsx")
 

@@ -11,6 +11,7 @@ import operator
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.mode import Mode
@@ -268,31 +269,8 @@ class _PerEntry:
         self.every = self.in_order and len(self.seg) == n_entries  # each call has rows: run t is call t
 
     def max(self, mask: np.ndarray, values: np.ndarray, fill: float = -np.inf) -> np.ndarray:
-        """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none."""
-        shape = (self.n,) + values.shape[1:]
-        fast = noise._native() if self.in_order and len(self.seg) else None
-        if fast is not None:  # every column in one pass over the rows, in C (the numpy code below is its twin)
-            runs = np.empty((len(self.seg),) + values.shape[1:])
-            fast.seg_max(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask, dtype=bool),
-                         np.ascontiguousarray(self.seg, dtype=np.intp), float(fill), runs)  # fmt: skip
-            if self.every:
-                return runs
-            out = np.full(shape, fill)
-            out[self.seg_entry] = runs
-            return out
-        out = np.full(shape, fill)
-        if values.ndim == 2 and self.in_order:  # column by column: reduceat along a contiguous axis is faster
-            for c in range(values.shape[1]):
-                out[:, c] = self.max(mask, values[:, c], fill)
-            return out
-        m = mask if values.ndim == 1 else mask[:, None]
-        vals = np.where(m & ~np.isnan(values), values, fill)
-        if self.in_order and len(self.seg):
-            out[self.seg_entry] = np.maximum.reduceat(vals, self.seg, axis=0)
-        elif not self.in_order and len(self.ei):
-            np.maximum.at(out, self.ei, vals)
-        out += 0.0  # a zero maximum is +0: which zero a reduction keeps among -0 and +0 depends on its order
-        return out
+        """Per entry max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored; `fill` where none (`seg_max`)."""
+        return seg_max(self, mask, values, fill)
 
     def any_of(self, *masks: np.ndarray) -> list[np.ndarray]:
         """`any` of up to 8 masks at once: packed into the bits of one byte per row, one reduction."""
@@ -314,6 +292,41 @@ class _PerEntry:
         elif not self.in_order and len(self.ei):
             np.logical_or.at(out, self.ei, mask)
         return out
+
+
+def _py_seg_max(red: _PerEntry, mask: np.ndarray, values: np.ndarray, fill: float) -> np.ndarray:
+    """`_PerEntry.max`: per entry the max of `values` (1-d or 2-d) over rows of `mask`, NaN ignored, `fill` where
+    none; a zero maximum is +0."""
+    out = np.full((red.n,) + values.shape[1:], fill)
+    if values.ndim == 2 and red.in_order:  # column by column: reduceat along a contiguous axis is faster
+        for c in range(values.shape[1]):
+            out[:, c] = _py_seg_max(red, mask, values[:, c], fill)
+        return out
+    m = mask if values.ndim == 1 else mask[:, None]
+    vals = np.where(m & ~np.isnan(values), values, fill)
+    if red.in_order and len(red.seg):
+        out[red.seg_entry] = np.maximum.reduceat(vals, red.seg, axis=0)
+    elif not red.in_order and len(red.ei):
+        np.maximum.at(out, red.ei, vals)
+    out += 0.0  # a zero maximum is +0: which zero a reduction keeps among -0 and +0 depends on its order
+    return out
+
+
+def _c_seg_max(red: _PerEntry, mask: np.ndarray, values: np.ndarray, fill: float) -> np.ndarray:
+    """_py_seg_max with every column in one pass over the rows, in C (`_noise.seg_max`; rows in entry order)."""
+    if not (red.in_order and len(red.seg)):
+        return _py_seg_max(red, mask, values, fill)
+    runs = np.empty((len(red.seg),) + values.shape[1:])
+    noise.C_NOISE.seg_max(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask, dtype=bool),
+                          np.ascontiguousarray(red.seg, dtype=np.intp), float(fill), runs)  # fmt: skip
+    if red.every:
+        return runs
+    out = np.full((red.n,) + values.shape[1:], fill)
+    out[red.seg_entry] = runs
+    return out
+
+
+seg_max = native.twin("_noise", _c_seg_max, _py_seg_max, noise.C_USABLE)
 
 
 def _md5_measures(o: Measured, match: np.ndarray, tensor_row: np.ndarray) -> noise.RowMeasures:

@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.judge import noise
 from msprobe_compare.judge.calls import CallTable, RowPlan, _max_cols, _PerEntry
 from msprobe_compare.judge.noise import Tolerance
@@ -121,22 +122,11 @@ def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool, collective:
     return ufl, usrc, unit_o
 
 
-def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.ndarray, q_all: np.ndarray,
-            ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+def _py_margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.ndarray, q_all: np.ndarray,
+                ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Per call: the noise floor of its inputs (upstream, resolution, precision) and of its outputs (its own inputs
     too), each (calls, measures); the largest difference over its floor (times the measure's weight) of its inputs
     and of its outputs, and the measure that has it; the largest input difference (NaN: -inf)."""
-    n_entries, k_cols = in_d.shape
-    fast = noise._native() if n_entries else None
-    if fast is not None:  # one pass over the calls, in C (the numpy code below is its twin)
-        c = np.ascontiguousarray
-        floor_in, floor_out = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols))
-        r_in, r_out = np.empty(n_entries), np.empty(n_entries)
-        c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
-        worst_in = np.empty(n_entries)
-        fast.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, q_in, q_all, ufl, weight)),
-                     floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)  # fmt: skip
-        return floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in
     floor_in = np.maximum(np.maximum(np.maximum(prior, 0.0), q_in), ufl[:, None])  # (calls, measures)
     floor_out = np.maximum(np.maximum(np.maximum(prior, finite_or_zero(in_d)), q_all), ufl[:, None])
     with np.errstate(all="ignore"):
@@ -147,6 +137,25 @@ def margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.nda
     c_in, c_out = r_in_c.argmax(axis=1), r_out_c.argmax(axis=1)
     worst_in = _max_cols(np.where(np.isfinite(in_d), in_d, np.where(in_d > 0, np.inf, -np.inf)))
     return floor_in, floor_out, _max_cols(r_in_c), _max_cols(r_out_c), c_in, c_out, worst_in
+
+
+def _c_margins(in_d: np.ndarray, out_d: np.ndarray, prior: np.ndarray, q_in: np.ndarray, q_all: np.ndarray,
+               ufl: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """_py_margins in one pass over the calls, in C (`_noise.margins`; no call: the Python twin)."""
+    n_entries, k_cols = in_d.shape
+    if not n_entries:
+        return _py_margins(in_d, out_d, prior, q_in, q_all, ufl, weight)
+    c = np.ascontiguousarray
+    floor_in, floor_out = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols))
+    r_in, r_out = np.empty(n_entries), np.empty(n_entries)
+    c_in, c_out = np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64)
+    worst_in = np.empty(n_entries)
+    noise.C_NOISE.margins(*(c(a, dtype=np.float64) for a in (in_d, out_d, prior, q_in, q_all, ufl, weight)),
+                          floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in)  # fmt: skip
+    return floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in
+
+
+margins = native.twin("_noise", _c_margins, _py_margins, noise.C_USABLE)
 
 
 def finite_or_zero(a: np.ndarray) -> np.ndarray:
@@ -166,16 +175,10 @@ class _FiniteOrZero:
         return v if math.isfinite(v) else 0.0
 
 
-def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _py_running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per call and measure, the largest finite input or output difference of the calls before it in execution
     order (`order`; 0 for the first) and the call that set it (the last to reach that value; -1: none above 0)."""
     n_entries, k_cols = in_d.shape
-    fast = noise._native() if n_entries else None
-    if fast is not None:  # one pass in execution order, in C (the numpy code below is its twin)
-        prior, prior_src = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols), dtype=np.int64)
-        fast.running_floor(np.ascontiguousarray(in_d, dtype=np.float64), np.ascontiguousarray(out_d, dtype=np.float64),
-                           np.ascontiguousarray(order, dtype=np.intp), prior, prior_src)  # fmt: skip
-        return prior, prior_src
     seen = np.maximum(finite_or_zero(in_d), finite_or_zero(out_d))[order]  # (calls, measures) in execution order
     cum = np.maximum.accumulate(seen, axis=0) if n_entries else seen
     prior_o = np.vstack([np.zeros((1, k_cols)), cum[:-1]]) if n_entries else cum
@@ -189,6 +192,21 @@ def running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tup
     prior_src = np.empty_like(prior_src_o)
     prior_src[order] = np.where(prior_src_o >= 0, order[np.maximum(prior_src_o, 0)], -1)
     return prior, prior_src
+
+
+def _c_running_floor(in_d: np.ndarray, out_d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_py_running_floor in one pass in execution order, in C (`_noise.running_floor`; no call: the Python twin)."""
+    n_entries, k_cols = in_d.shape
+    if not n_entries:
+        return _py_running_floor(in_d, out_d, order)
+    prior, prior_src = np.empty((n_entries, k_cols)), np.empty((n_entries, k_cols), dtype=np.int64)
+    noise.C_NOISE.running_floor(np.ascontiguousarray(in_d, dtype=np.float64),
+                                np.ascontiguousarray(out_d, dtype=np.float64),
+                                np.ascontiguousarray(order, dtype=np.intp), prior, prior_src)  # fmt: skip
+    return prior, prior_src
+
+
+running_floor = native.twin("_noise", _c_running_floor, _py_running_floor, noise.C_USABLE)
 
 
 def collective_calls(entries: list[str]) -> np.ndarray:

@@ -33,6 +33,21 @@ from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS
 from msprobe_compare.records import dataclass
 
 
+@functools.cache
+def _checked(module: Any) -> bool:
+    """Whether a `_noise` module uses our StatKind codes (checked once per module)."""
+    return all(getattr(module, f"K_{k.name}", None) == int(k) for k in StatKind if k < StatKind.RAW)
+
+
+C_NOISE: Any = native.built("_noise")  # the C twins of judge/ call it (noise.py, calls.py, floors.py)
+C_USABLE = C_NOISE is not None and _checked(C_NOISE)  # built with our codes
+
+
+def _native() -> Any:
+    """The `_noise` accelerator, None when absent, turned off or built with other codes."""
+    return C_NOISE if C_USABLE and native.enabled() else None
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """The constants of the rule (docs/rootcause.md: each with the measurement that chose it).
@@ -154,31 +169,41 @@ def stat_bits(table: RowTable) -> np.ndarray:
     bits = _per_row(table, 1).astype(np.int8)  # at most 52
     floating = bits[bits > 0]
     low = float(floating.min()) if len(floating) else 0.0
-    out = bits
-    fast = _native() if low and low < bits.max() else None
-    if fast is not None:  # the test below, row by row in C
-        out = bits.copy()
-        fast.coarse_bits(np.ascontiguousarray(table.stats[:, :4], dtype=np.float64),
-                         np.ascontiguousarray(table.stat_kind[:, :4], dtype=np.int8), out, int(low),
-                         float(_MAX_OF_BITS.get(int(low), np.inf)))  # fmt: skip
-    elif low and low < bits.max():
-        finer = np.flatnonzero(bits > low)
-        vals = table.stats[finer, :4]
-        kinds = table.stat_kind[finer, :4]
-        with np.errstate(all="ignore"):
-            number = (kinds == StatKind.NUMBER) & np.isfinite(vals)
-            mant, exp = np.frexp(np.where(number, vals, 0.0))
-            scaled = np.ldexp(mant, int(low) + 1)
-            exact = (scaled == np.round(scaled)) & (np.abs(vals) <= _MAX_OF_BITS.get(int(low), np.inf))
-            if int(low) == 10:  # float16: below its normal range only multiples of 2^-24
-                sub = np.abs(vals) < 2.0**-14
-                exact &= ~sub | (np.ldexp(vals, 24) == np.round(np.ldexp(vals, 24)))
-            short = np.ldexp(mant, int(low) // 2 + 1)  # a short binary fraction (1, 8, 0.5: constant tensors)
-            long = number & (short != np.round(short))
-        coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
-        out = bits.copy()
-        out[finer[coarse]] = int(low)
+    return coarse_bits(table, bits, int(low)) if low and low < bits.max() else bits
+
+
+def _py_coarse_bits(table: RowTable, bits: np.ndarray, low: int) -> np.ndarray:
+    """A copy of `bits` where each row finer than `low` bits whose numeric statistics are all values of a `low`-bit
+    format (no larger than its largest), one of them not a short binary fraction, has `low` bits."""
+    finer = np.flatnonzero(bits > low)
+    vals = table.stats[finer, :4]
+    kinds = table.stat_kind[finer, :4]
+    with np.errstate(all="ignore"):
+        number = (kinds == StatKind.NUMBER) & np.isfinite(vals)
+        mant, exp = np.frexp(np.where(number, vals, 0.0))
+        scaled = np.ldexp(mant, int(low) + 1)
+        exact = (scaled == np.round(scaled)) & (np.abs(vals) <= _MAX_OF_BITS.get(int(low), np.inf))
+        if int(low) == 10:  # float16: below its normal range only multiples of 2^-24
+            sub = np.abs(vals) < 2.0**-14
+            exact &= ~sub | (np.ldexp(vals, 24) == np.round(np.ldexp(vals, 24)))
+        short = np.ldexp(mant, int(low) // 2 + 1)  # a short binary fraction (1, 8, 0.5: constant tensors)
+        long = number & (short != np.round(short))
+    coarse = _all_cols(exact | ~number) & _any_cols(long)  # round values are no evidence of the format
+    out = bits.copy()
+    out[finer[coarse]] = int(low)
     return out
+
+
+def _c_coarse_bits(table: RowTable, bits: np.ndarray, low: int) -> np.ndarray:
+    """_py_coarse_bits row by row in C (`_noise.coarse_bits`)."""
+    out = bits.copy()
+    C_NOISE.coarse_bits(np.ascontiguousarray(table.stats[:, :4], dtype=np.float64),
+                        np.ascontiguousarray(table.stat_kind[:, :4], dtype=np.int8), out, int(low),
+                        float(_MAX_OF_BITS.get(int(low), np.inf)))  # fmt: skip
+    return out
+
+
+coarse_bits = native.twin("_noise", _c_coarse_bits, _py_coarse_bits, C_USABLE)
 
 
 _MAX_OF_BITS = {10: 65504.0}  # the largest finite float16 (bfloat16 has float32's range)
@@ -223,18 +248,6 @@ TENSOR_NAMES = ("norm ratio |r-1|", "angular error r*sin", "MaxAbsErr / max|x|")
 STAT_CHUNK = 1 << 16  # rows measured at a time: the temporaries stay small and are reused, not faulted in anew
 
 
-@functools.cache
-def _checked(module: Any) -> bool:
-    """Whether a `_noise` module uses our StatKind codes (checked once per module)."""
-    return all(getattr(module, f"K_{k.name}", None) == int(k) for k in StatKind if k < StatKind.RAW)
-
-
-def _native() -> Any:
-    """The `_noise` accelerator (`native.load`), None when absent, turned off or built with other codes."""
-    fast = native.load("_noise")
-    return fast if fast is not None and _checked(fast) else None
-
-
 def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasures:
     """Statistics mode: |dNorm|/Norm and |dMean|/RMS (RMS = Norm/sqrt(numel)), each with one ulp of the recorded
     statistic (msprobe records a bf16 tensor's statistics in bf16) as its resolution. Rows are measured in chunks
@@ -245,23 +258,34 @@ def stat_measures(npu: RowTable, bench: RowTable, match: np.ndarray) -> RowMeasu
     size = row_numel(npu)
     diff, quant, unit = np.empty((n, 3)), np.empty((n, 3)), np.empty(n)
     nonfinite, nonfinite_any = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
-    fast = _native()
-    if fast is not None:  # the same arithmetic row by row in C, one pass (the numpy code below is its twin)
-        c = np.ascontiguousarray
-        m = len(bench)
-        fast.stat_measures(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
-                           c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
-                           c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
-                           c(match, dtype=np.int64), c(nbits, dtype=np.int8),
-                           c(bbits, dtype=np.int8) if bbits is not None else np.zeros(0, dtype=np.int8),
-                           c(nunit, dtype=np.float64), c(bunit, dtype=np.float64) if bunit is not None else np.zeros(0),
-                           c(size, dtype=np.float64), diff, quant, unit, nonfinite, nonfinite_any)  # fmt: skip
-        return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
-    for lo in range(0, n, STAT_CHUNK):
-        part = slice(lo, min(n, lo + STAT_CHUNK))
-        _stat_chunk(npu, bench, match[part], part, nbits, bbits, nunit, bunit, size, diff, quant, unit, nonfinite,
-                    nonfinite_any)  # fmt: skip
+    stat_rows(npu, bench, match, nbits, bbits, nunit, bunit, size, diff, quant, unit, nonfinite, nonfinite_any)
     return RowMeasures(diff, quant, unit, nonfinite, nonfinite_any, STAT_NAMES)
+
+
+def _py_stat_rows(npu: RowTable, bench: RowTable, match: np.ndarray, nbits: np.ndarray, bbits: np.ndarray | None,
+                  nunit: np.ndarray, bunit: np.ndarray | None, size: np.ndarray, *out: np.ndarray) -> None:  # fmt: skip
+    """stat_measures' arithmetic into `out` (diff, quant, unit, nonfinite, nonfinite_any), in chunks of STAT_CHUNK
+    rows (every measure is per row)."""
+    for lo in range(0, len(npu), STAT_CHUNK):
+        part = slice(lo, min(len(npu), lo + STAT_CHUNK))
+        _stat_chunk(npu, bench, match[part], part, nbits, bbits, nunit, bunit, size, *out)
+
+
+def _c_stat_rows(npu: RowTable, bench: RowTable, match: np.ndarray, nbits: np.ndarray, bbits: np.ndarray | None,
+                 nunit: np.ndarray, bunit: np.ndarray | None, size: np.ndarray, *out: np.ndarray) -> None:  # fmt: skip
+    """_py_stat_rows' arithmetic row by row in C, one pass (`_noise.stat_measures`)."""
+    c = np.ascontiguousarray
+    m = len(bench)
+    C_NOISE.stat_measures(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
+                          c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
+                          c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
+                          c(match, dtype=np.int64), c(nbits, dtype=np.int8),
+                          c(bbits, dtype=np.int8) if bbits is not None else np.zeros(0, dtype=np.int8),
+                          c(nunit, dtype=np.float64), c(bunit, dtype=np.float64) if bunit is not None else np.zeros(0),
+                          c(size, dtype=np.float64), *out)  # fmt: skip
+
+
+stat_rows = native.twin("_noise", _c_stat_rows, _py_stat_rows, C_USABLE)
 
 
 @dataclass(frozen=True)
@@ -285,15 +309,13 @@ ROW_TENSOR, ROW_INPUT, ROW_OUTPUT, ROW_ARTIFACT = 1, 2, 4, 8
 CALL_FLAGS = ("nf_in", "nf_out", "nf_in_any", "known", "in_diff", "out_diff", "has_out")
 
 
-def stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.ndarray, starts: np.ndarray,
-               run_call: np.ndarray | None, n_calls: int) -> CallMeasures | None:  # fmt: skip
-    """`stat_measures` and the analysis's per-call maxima and flags in one pass over the rows, in C (None without
-    it): no (rows, 3) resolution or per-row unit array is made. `row_flags` (uint8, ROW_*): a tensor row, an
-    input, an output, an in-place artefact if it differs; `starts`: where each run of one call's rows begins
-    (from row 0), `run_call` the call of each run (None: run t is call t). rootcause.analyse's numpy sequence
-    (stat_measures, masks, `_PerEntry.max`/`any_of`) is its twin."""
-    fast = _native()
-    if fast is None or not len(npu):
+def _c_stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.ndarray, starts: np.ndarray,
+                  run_call: np.ndarray | None, n_calls: int) -> CallMeasures | None:  # fmt: skip
+    """`stat_measures` and the analysis's per-call maxima and flags in one pass over the rows, in C
+    (`_noise.stat_calls`): no (rows, 3) resolution or per-row unit array is made. `row_flags` (uint8, ROW_*): a
+    tensor row, an input, an output, an in-place artefact if it differs; `starts`: where each run of one call's
+    rows begins (from row 0), `run_call` the call of each run (None: run t is call t). None for no row."""
+    if not len(npu):
         return None
     n, m = len(npu), len(bench)
     nbits, nunit = stat_bits(npu), units(npu)
@@ -302,19 +324,29 @@ def stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.
     diff, nonfinite = np.empty((n, 3)), np.empty(n, dtype=bool)
     per = [np.empty((runs, 3)) for _ in range(4)]
     unit, flags = np.empty(runs), np.empty(runs, dtype=np.uint8)
-    fast.stat_calls(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
-                    c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
-                    c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
-                    c(match, dtype=np.int64), c(nbits, dtype=np.int8),
-                    c(stat_bits(bench), dtype=np.int8) if m else np.zeros(0, dtype=np.int8),
-                    c(nunit, dtype=np.float64), c(units(bench), dtype=np.float64) if m else np.zeros(0),
-                    c(row_numel(npu), dtype=np.float64), c(row_flags, dtype=np.uint8), c(starts, dtype=np.intp),
-                    diff, nonfinite, *per, unit, flags)  # fmt: skip
+    C_NOISE.stat_calls(c(npu.stats, dtype=np.float64), c(npu.stat_kind, dtype=np.int8),
+                       c(bench.stats, dtype=np.float64) if m else np.zeros((0, 4)),
+                       c(bench.stat_kind, dtype=np.int8) if m else np.zeros((0, 4), dtype=np.int8),
+                       c(match, dtype=np.int64), c(nbits, dtype=np.int8),
+                       c(stat_bits(bench), dtype=np.int8) if m else np.zeros(0, dtype=np.int8),
+                       c(nunit, dtype=np.float64), c(units(bench), dtype=np.float64) if m else np.zeros(0),
+                       c(row_numel(npu), dtype=np.float64), c(row_flags, dtype=np.uint8), c(starts, dtype=np.intp),
+                       diff, nonfinite, *per, unit, flags)  # fmt: skip
     if run_call is not None:  # calls without rows: the fills
         fills = (-np.inf, -np.inf, 0.0, 0.0)
         per = [_scatter(a, run_call, n_calls, fill) for a, fill in zip(per, fills)]
         unit, flags = _scatter(unit, run_call, n_calls, 0.0), _scatter(flags, run_call, n_calls, 0)
     return CallMeasures(diff, nonfinite, per[0], per[1], per[2], per[3], unit, flags)
+
+
+def _py_stat_calls(npu: RowTable, bench: RowTable, match: np.ndarray, row_flags: np.ndarray, starts: np.ndarray,
+                   run_call: np.ndarray | None, n_calls: int) -> CallMeasures | None:  # fmt: skip
+    """None: the Python twin of `_c_stat_calls` is rootcause.analyse's numpy sequence (stat_measures, masks,
+    `_PerEntry.max`/`any_of`), which runs when this answers None (tests/judge/test_noise_native.py compares them)."""
+    return None
+
+
+stat_calls = native.twin("_noise", _c_stat_calls, _py_stat_calls, C_USABLE)
 
 
 def _scatter(values: np.ndarray, at: np.ndarray, n: int, fill: float) -> np.ndarray:

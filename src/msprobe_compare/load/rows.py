@@ -59,6 +59,9 @@ _FIELDS = (
 
 RG_MISSING, RG_FALSE, RG_TRUE = -1, 0, 1
 
+_C_ROWWALK: Any = native.built("_rowwalk")  # load's C module
+_C_SHARED: Any = native.built("_sharednames")  # the shared layer
+
 
 @functools.cache
 def check_walker_codes(module: Any) -> None:
@@ -238,6 +241,23 @@ class RawCells(Mapping[tuple[int, int], Any]):
         return sum(1 for _ in self)
 
 
+def _py_row_walker(builder: _Builder) -> Any:
+    """None: the Python twin of the C row walker is `_Builder.entry`'s own walk."""
+    return None
+
+
+def _c_row_walker(builder: _Builder) -> Any:
+    """A `_rowwalk.Walker` that appends rows to the builder's columns straight from an entry's text or object (what
+    `_Builder.entry` does in Python), the walker's codes checked to be ours."""
+    check_walker_codes(_C_ROWWALK)
+    b = builder
+    return _C_ROWWALK.Walker(b.names, b.dtype, b.shape, b.md5, b.data_name, b.entries, b.entry_index, b.state,
+                             b.stats, b.kinds, b.rg, b.raw._rows, b._strings, INTERN_LIMIT, _Cells, _ABSENT)  # fmt: skip
+
+
+row_walker = native.twin("_rowwalk", _c_row_walker, _py_row_walker)
+
+
 class _Builder:
     """Collects rows in compact columns: typed arrays for numbers, shared strings for dtype and shape."""
 
@@ -259,12 +279,7 @@ class _Builder:
         self._strings: dict[str, str] = {}
         self._shapes: dict[bytes, str] = {}  # JSON text of a shape list -> its str()
         self._crcs: dict[tuple[type, Any], str] = {}  # (type, value) of a scalar -> its checksum text
-        walker = native.load("_rowwalk")
-        if walker is not None:
-            check_walker_codes(walker)
-        self._walker = None if walker is None else walker.Walker(
-            self.names, self.dtype, self.shape, self.md5, self.data_name, self.entries, self.entry_index,
-            self.state, self.stats, self.kinds, self.rg, self.raw._rows, self._strings, INTERN_LIMIT, _Cells, _ABSENT)  # fmt: skip
+        self._walker = row_walker(self)
 
     def intern(self, text: str) -> str:
         """One shared object per distinct dtype/shape string (millions of rows hold a few distinct values)."""
@@ -526,18 +541,25 @@ def is_param_grad(op: str) -> bool:
     return last == "parameters_grad"
 
 
-def text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
+def _py_text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
     """(the distinct texts in order of first appearance, each text's index into them), in one pass over `texts`:
-    each text is numbered by the position where it first appears, then the positions are renumbered (with the
-    native module: `coded`, by identity in C, the same numbering)."""
-    if type(texts) is list and native.load("_join") is not None:
-        codes, distinct = coded(texts)
-        return distinct, codes
+    each text is numbered by the position where it first appears, then the positions are renumbered."""
     first: dict[str, int] = {}
     pos = np.fromiter(map(first.setdefault, texts, itertools.count()), dtype=np.int64, count=len(texts))
     renumber = np.zeros(len(texts), dtype=np.int32)
     renumber[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first), dtype=np.int32)
     return list(first), renumber[pos]
+
+
+def _c_text_codes(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """_py_text_codes' numbering by `_c_coded` (by identity in C, then by value; a list)."""
+    if type(texts) is not list:
+        return _py_text_codes(texts)
+    codes, distinct = _c_coded(texts)
+    return distinct, codes
+
+
+text_codes = native.twin("_sharednames", _c_text_codes, _py_text_codes)
 
 
 _PHASE_NAMES = np.array(PHASES, dtype=object)
@@ -551,21 +573,32 @@ def name_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
     (`is_inplace`); one pass over the texts (in C with `_noise`), kept for the last list asked about (read only)."""
     if _NAME_FLAGS and _NAME_FLAGS[0][0] is entries and len(_NAME_FLAGS[0][1][0]) == len(entries):
         return _NAME_FLAGS[0][1]
-    n = len(entries)
-    fast = native.load("_noise") if type(entries) is list else None
-    if fast is not None:
-        flags = tuple(np.empty(n, dtype=bool) for _ in range(4))
-        fast.phase_flags(entries, *flags)
-    else:
-        flags = (np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n),
-                 np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool,
-                             count=n),
-                 np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n),
-                 _inplace_calls(entries))  # fmt: skip
+    flags = phase_flags(entries)
     for f in flags:
         f.flags.writeable = False
     _NAME_FLAGS[:] = [(entries, flags)]
     return flags
+
+
+def _py_phase_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
+    """`name_flags`' four bool arrays, by string methods mapped over the list."""
+    n = len(entries)
+    return (np.fromiter(map(operator.contains, entries, itertools.repeat("backward")), dtype=bool, count=n),
+            np.fromiter(map(operator.contains, entries, itertools.repeat("parameters_grad")), dtype=bool, count=n),
+            np.fromiter(map(str.endswith, entries, itertools.repeat(".backward")), dtype=bool, count=n),
+            _inplace_calls(entries))  # fmt: skip
+
+
+def _c_phase_flags(entries: list[str]) -> tuple[np.ndarray, ...]:
+    """_py_phase_flags in one pass over the texts in C (`_sharednames.phase_flags`; a list)."""
+    if type(entries) is not list:
+        return _py_phase_flags(entries)
+    flags = tuple(np.empty(len(entries), dtype=bool) for _ in range(4))
+    _C_SHARED.phase_flags(entries, *flags)
+    return flags
+
+
+phase_flags = native.twin("_sharednames", _c_phase_flags, _py_phase_flags)
 
 
 def _inplace_calls(entries: list[str]) -> np.ndarray:
@@ -669,21 +702,45 @@ def flatten(
     return builder.build(stacks or {})
 
 
-def coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
-    """(int32 code per value, the distinct values in order of first appearance): equal values share a code.
-
-    Rows share their dtype/shape text objects, so the native module codes by identity in C first and the few
-    distinct objects are then merged by value."""
-    join = native.load("_join")
-    if join is not None and type(values) is list:
-        raw, distinct = join.code_objects(values)
-        index: dict[Any, int] = {}
-        remap = np.fromiter((index.setdefault(v, len(index)) for v in distinct), dtype=np.int32, count=len(distinct))
-        return remap[np.frombuffer(raw, dtype=np.int32)], list(index)
-    index = {}
+def _py_coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """(int32 code per value, the distinct values in order of first appearance): equal values share a code."""
+    index: dict[Any, int] = {}
     for v in dict.fromkeys(values):
         index[v] = len(index)
     return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values)), list(index)
+
+
+def _c_coded(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """_py_coded for rows that share their dtype/shape text objects: coded by identity in C first
+    (`_sharednames.code_objects`; a list), then the few distinct objects merged by value."""
+    if type(values) is not list:
+        return _py_coded(values)
+    raw, distinct = _C_SHARED.code_objects(values)
+    index: dict[Any, int] = {}
+    remap = np.fromiter((index.setdefault(v, len(index)) for v in distinct), dtype=np.int32, count=len(distinct))
+    return remap[np.frombuffer(raw, dtype=np.int32)], list(index)
+
+
+coded = native.twin("_sharednames", _c_coded, _py_coded)
+
+
+def _py_identity_codes(items: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """(int32 code per item, the distinct objects in order of first appearance): items are told apart by identity
+    (lists of stack lines, say, that entries of one call site share)."""
+    seen: dict[int, int] = {}
+    codes = np.fromiter((seen.setdefault(id(x), len(seen)) for x in items), dtype=np.int32, count=len(items))
+    return codes, list({id(x): x for x in items}.values())
+
+
+def _c_identity_codes(items: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """_py_identity_codes in C (`_sharednames.code_objects`; a list)."""
+    if type(items) is not list:
+        return _py_identity_codes(items)
+    raw, distinct = _C_SHARED.code_objects(items)
+    return np.frombuffer(raw, dtype=np.int32), distinct
+
+
+identity_codes = native.twin("_sharednames", _c_identity_codes, _py_identity_codes)
 
 
 def empty_entries(table: RowTable) -> list[str]:

@@ -51,6 +51,8 @@ from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import lazy_regex  # the tokenizer's patterns: compiled when it runs (start-up speed)
 
 BLOCK = 16 << 20  # bytes read at a time
+_C_ROWWALK: Any = native.built("_rowwalk")  # load's C module
+
 SKIP_BUFFER = 1 << 20  # the reused buffer of the native skip over "data" (cache-sized)
 WALK_BUFFER = 1 << 20  # the reused buffer of the native text path (cache-sized; grown for a longer entry)
 HEAD = 1 << 20  # the header before "data" must lie in this many first bytes for the fast path
@@ -507,15 +509,15 @@ class _Scanner:
             if not self.more():
                 self.fail("Unterminated string")
 
-    def container(self) -> None:
+    def _c_container(self) -> None:
+        """_py_container's counting in C (`_rowwalk.skip`)."""
+        pos, depth, done = _C_ROWWALK.skip(self.buf, self.pos, 0)
+        self.pos = pos
+        if not done:
+            self._skip_rest(_C_ROWWALK, depth)
+
+    def _py_container(self) -> None:
         """Skip an object or array (brackets are counted, strings skipped whole; parsing validates the rest)."""
-        fast = native.load("_rowwalk")
-        if fast is not None:  # the same counting in C
-            pos, depth, done = fast.skip(self.buf, self.pos, 0)
-            self.pos = pos
-            if not done:
-                self._skip_rest(fast, depth)
-            return
         depth = 0
         while True:
             buf = self.buf
@@ -536,6 +538,8 @@ class _Scanner:
             self.pos = pos
             if not self.more():
                 self.fail("Unexpected end of data")
+
+    container = native.twin("_rowwalk", _c_container, _py_container)
 
     def _skip_rest(self, fast: ModuleType, depth: int) -> None:
         """The rest of a container that the buffer cuts (at its end or at the quote of a string), counted in C

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -51,13 +52,22 @@ _CHUNK = 1 << 14
 _WIDTH = 26  # longest float repr is 24 bytes ('-2.2250738585072014e-308'); + NUL padding
 
 
-def reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
+_C: Any = native.built("_legacyparse")  # measure's C module (legacy_parse.py, stats.py)
+
+
+def _py_reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
     """float64 array -> float64 array: the value pandas 2.0.3 to_numeric(str(v)) yields for each v (NaN/inf unchanged).
     `parsed_before`: values the caller parsed already in earlier calls of the same job (a chunked caller's chunks
-    count together towards paying for the fast path's check)."""
+    count together towards paying for the C twin's check; `reference_parse_numpy` here)."""
+    return reference_parse_numpy(values)
+
+
+def _c_reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
+    """_py_reference_parse in C from orjson's text of the values (`_legacyparse.reference_parse_orjson`), once
+    orjson's layout is checked to give the numpy path's values (once per process, and only for enough values to pay
+    for the check: floattext.worth; else the Python twin, the same values)."""
     arr = np.asarray(values, dtype=np.float64)
-    # once per process, and only for enough values to pay for the check (floattext.worth; the same values)
-    fast = native.load("_legacyparse") if floattext.worth("_legacyparse", parsed_before + arr.size) else None
+    fast = _C if floattext.worth("_legacyparse", parsed_before + arr.size) else None
     if fast is not None and floattext.agrees("_legacyparse", lambda: _orjson_parse_agrees(fast)):
         finite = np.isfinite(arr)
         if finite.all():  # the common case (stat_diffs parses finite values only): no positions to take and put
@@ -75,6 +85,9 @@ def reference_parse(values: np.ndarray, parsed_before: int = 0) -> np.ndarray:
             flat[fin] = parsed
         return out
     return reference_parse_numpy(arr)
+
+
+reference_parse = native.twin("_legacyparse", _c_reference_parse, _py_reference_parse)
 
 
 def _orjson_parse_agrees(fast: ModuleType) -> bool:

@@ -101,16 +101,27 @@ def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.nda
     """Some NPU rows (their statistics and kinds) against their matches: their diff, diff_kind, rel, rel_kind and
     warning written into `out` (rows of the result arrays); returns the values re-parsed so far (`parsed_before`:
     those earlier chunks re-parsed)."""
-    diff, diff_kind, rel, rel_kind, warning = out
     b_num, b_kind = gather(bench, match)  # fresh arrays: NaN statistics become NaN in place
-    fast = native.load("_legacyparse")
-    if fast is not None and _native_cells(fast):  # the same cells, in C, the operations below one cell at a time
-        n_val, n_kind = np.ascontiguousarray(n_val, dtype=np.float64), np.ascontiguousarray(n_kind, dtype=np.int8)
-        n_num, close = np.empty(n_val.shape), np.empty(n_kind.shape, dtype=bool)
-        count = fast.stat_close(n_val, n_kind, b_num, b_kind, n_num, close)
-        _reparse(n_num, b_num, close, count, parsed_before)
-        fast.stat_cells(n_num, b_num, n_kind, b_kind, diff, diff_kind, rel, rel_kind, warning)
-        return parsed_before + 2 * count
+    return stat_cells(n_val, n_kind, b_num, b_kind, out, parsed_before)
+
+
+def _c_stat_cells(n_val: np.ndarray, n_kind: np.ndarray, b_num: np.ndarray, b_kind: np.ndarray,
+                  out: tuple[np.ndarray, ...], parsed_before: int) -> int:  # fmt: skip
+    """_py_stat_cells' cells in C, its operations one cell at a time (`_legacyparse.stat_close`, `stat_cells`)."""
+    diff, diff_kind, rel, rel_kind, warning = out
+    n_val, n_kind = np.ascontiguousarray(n_val, dtype=np.float64), np.ascontiguousarray(n_kind, dtype=np.int8)
+    n_num, close = np.empty(n_val.shape), np.empty(n_kind.shape, dtype=bool)
+    count = _C.stat_close(n_val, n_kind, b_num, b_kind, n_num, close)
+    _reparse(n_num, b_num, close, count, parsed_before)
+    _C.stat_cells(n_num, b_num, n_kind, b_kind, diff, diff_kind, rel, rel_kind, warning)
+    return parsed_before + 2 * count
+
+
+def _py_stat_cells(n_val: np.ndarray, n_kind: np.ndarray, b_num: np.ndarray, b_kind: np.ndarray,
+                   out: tuple[np.ndarray, ...], parsed_before: int) -> int:  # fmt: skip
+    """NPU statistics and kinds against the gathered bench ones (`b_num` is changed: NaN statistics become NaN):
+    diff, diff_kind, rel, rel_kind and warning written into `out`; returns the values re-parsed so far."""
+    diff, diff_kind, rel, rel_kind, warning = out
     # NUMBER, INT and NAN are the numeric kinds: the codes below NONE; an unmatched row's bench kinds are NONE
     numeric = (n_kind < StatKind.NONE) & (b_kind < StatKind.NONE)
     n_num = np.where(n_kind == StatKind.NAN, np.nan, n_val)
@@ -137,3 +148,7 @@ def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.nda
         valued &= magnitude > WARN_MAGNITUDE
     np.any(valued, axis=1, out=warning)
     return parsed
+
+
+_C: Any = native.built("_legacyparse")
+stat_cells = native.twin("_legacyparse", _c_stat_cells, _py_stat_cells, _C is not None and _native_cells(_C))

@@ -17,14 +17,13 @@ from typing import Any
 import numpy as np
 
 from msprobe_compare import native
+from msprobe_compare.load.dumpjson import construct_beside
 from msprobe_compare.load.rows import RowTable, State, StatKind
 from msprobe_compare.pair.exact import dtype_category
 from msprobe_compare.records import dataclass
 
 
-def _native() -> Any:
-    """The `_noise` accelerator's pairing functions (tree_beside, children, call_keys), None when absent or off."""
-    return native.load("_noise")
+_C: Any = native.built("_sharednames")
 
 
 # a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)
@@ -54,17 +53,21 @@ _API_COUNTER = re.compile(r"\.\d+\.(?=forward$|backward$)", re.M)  # constant re
 _MODULE_COUNTER = re.compile(r"(?:(?<=\.forward\.)|(?<=\.backward\.))\d+$", re.M)
 
 
-def call_keys(names: list[str]) -> list[str]:
+def _py_call_keys(names: list[str]) -> list[str]:
     """`call_key` of many names at once (two regex passes over the joined text instead of a call per name)."""
-    fast = _native()
-    if fast is not None and type(names) is list:  # the same two substitutions name by name, in C
-        keys = fast.call_keys(names)
-        if keys is not None:
-            return keys
     text = "\n".join(names)
     if not names or text.count("\n") != len(names) - 1:
         return [call_key(n) for n in names]
     return _MODULE_COUNTER.sub("", _API_COUNTER.sub("..", text)).split("\n")
+
+
+def _c_call_keys(names: list[str]) -> list[str]:
+    """_py_call_keys' two substitutions name by name, in C (`_sharednames.call_keys`; a list without line breaks)."""
+    keys = _C.call_keys(names) if type(names) is list else None
+    return _py_call_keys(names) if keys is None else keys
+
+
+call_keys = native.twin("_sharednames", _c_call_keys, _py_call_keys)
 
 
 class _Groups:
@@ -84,47 +87,72 @@ class _Groups:
         self.order = order
 
 
-def children(tree: dict[str, str | None], modules: AbstractSet[str | None]) -> list[tuple[str, str | None]]:
-    """The (name, parent) items of a construct.json tree whose parent is one of `modules`, in the tree's order
-    (in C with `_noise`: one pass over the dict)."""
-    fast = _native()
-    if fast is not None and type(tree) is dict:
-        return fast.children(tree, modules)
+def _py_children(tree: dict[str, str | None], modules: AbstractSet[str | None]) -> list[tuple[str, str | None]]:
+    """The (name, parent) items of a construct.json tree whose parent is one of `modules`, in the tree's order."""
     return list(itertools.compress(tree.items(), map(modules.__contains__, tree.values())))
+
+
+def _c_children(tree: dict[str, str | None], modules: AbstractSet[str | None]) -> list[tuple[str, str | None]]:
+    """_py_children in one pass over the dict in C (`_sharednames.children`; a dict and a set)."""
+    if type(tree) is dict and isinstance(modules, (set, frozenset)):
+        return _C.children(tree, modules)
+    return _py_children(tree, modules)
+
+
+children = native.twin("_sharednames", _c_children, _py_children)
+
+
+class _PyNameIndex:
+    """`_sharednames.NameIndex`'s Python twin: each name's first position in a dict."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._pos: dict[str, int] = {}
+        for i, name in enumerate(names):
+            self._pos.setdefault(name, i)
+        self.repeated = len(names) - len(self._pos)
+
+    def find(self, keys: list[str], out: np.ndarray) -> None:
+        out[:] = np.fromiter(map(self._pos.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+
+    def get(self, name: str) -> int:
+        return self._pos.get(name, -1)
+
+
+def _py_name_index(names: list[str]) -> Any:
+    """An index of the names: `find(keys, out)` (each key's first position, -1: absent), `get`, `repeated`."""
+    return _PyNameIndex(names)
+
+
+def _c_name_index(names: list[str]) -> Any:
+    """_py_name_index as a hash table in C (`_sharednames.NameIndex`; a list of texts with a UTF-8 form)."""
+    if type(names) is list:
+        try:
+            return _C.NameIndex(names)
+        except UnicodeEncodeError:  # a name without a UTF-8 form: the dict
+            pass
+    return _py_name_index(names)
+
+
+name_index = native.twin("_sharednames", _c_name_index, _py_name_index)
 
 
 class Names:
     """The positions of one side's entry names, for the analysis's many lookups: a table over the names built once
-    (`_join.NameIndex`, in C) or, without it, a dict. `find(keys)`: each key's first position (-1: absent), `get`,
-    `in`; `repeated`: how many names repeat an earlier one (none in a dump: they are the keys of its data)."""
+    (`name_index`). `find(keys)`: each key's first position (-1: absent), `get`, `in`; `repeated`: how many names
+    repeat an earlier one (none in a dump: they are the keys of its data)."""
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
-        join = native.load("_join")
-        self._index: Any = None
-        if join is not None and hasattr(join, "NameIndex") and type(names) is list:
-            try:
-                self._index = join.NameIndex(names)
-            except UnicodeEncodeError:  # a name without a UTF-8 form: the dict
-                self._index = None
-        if self._index is not None:
-            self.repeated = int(self._index.repeated)
-        else:
-            self._pos: dict[str, int] = {}
-            for i, name in enumerate(names):
-                self._pos.setdefault(name, i)
-            self.repeated = len(names) - len(self._pos)
+        self._index = name_index(names)
+        self.repeated = int(self._index.repeated)
 
     def find(self, keys: list[str]) -> np.ndarray:
         out = np.empty(len(keys), dtype=np.int64)
-        if self._index is not None:
-            self._index.find(keys if type(keys) is list else list(keys), out)
-        else:
-            out[:] = np.fromiter(map(self._pos.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        self._index.find(keys if type(keys) is list else list(keys), out)
         return out
 
     def get(self, name: str) -> int:
-        return int(self._index.get(name)) if self._index is not None else self._pos.get(name, -1)
+        return int(self._index.get(name))
 
     def __contains__(self, name: object) -> bool:
         return self.get(name) >= 0  # type: ignore[arg-type]
@@ -217,23 +245,13 @@ def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str |
 
 
 def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str | None], TreeDiff] | None:
-    """A construct.json's bytes read beside `base`, the other side's tree, and the two trees' `tree_diff`, in one
-    pass in C: the tree is a copy of `base` less the names the file lacks or gives another parent, then those
-    (so the names and parents both hold are base's objects, not a second copy of 281,000 of each, and its order
-    is base's, then the changed names'; the analysis looks names up, it does not walk the bench tree in order).
-    None without C or for a file outside the plain subset the C reader takes (an escape, a list of micro-steps, a
-    value that is not a text or null, a name given twice, bytes that are not JSON), which
-    dumpjson.read_construct_json then reads or reports."""
-    fast = _native()
-    if fast is None or type(base) is not dict:
-        return None
-    got = fast.tree_beside(raw, base)
+    """A construct.json's bytes read beside `base`, the other side's tree (`load.dumpjson.construct_beside`: in C,
+    one pass, the parents both hold shared), and the two trees' `tree_diff`. None without C or for a file outside
+    the plain subset the C reader takes, which dumpjson.read_construct_json then reads or reports."""
+    got = construct_beside(raw, base)
     if got is None:
         return None
     tree, moved, fresh = got
-    if "megatron_micro_step_number" in tree:  # read_construct_json's normalisation: its path only
-        return None
-    moved = {k for k in moved if tree[k] != base[k]}  # a name given twice: its last parent counts
     diff = TreeDiff(not moved and not fresh and len(tree) == len(base),
                     tuple(k for k in base if k in moved) if moved else ())  # fmt: skip
     return tree, diff

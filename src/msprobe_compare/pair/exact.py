@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from itertools import repeat
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable, coded
+
+_C: Any = native.built("_sharednames")
 
 UNMATCHED = -1  # the match of an NPU row without bench counterpart
 NO_MATCH_NAME = "N/A"  # a mapping file's value for "no counterpart" (what -lm writes, as the reference does)
@@ -57,20 +59,9 @@ def match_exact(
         out[blocked] = UNMATCHED
         return out
     names = npu.names if keys is None else cast("list[str]", keys)  # no None left here
-    n = len(bench)
     # The first bench row of each name (built from the end) is the first of its (name, shape) too when the shapes
     # agree; names are nearly always unique, so only rows whose bench name repeats need the (name, shape) join.
-    fast = native.load("_join")
-    out = np.empty(len(npu), dtype=np.int64)
-    repeated_count = None
-    if fast is not None and type(names) is list and type(bench.names) is list:
-        repeated_count = fast.first_index(bench.names, names, out)
-    if repeated_count is not None:
-        repeats = repeated_count > 0
-    else:
-        first = dict(zip(reversed(bench.names), range(n - 1, -1, -1)))
-        out = np.fromiter(map(first.get, names, repeat(-1)), dtype=np.int64, count=len(npu))
-        repeats = len(first) < n
+    out, repeats = first_index(bench.names, names)
     hit = np.flatnonzero(out >= 0)
     if len(hit):
         npu_shapes, bench_shapes, _ = _joint_codes(npu.shape, bench.shape)
@@ -86,6 +77,24 @@ def match_exact(
                         index.setdefault(key, j)
                 out[rows] = [index.get((names[i], npu.shape[i]), -1) for i in rows]
     return apply_dtype_gate(npu, bench, out, cross_framework)
+
+
+def _py_first_index(names: list[str], keys: list[str]) -> tuple[np.ndarray, bool]:
+    """(per key the position of the first name equal to it, -1: none (int64); whether some name repeats)."""
+    n = len(names)
+    first = dict(zip(reversed(names), range(n - 1, -1, -1)))
+    return np.fromiter(map(first.get, keys, repeat(-1)), dtype=np.int64, count=len(keys)), len(first) < n
+
+
+def _c_first_index(names: list[str], keys: list[str]) -> tuple[np.ndarray, bool]:
+    """_py_first_index in C (`_sharednames.first_index`: a hash table of the names; lists only, texts with a UTF-8
+    form)."""
+    out = np.empty(len(keys), dtype=np.int64)
+    repeated = _C.first_index(names, keys, out) if type(names) is list and type(keys) is list else None
+    return _py_first_index(names, keys) if repeated is None else (out, repeated > 0)
+
+
+first_index = native.twin("_sharednames", _c_first_index, _py_first_index)
 
 
 def _joint_codes(npu: list[str], bench: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:

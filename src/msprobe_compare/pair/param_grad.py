@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 
@@ -13,15 +14,23 @@ from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable, is_param_grad
 
 
-def _grad_entries(entries: list[str]) -> np.ndarray:
-    """Positions of the entries that contain `parameters_grad` (a few of a million): searched in C
-    (`_join.containing`), else by one substring search per entry mapped over the list."""
-    fast = native.load("_join")
-    positions = fast.containing(entries, "parameters_grad") if fast is not None and type(entries) is list else None
-    if positions is not None:
-        return np.frombuffer(positions, dtype=np.int64)
+_C: Any = native.built("_sharednames")
+
+
+def _py_grad_entries(entries: list[str]) -> np.ndarray:
+    """Positions of the entries that contain `parameters_grad` (a few of a million): one substring search per entry
+    mapped over the list."""
     found = map(operator.contains, entries, repeat("parameters_grad"))
     return np.flatnonzero(np.fromiter(found, dtype=bool, count=len(entries)))
+
+
+def _c_grad_entries(entries: list[str]) -> np.ndarray:
+    """_py_grad_entries searched in C (`_sharednames.containing`; a list only, texts with a UTF-8 form)."""
+    positions = _C.containing(entries, "parameters_grad") if type(entries) is list else None
+    return _py_grad_entries(entries) if positions is None else np.frombuffer(positions, dtype=np.int64)
+
+
+_grad_entries = native.twin("_sharednames", _c_grad_entries, _py_grad_entries)
 
 
 def _styles(table: RowTable) -> tuple[bool, bool]:

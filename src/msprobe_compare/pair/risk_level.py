@@ -10,6 +10,7 @@ does hold API entries. The names below are ours: common view, shape, cast and cr
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from msprobe_compare import native
 from msprobe_compare.load.names import RISK_LEVEL_PREFIXES
@@ -32,13 +33,27 @@ def _api(entry: str) -> str | None:
     return None
 
 
+_C: Any = native.built("_sharednames")
+
+
+def _py_stem_counts(entries: list[str]) -> dict[str, int]:
+    """{entry less its call index and direction: count} of the entries ending with .forward or .backward."""
+    return Counter(e.rsplit(".", 2)[0] for e in entries if e.endswith((".forward", ".backward")))
+
+
+def _c_stem_counts(entries: list[str]) -> dict[str, int]:
+    """_py_stem_counts in one pass in C (`_sharednames.stem_counts`; a list only, texts with a UTF-8 form)."""
+    stems = _C.stem_counts(entries) if type(entries) is list else None
+    return _py_stem_counts(entries) if stems is None else stems
+
+
+stem_counts = native.twin("_sharednames", _c_stem_counts, _py_stem_counts)
+
+
 def _low_risk(table: RowTable) -> tuple[dict[str, int], int]:
     """({low-risk API: entries}, API entries in all); each distinct `API.name` stem (the entry less its call index
-    and direction) is looked at once: the stems are counted in one pass (in C: `_join.stem_counts`)."""
-    fast = native.load("_join")
-    stems = fast.stem_counts(table.entries) if fast is not None and type(table.entries) is list else None
-    if stems is None:
-        stems = Counter(e.rsplit(".", 2)[0] for e in table.entries if e.endswith((".forward", ".backward")))
+    and direction) is looked at once: the stems are counted in one pass (`stem_counts`)."""
+    stems = stem_counts(table.entries)
     found: dict[str, int] = {}
     apis = 0
     for stem, count in stems.items():

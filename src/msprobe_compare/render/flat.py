@@ -53,9 +53,15 @@ PARALLEL_MIN_ROWS = 262144  # below this a second process costs more than it sav
 
 Columns = Sequence["Column | Sequence[Any]"]  # or a ColumnBlocks: the columns built a block of rows at a time
 
-_NATIVE_ROWS = native.load("_csvrows")
-if _NATIVE_ROWS is not None:  # its cell kinds must be ours
-    check_native(_NATIVE_ROWS, "_csvrows")
+C_ROWS: Any = native.built("_csvrows")  # render's C module (flat.py, xlsx.py)
+if C_ROWS is not None:  # its cell kinds must be ours
+    check_native(C_ROWS, "_csvrows")
+
+
+def c_digits(n: int) -> bool:
+    """Whether the C twins of this run write numbers from orjson's text (`orjson_digits`; False on the Python
+    paths, which never do): decided once per table, before a child is forked."""
+    return C_ROWS is not None and native.enabled() and orjson_digits(C_ROWS, n)
 
 
 def _colour_column(colours: Sequence[Colour] | np.ndarray, n: int) -> Column:
@@ -100,18 +106,29 @@ def write_csv(path: Path, header: Sequence[str], columns: Columns | ColumnBlocks
     head = io.StringIO(newline="")
     csv.writer(head).writerow(list(header) + (["colour"] if colours is not None else []))
     shared = CsvFormat()  # it keeps what it learns of each column: for the whole columns of all blocks
-    fast = native.load("_csvrows")
-    digits = fast is not None and orjson_digits(fast, n)  # checked here, not again in a forked child
+    digits = c_digits(n)  # checked here, not again in a forked child
 
     def block(lo: int, hi: int) -> bytes:
         cols, a, b = _in_block(columns, colour, lo, hi)
         fmt = shared.for_block() if isinstance(columns, ColumnBlocks) else shared  # a block's own columns: its own memo
-        if fast is not None:
-            return fast.csv_block([_csv_spec(fmt, col, a, b, digits) for col in cols], b - a)
-        items = row_items([fmt] * len(cols), cols, a, b)
-        return ("\r\n".join(map(",".join, zip(*items))) + "\r\n").encode("utf-8")
+        return csv_block(fmt, cols, a, b, digits)
 
     _write_rows(path, n, head.getvalue().encode("utf-8"), block)
+
+
+def _py_csv_block(fmt: CsvFormat, cols: list[Any], lo: int, hi: int, digits: bool) -> bytes:
+    """Rows [lo, hi) of the columns as CSV lines (`digits` is the C twin's)."""
+    items = row_items([fmt] * len(cols), cols, lo, hi)
+    return ("\r\n".join(map(",".join, zip(*items))) + "\r\n").encode("utf-8")
+
+
+def _c_csv_block(fmt: CsvFormat, cols: list[Any], lo: int, hi: int, digits: bool) -> bytes:
+    """_py_csv_block's bytes assembled in C from column specs (`_csvrows.csv_block`; numbers from orjson's text
+    when `digits`)."""
+    return C_ROWS.csv_block([_csv_spec(fmt, col, lo, hi, digits) for col in cols], hi - lo)
+
+
+csv_block = native.twin("_csvrows", _c_csv_block, _py_csv_block)
 
 
 def _csv_spec(fmt: CsvFormat | JsonFormat, col: Column | Sequence[Any], lo: int, hi: int, digits: bool) -> Any:
@@ -178,22 +195,30 @@ def write_jsonl(path: Path, header: Sequence[str], columns: Columns | ColumnBloc
                 for pos, k in enumerate(order)]  # fmt: skip
 
     shared = json_formats()  # for the whole columns of all blocks (they keep what they learn of each column)
-    fast = native.load("_csvrows")
-    digits = fast is not None and orjson_digits(fast, n)
+    digits = c_digits(n)
 
     def block(lo: int, hi: int) -> bytes:
         cols, a, b = _in_block(columns, colour, lo, hi)
         if len(cols) != len(keys):
             raise ValueError(f"{len(header)} column names for {len(cols) - 1} columns")
         formats = [f.for_block() for f in shared] if isinstance(columns, ColumnBlocks) else shared
-        ordered = [cols[k] for k in order]
-        if fast is not None:
-            specs = [_json_spec(f, col, a, b, digits) for f, col in zip(formats, ordered)]
-            return fast.csv_block(specs, b - a, True)
-        items = row_items(formats, ordered, a, b)
-        return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
+        return jsonl_block(formats, [cols[k] for k in order], a, b, digits)
 
     _write_rows(path, n, b"", block)
+
+
+def _py_jsonl_block(formats: list[JsonFormat], cols: list[Any], lo: int, hi: int, digits: bool) -> bytes:
+    """Rows [lo, hi) of the columns (in member order, each with its format) as JSON lines (`digits`: the C twin's)."""
+    items = row_items(formats, cols, lo, hi)
+    return "".join(chain.from_iterable(zip(*items))).encode("utf-8")
+
+
+def _c_jsonl_block(formats: list[JsonFormat], cols: list[Any], lo: int, hi: int, digits: bool) -> bytes:
+    """_py_jsonl_block's bytes assembled in C (`_csvrows.csv_block` with the members' texts)."""
+    return C_ROWS.csv_block([_json_spec(f, col, lo, hi, digits) for f, col in zip(formats, cols)], hi - lo, True)
+
+
+jsonl_block = native.twin("_csvrows", _c_jsonl_block, _py_jsonl_block)
 
 
 def _write_rows(path: Path, n: int, head: bytes, block: Callable[[int, int], bytes]) -> None:

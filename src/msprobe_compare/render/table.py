@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded
+from msprobe_compare.load.rows import RG_FALSE, RG_TRUE, RawCells, RowTable, StatKind, coded, identity_codes
 from msprobe_compare.measure.stats import Cell
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetric
 from msprobe_compare.model import CompareOutcome, Mode
@@ -22,7 +22,6 @@ from msprobe_compare.render import texts
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.column import Cells, Column, ColumnBlocks, TakenRows, TextRange, object_array
 from msprobe_compare.records import dataclass
-from msprobe_compare import native
 
 if TYPE_CHECKING:  # an annotation only: tensor mode imports it (start-up speed)
     from msprobe_compare.measure.tensor_rows import TensorColumns
@@ -101,14 +100,7 @@ def _stack_cells(outcome: CompareOutcome, lo: int = 0, hi: int | None = None, me
     firsts = np.flatnonzero(np.r_[first, ei[1:] != ei[:-1]] if len(ei) else [])
     # entries of one call site share their list of lines: the lists are told apart by identity (in C when built)
     lines = list(map(npu.stacks.get, map(npu.entries.__getitem__, ei[firsts].tolist())))
-    join = native.load("_join")
-    if join is not None:
-        raw, distinct = join.code_objects(lines)
-        entry_codes = np.frombuffer(raw, dtype=np.int32)
-    else:
-        seen: dict[int, int] = {}
-        entry_codes = np.fromiter((seen.setdefault(id(x), len(seen)) for x in lines), dtype=np.int32, count=len(lines))
-        distinct = list({id(x): x for x in lines}.values())
+    entry_codes, distinct = identity_codes(lines)
     made = _memo(memo, "stack texts", dict)  # id of a list of lines -> (the list, its text)
     remap = np.zeros(len(distinct), dtype=np.int32)
     for k, obj in enumerate(distinct):

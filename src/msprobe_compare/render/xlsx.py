@@ -23,7 +23,6 @@ from dataclasses import field
 from itertools import chain, repeat
 from pathlib import Path
 from collections.abc import Sequence
-from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from msprobe_compare.render.column import TakenRows, TextRange
 from msprobe_compare.render.columntext import XmlFormat, numeric_spec, row_items
 from msprobe_compare.render.numtext import float_reprs
 from msprobe_compare.render.files import scratch_path
-from msprobe_compare.render.flat import append_file, orjson_digits, split_point
+from msprobe_compare.render.flat import C_ROWS, append_file, c_digits, split_point
 from msprobe_compare.render.table import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT, STACK, Column
 
 if TYPE_CHECKING:
@@ -319,14 +318,26 @@ def _xml_spec(fmt: XmlFormat, col: Column | Sequence[Any], lo: int, hi: int, dig
     return fmt.column(col, lo, hi)
 
 
-def _sheet_rows_native(
-    fast: ModuleType, fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int,
-    hi: int, first_row: int, digits: bool,
+def _c_sheet_block(
+    fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int, hi: int, first_row: int,
+    digits: bool,
 ) -> bytes:  # fmt: skip
-    """`_sheet_rows` encoded, the rows assembled in C (the same bytes)."""
+    """_py_sheet_block's bytes, the rows assembled in C (`_csvrows.xml_block`; numbers from orjson's text when
+    `digits`)."""
     specs = [_xml_spec(fmt, col, lo, hi, digits) for col in columns]
-    return fast.xml_block(specs, hi - lo, first_row, np.ascontiguousarray(colours[lo:hi], dtype=np.int8),
-                          _STYLES_BY_CODE)  # fmt: skip
+    return C_ROWS.xml_block(specs, hi - lo, first_row, np.ascontiguousarray(colours[lo:hi], dtype=np.int8),
+                            _STYLES_BY_CODE)  # fmt: skip
+
+
+def _py_sheet_block(
+    fmt: XmlFormat, columns: Sequence[Column | Sequence[Any]], colours: np.ndarray, lo: int, hi: int, first_row: int,
+    digits: bool,
+) -> bytes:  # fmt: skip
+    """`_sheet_rows` encoded (`digits` is the C twin's)."""
+    return _sheet_rows(fmt, columns, colours, lo, hi, first_row).encode("utf-8")
+
+
+sheet_block = native.twin("_csvrows", _c_sheet_block, _py_sheet_block)
 
 
 def _sheet_rows(
@@ -414,13 +425,10 @@ def _write_sheet_columns(
                                       pane=_pane(frozen_columns(widths, freeze)))
                    + first).encode("utf-8"))  # fmt: skip
         tail = _SHEET_TAIL.format(last=last_ref).encode("utf-8")
-        fast = native.load("_csvrows")
-        digits = fast is not None and orjson_digits(fast, size)  # checked here, not again in a forked child
+        digits = c_digits(size)  # checked here, not again in a forked child
 
         def plain(lo: int, hi: int, fmt: XmlFormat, styled: np.ndarray) -> bytes:
-            if fast is not None:
-                return _sheet_rows_native(fast, fmt, columns, styled, lo, hi, lo - start + 2, digits)
-            return _sheet_rows(fmt, columns, styled, lo, hi, lo - start + 2).encode("utf-8")
+            return sheet_block(fmt, columns, styled, lo, hi, lo - start + 2, digits)
 
         block = _marked(plain, colours, marks, start, end)
         half = split_point(size, PARALLEL_MIN_ROWS, BLOCK_ROWS) if _can_splice(raw, zf) else None

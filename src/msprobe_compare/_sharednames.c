@@ -1,4 +1,7 @@
-/* Native twin of the name join in pair/exact.py: for each key, the index of the first name equal to it.
+/* The C layer the stages share: lists of names and texts (one module, used by load, pair and render through their
+ * Python twins' bindings; docs/design.md says which stage calls which function).
+ *
+ * Joins and codes (pair/exact.py, pair/calls.py, load/rows.py):
  *
  * first_index(names, keys, out): out[i] = min{j : names[j] == keys[i]} or -1 (out: int64 buffer of len(keys));
  * returns how many names repeat an earlier one, or None (out undefined) when a text has no UTF-8 form.
@@ -7,6 +10,23 @@
  * are hashed a batch ahead and their slots prefetched (a million names' table is far beyond the cache); a key
  * is first compared with the row after the previous key's match (the two dumps mostly list the same rows in
  * the same order), which is its answer when that row is the first of its text, and looked up otherwise.
+ *
+ * Names and trees (load/dumpjson.py: construct.json; pair/calls.py; load/rows.py):
+ * tree_beside(raw, base) -> (tree, moved, fresh) or None
+ *     a construct.json's bytes read beside `base`, the other side's tree (dict): one object of plain strings (no
+ *     escape, no control character, valid UTF-8) to plain strings or null, whitespace around; anything else gives
+ *     None, for orjson to read or report, as does a name given twice. `tree` is a copy of base less the names
+ *     this file lacks or gives another parent, then those of this file (in its order), so its parents and the
+ *     names of both are base's objects; `moved`, the names of both whose parents differ (set); `fresh`, whether
+ *     some name is not in base. Names are walked in base's order (a hash lookup only off it).
+ * children(tree, modules) -> [(name, parent), ...]
+ *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
+ * call_keys(names) -> [key, ...] or None
+ *     pair.calls.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
+ * phase_flags(entries, backward, grad, ends, inplace)
+ *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
+ *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
+ *     pass; bool buffers of len(entries).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -584,6 +604,341 @@ done:
     return result;
 }
 
+/* Names and trees: construct.json's parents (load), call keys and children (pair), name flags (load). */
+
+static int sized(Py_buffer *b, Py_ssize_t itemsize, Py_ssize_t items, const char *what) {
+    if (b->len != items * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes where %zd were expected", what, b->len, items * itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *children(PyObject *self, PyObject *args) {
+    PyObject *tree, *modules;
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &tree, &modules)) return NULL;
+    if (!PyAnySet_Check(modules)) {
+        PyErr_SetString(PyExc_TypeError, "children: modules must be a set");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0), *key, *value;
+    if (!out) return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(tree, &pos, &key, &value)) {
+        int in = PySet_Contains(modules, value);
+        if (in < 0) goto fail;
+        if (!in) continue;
+        PyObject *item = PyTuple_Pack(2, key, value);
+        if (!item || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* tree_beside's JSON subset: whitespace */
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* a string without escapes or control characters at p (its opening quote): its bytes [*s, *s + *n), the
+ * position after its closing quote; NULL for anything else */
+static inline const char *plain_string(const char *p, const char *end, const char **s, Py_ssize_t *n) {
+    if (p >= end || *p != '"') return NULL;
+    const char *q = ++p;
+    while (q < end && *q != '"') {
+        if (*q == '\\' || (unsigned char)*q < 0x20) return NULL;
+        q++;
+    }
+    if (q >= end) return NULL;
+    *s = p;
+    *n = q - p;
+    return q + 1;
+}
+
+/* a text's UTF-8 bytes (ASCII texts: their own data, no copy); NULL without a UTF-8 form (error cleared) */
+static inline const char *text_utf8(PyObject *text, Py_ssize_t *n) {
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *n = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    const char *s = PyUnicode_AsUTF8AndSize(text, n);
+    if (!s) PyErr_Clear();
+    return s;
+}
+
+static inline int same_utf8(PyObject *text, const char *s, Py_ssize_t n) {
+    Py_ssize_t m;
+    const char *t = PyUnicode_Check(text) ? text_utf8(text, &m) : NULL;
+    return t && m == n && memcmp(t, s, (size_t)n) == 0;
+}
+
+#define TREE_LOOKAHEAD 64 /* base items skipped to find the next name in order (the other side's extra calls) */
+
+static PyObject *tree_beside(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    PyObject *base;
+    if (!PyArg_ParseTuple(args, "y*O!", &raw, &PyDict_Type, &base)) return NULL;
+    PyObject *changes = PyList_New(0), *moved = PySet_New(NULL), *tree = NULL, *result = NULL, *k, *v;
+    unsigned char *seen = NULL; /* per base item (PyDict_Next position): named here with the same parent */
+    Py_ssize_t slots = 0, members = 0, at = 0; /* at: base's next item in order */
+    int fresh = 0; /* a name base does not hold */
+    if (!changes || !moved) goto done;
+    for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);) slots = pos;
+    seen = PyMem_Calloc((size_t)slots + 1, 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *p = raw.buf, *end = p + raw.len;
+    p = skip_ws(p, end);
+    if (p >= end || *p++ != '{') goto subset;
+    p = skip_ws(p, end);
+    if (p < end && *p == '}') {
+        p++;
+        goto tail;
+    }
+    for (;;) {
+        const char *ks, *vs = NULL;
+        Py_ssize_t kn, vn = 0;
+        p = plain_string(p, end, &ks, &kn);
+        if (!p) goto subset;
+        p = skip_ws(p, end);
+        if (p >= end || *p++ != ':') goto subset;
+        p = skip_ws(p, end);
+        if (p < end && *p == '"') {
+            p = plain_string(p, end, &vs, &vn);
+            if (!p) goto subset;
+        } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+            p += 4;
+        } else {
+            goto subset; /* a list, a number, ...: not this subset */
+        }
+        members++;
+        /* the name in base's order: its next item or one a few further on */
+        PyObject *key = NULL, *old = NULL;
+        Py_ssize_t probe = at;
+        for (int step = 0; step < TREE_LOOKAHEAD && PyDict_Next(base, &probe, &k, &v); step++) {
+            if (PyUnicode_Check(k) && same_utf8(k, ks, kn)) {
+                key = k;
+                Py_INCREF(key);
+                old = v;
+                at = probe;
+                break;
+            }
+        }
+        int in_order = key != NULL;
+        if (!in_order) { /* out of order or not in base: by hash */
+            key = PyUnicode_DecodeUTF8(ks, kn, "strict");
+            if (!key) goto not_utf8;
+            old = PyDict_GetItemWithError(base, key); /* borrowed */
+            if (!old && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+        }
+        int same = old == Py_None ? vs == NULL : (old && vs && same_utf8(old, vs, vn));
+        if (same && in_order) { /* base's item as it is */
+            seen[at - 1] = 1;
+            Py_DECREF(key);
+        } else {
+            PyObject *value = same ? old : vs ? PyUnicode_DecodeUTF8(vs, vn, "strict") : Py_None;
+            if (!value) {
+                Py_DECREF(key);
+                goto not_utf8;
+            }
+            if (same || !vs) Py_INCREF(value);
+            PyObject *item = PyTuple_Pack(2, key, value);
+            int bad = !item || PyList_Append(changes, item) < 0 || (old && !same && PySet_Add(moved, key) < 0);
+            fresh |= !old;
+            Py_XDECREF(item);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (bad) goto done;
+        }
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p++;
+            break;
+        }
+        goto subset;
+    }
+tail:
+    if (skip_ws(p, end) != end) goto subset;
+    /* base's items, less the ones not named here with their parent, then the changes */
+    tree = PyDict_Copy(base);
+    if (!tree) goto done;
+    for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);)
+        if (!seen[pos - 1] && PyDict_DelItem(tree, k) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(changes); i++) {
+        PyObject *item = PyList_GET_ITEM(changes, i);
+        if (PyDict_SetItem(tree, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) goto done;
+    }
+    if (PyDict_GET_SIZE(tree) != members) goto subset; /* a name given twice: the full read's order of values */
+    result = Py_BuildValue("(OOO)", tree, moved, fresh ? Py_True : Py_False);
+    goto done;
+not_utf8:
+    PyErr_Clear();
+subset: /* not the subset: None, for the full parser to read (and report) */
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(seen);
+    Py_XDECREF(tree);
+    Py_XDECREF(changes);
+    Py_XDECREF(moved);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* whether the text ends with the ASCII `tail` at `end` (the text before position `end`) */
+static int ends_with(int kind, const void *data, Py_ssize_t end, const char *tail) {
+    Py_ssize_t n = (Py_ssize_t)strlen(tail);
+    if (end < n) return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PyUnicode_READ(kind, data, end - n + k) != (Py_UCS4)(unsigned char)tail[k]) return 0;
+    return 1;
+}
+
+/* pair.calls.call_keys' two substitutions for one name: `X.<digits>.forward` -> `X..forward` (or backward), else
+ * `X.forward.<digits>` -> `X.forward.` (or backward); digits are Unicode decimals, as the patterns' \d. A new
+ * reference (the name itself when neither applies). */
+static PyObject *call_key_of(PyObject *name) {
+    int kind = PyUnicode_KIND(name);
+    const void *data = PyUnicode_DATA(name);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+    static const char *dirs[] = {"forward", "backward"};
+    for (int d = 0; d < 2; d++) {
+        Py_ssize_t dl = (Py_ssize_t)strlen(dirs[d]);
+        if (!ends_with(kind, data, len, dirs[d]) || len < dl + 1 ||
+            PyUnicode_READ(kind, data, len - dl - 1) != '.')
+            continue;
+        Py_ssize_t i = len - dl - 2; /* the digits before `.forward` */
+        while (i >= 0 && Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, i))) i--;
+        if (i == len - dl - 2 || i < 0 || PyUnicode_READ(kind, data, i) != '.') return Py_NewRef(name);
+        PyObject *head = PyUnicode_Substring(name, 0, i), *tail = PyUnicode_FromFormat("..%s", dirs[d]);
+        PyObject *out = head && tail ? PyUnicode_Concat(head, tail) : NULL;
+        Py_XDECREF(head);
+        Py_XDECREF(tail);
+        return out;
+    }
+    Py_ssize_t i = len - 1; /* trailing digits after `.forward.` or `.backward.` */
+    while (i >= 0 && Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, i))) i--;
+    if (i < len - 1 && (ends_with(kind, data, i + 1, ".forward.") || ends_with(kind, data, i + 1, ".backward.")))
+        return PyUnicode_Substring(name, 0, i + 1);
+    return Py_NewRef(name);
+}
+
+static PyObject *call_keys(PyObject *self, PyObject *args) {
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &names)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++) { /* a line break inside a name: the caller's per-name rule */
+        PyObject *s = PyList_GET_ITEM(names, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "call_keys: names must be str");
+            return NULL;
+        }
+        if (PyUnicode_FindChar(s, '\n', 0, PyUnicode_GET_LENGTH(s), 1) != -1) Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = call_key_of(PyList_GET_ITEM(names, i));
+        if (!key) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, key);
+    }
+    return out;
+}
+
+/* whether `needle` (ASCII) occurs in the text (the kind's code units compared with the ASCII bytes) */
+static int contains(PyObject *s, const char *needle, Py_ssize_t nlen) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND) {
+        const char *d = (const char *)PyUnicode_1BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i + nlen <= len; i++)
+            if (d[i] == needle[0] && memcmp(d + i, needle, (size_t)nlen) == 0) return 1;
+        return 0;
+    }
+    PyObject *sub = PyUnicode_FromStringAndSize(needle, nlen);
+    if (!sub) return -1;
+    Py_ssize_t at = PyUnicode_Find(s, sub, 0, len, 1);
+    Py_DECREF(sub);
+    return at == -2 ? -1 : at >= 0;
+}
+
+/* rows.is_inplace: the API part (`entry.rsplit(".", 2)[0].rsplit(".", 1)[-1]`) ends with one "_", not "__" */
+static int inplace_api(PyObject *s, Py_ssize_t len) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t end = len, dots = 0; /* the head: the text before its second-to-last dot (or its only one) */
+    for (Py_ssize_t i = len - 1; i >= 0 && dots < 2; i--)
+        if (PyUnicode_READ(kind, data, i) == '.') {
+            dots++;
+            end = i;
+        }
+    return end >= 1 && PyUnicode_READ(kind, data, end - 1) == '_' &&
+           !(end >= 2 && PyUnicode_READ(kind, data, end - 2) == '_');
+}
+
+static PyObject *phase_flags(PyObject *self, PyObject *args) {
+    PyObject *entries;
+    Py_buffer bw, gr, en, ud;
+    if (!PyArg_ParseTuple(args, "O!w*w*w*w*", &PyList_Type, &entries, &bw, &gr, &en, &ud)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    if (sized(&bw, 1, n, "backward") < 0 || sized(&gr, 1, n, "grad") < 0 || sized(&en, 1, n, "ends") < 0 ||
+        sized(&ud, 1, n, "inplace") < 0)
+        goto done;
+    unsigned char *backward = bw.buf, *grad = gr.buf, *ends = en.buf, *inplace = ud.buf;
+    static const char tail[] = ".backward";
+    const Py_ssize_t tlen = sizeof(tail) - 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyList_GET_ITEM(entries, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "phase_flags: entries must be str");
+            goto done;
+        }
+        int b = contains(s, "backward", 8), g = contains(s, "parameters_grad", 15), u = contains(s, "_.", 2);
+        if (b < 0 || g < 0 || u < 0) goto done;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (u) u = inplace_api(s, len);
+        int e = 0;
+        if (len >= tlen) {
+            int kind = PyUnicode_KIND(s);
+            const void *data = PyUnicode_DATA(s);
+            e = 1;
+            for (Py_ssize_t k = 0; k < tlen && e; k++)
+                e = PyUnicode_READ(kind, data, len - tlen + k) == (Py_UCS4)(unsigned char)tail[k];
+        }
+        backward[i] = (unsigned char)b;
+        grad[i] = (unsigned char)g;
+        ends[i] = (unsigned char)e;
+        inplace[i] = (unsigned char)u;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&bw);
+    PyBuffer_Release(&gr);
+    PyBuffer_Release(&en);
+    PyBuffer_Release(&ud);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"code_objects", code_objects, METH_VARARGS,
      "code_objects(items) -> (int32 codes as bytes, distinct objects by identity, in order of first appearance)"},
@@ -593,12 +948,22 @@ static PyMethodDef methods[] = {
      "stem_counts(entries) -> {entry.rsplit('.', 2)[0]: count} of the entries ending with .forward or .backward"},
     {"containing", containing, METH_VARARGS,
      "containing(texts, needle) -> int64 positions (bytes) of the texts that contain needle, or None"},
+    {"tree_beside", tree_beside, METH_VARARGS,
+     "tree_beside(raw, base) -> (tree, moved, fresh) for a construct.json of the plain subset, else None"},
+    {"children", children, METH_VARARGS,
+     "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
+    {"call_keys", call_keys, METH_VARARGS,
+     "call_keys(names) -> the names without their call counters, or None when a name holds a line break"},
+    {"phase_flags", phase_flags, METH_VARARGS,
+     "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
+     "endswith('.backward'), a call of an in-place API"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_join", "Native name join.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sharednames",
+                                    "Names and texts shared by the stages: joins, codes, flags, trees.", -1, methods};
 
-PyMODINIT_FUNC PyInit__join(void) {
+PyMODINIT_FUNC PyInit__sharednames(void) {
     seeded_hash = PyHash_GetFuncDef()->hash;
     if (PyType_Ready(&NameIndexType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
