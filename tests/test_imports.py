@@ -235,3 +235,32 @@ def test_the_analysis_pairing_lives_in_pair() -> None:
     assert not judge_defs & {"analysis_pairing", "analysis_match", "tree_diff", "tree_beside", "call_keys", "Names"}
     calls = ast.parse((SRC / PKG / "pair" / "calls.py").read_text(encoding="utf-8"))
     assert {"analysis_pairing", "tree_beside", "Names"} <= {n.name for n in calls.body if hasattr(n, "name")}
+
+
+C_MODULE_STAGE = {"_rowwalk": "load", "_legacyparse": "measure", "_tensorkernel": "measure", "_noise": "judge",
+                  "_csvrows": "render", "_sharednames": "load pair"}  # fmt: skip
+
+
+def test_each_c_module_serves_one_stage_or_the_shared_layer() -> None:
+    """Which stage calls which C extension (issue #32): a C module serves one stage, or it is the shared layer and
+    its name says so (`_shared...`); the stages reach it only through their twins' bindings (`native.built`,
+    `native.load`, `native.twin` with the module's name), never by importing it."""
+    c_files = {p.stem for p in (SRC / PKG).glob("*.c")}
+    assert c_files == set(C_MODULE_STAGE), "a C extension without its stage here"
+    used: dict[str, set[str]] = {name: set() for name in c_files}
+    bad = []
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                bad += [f"{module}:{node.lineno} imports {n}" for n in names if n.split(".")[-1] in c_files]
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "native"
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in c_files):  # fmt: skip
+                head = module.split(".")[0]
+                used[node.args[0].value].add(head if head in STAGES else "top")
+    assert not bad, bad
+    for name, stages in used.items():
+        assert stages <= set(C_MODULE_STAGE[name].split()), f"{name} is called from {sorted(stages)}"
+        assert len(stages) <= 1 or name.startswith("_shared"), f"{name} serves {sorted(stages)}: not one stage"

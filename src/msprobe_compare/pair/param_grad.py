@@ -30,14 +30,14 @@ def _c_grad_entries(entries: list[str]) -> np.ndarray:
     return _py_grad_entries(entries) if positions is None else np.frombuffer(positions, dtype=np.int64)
 
 
-_grad_entries = native.twin("_sharednames", _c_grad_entries, _py_grad_entries)
+grad_entries = native.twin("_sharednames", _c_grad_entries, _py_grad_entries)
 
 
 def _styles(table: RowTable) -> tuple[bool, bool]:
     """(has bare `parameters_grad` entries, has `parameters_grad.0` entries)."""
     bare = zero = False
     entries = table.entries
-    for e in _grad_entries(entries).tolist():
+    for e in grad_entries(entries).tolist():
         entry = entries[e]
         if entry.endswith("parameters_grad") and is_param_grad(entry):
             bare = True
@@ -59,7 +59,7 @@ def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str | None] | Non
         return keys
     base: list[str | None] = list(npu.names if keys is None else keys)
     entries = npu.entries
-    grads = _grad_entries(entries)
+    grads = grad_entries(entries)
     rows = np.flatnonzero(np.isin(npu.entry_index, grads))  # the rows of those entries only
     for i, e in zip(rows.tolist(), npu.entry_index[rows].tolist()):
         entry = entries[e]
