@@ -582,7 +582,6 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
     b[0, :50] = 0.0
     n[3, 3] = b[3, 3] = np.nan
     calls: list[int] = []
-    monkeypatch.setenv("MSPROBE_NATIVE", "1")  # the kernel's file path, also in the suite's MSPROBE_NATIVE=0 run
     real = kernel.accumulate_file
 
     def counting(*args: object) -> object:
@@ -640,7 +639,6 @@ def test_uncached_files_are_read_ahead_with_the_same_results(kernel: types.Modul
     sides = [tensors.read_npy(p, p.name) for p in paths]
     assert not tensor_io.uncached(np.zeros(4 << 20, np.float32))  # not a mapping: unknown, False
     advised: list[int] = []
-    monkeypatch.setenv("MSPROBE_NATIVE", "1")  # the kernel's file path, also in the suite's MSPROBE_NATIVE=0 run
     real = kernel.accumulate_file
     monkeypatch.setattr(kernel, "accumulate_file", lambda *args: advised.append(args[-1]) or real(*args))
     for path in paths:
