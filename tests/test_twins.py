@@ -63,13 +63,13 @@ def _csv_columns() -> list[Any]:
 
 
 def _jsonl_formats() -> list[Any]:
-    from msprobe_compare.render.celltext import JsonFormat
+    from msprobe_compare.render.columntext import JsonFormat
 
     return [JsonFormat("t", "{"), JsonFormat("v", ","), JsonFormat("o", ",", "}\n")]
 
 
 def _csv_format() -> Any:
-    from msprobe_compare.render.celltext import CsvFormat
+    from msprobe_compare.render.columntext import CsvFormat
 
     return CsvFormat()
 
