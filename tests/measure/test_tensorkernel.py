@@ -19,8 +19,6 @@ import importlib
 import math
 import os
 import shutil
-import subprocess
-import sys
 import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from msprobe_compare import native
 from msprobe_compare.load.tensor_data import BF16, TensorData
 from msprobe_compare.measure import tensor_compare, tensor_io, tensor_metrics
 from msprobe_compare.measure.tensor_compare import compare_tensors
@@ -365,20 +364,26 @@ def test_compare_tensors_uses_the_kernel_unless_turned_off(kernel: types.ModuleT
     npu, bench = _side(n, "float32"), _side(n * np.float32(1.0001), BF16)
     monkeypatch.setenv("MSPROBE_NATIVE", "1")
     assert (tensor_compare.native_kernel() is None) == (kernel.SIMD == "portable")
-    # the twin is bound once, at import: the kernel's when it loaded then
-    bound = tensor_compare._py_accumulate if tensor_compare._KERNEL is None else tensor_compare._c_accumulate
-    assert tensor_compare.accumulate is bound
+    # the twins are bound once (native.twin): a call goes to the kernel's while MSPROBE_NATIVE is not 0
+    assert native.TWINS["msprobe_compare.measure.tensor_compare.accumulate"] == (
+        "_tensorkernel", tensor_compare._c_accumulate, tensor_compare._py_accumulate)
     assert compare_tensors(npu, bench) == tensor_compare._compare(npu, bench, tensor_compare.DEFAULT_CHUNK_ELEMS,
                                                                   tensor_compare._KERNEL)
+    calls = []
+
+    def counted(*args: object) -> object:
+        calls.append(args)
+        return kernel.accumulate(*args)
+
+    monkeypatch.setattr(tensor_compare, "_KERNEL", types.SimpleNamespace(accumulate=counted, SIMD=kernel.SIMD))
+    compare_tensors(npu, bench)
+    assert bool(calls) == (kernel.SIMD != "portable")  # the kernel ran (a build without SIMD binds numpy alone)
     monkeypatch.setenv("MSPROBE_NATIVE", "0")
     assert tensor_compare.native_kernel() is None
+    calls.clear()
+    assert compare_tensors(npu, bench).cosine.value == pytest.approx(0.999999, abs=1e-6)
+    assert not calls  # MSPROBE_NATIVE is read at each call: numpy now
     assert tensor_compare._py_accumulate(npu, bench, npu.array, bench.array, 1000) is not None
-    probe = "from msprobe_compare.measure import tensor_compare as t; print(t.accumulate.__name__)"
-    for setting, twin in (("0", "_py_accumulate"), ("1", "_c_accumulate" if kernel.SIMD != "portable" else
-                                                      "_py_accumulate")):  # fmt: skip
-        env = {**os.environ, "MSPROBE_NATIVE": setting, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == twin, setting
 
 
 def test_other_dtypes_take_the_numpy_path(kernel: types.ModuleType) -> None:

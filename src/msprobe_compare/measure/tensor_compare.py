@@ -147,10 +147,14 @@ def _measure(npu: TensorData, bench: TensorData, chunk_elems: int, one_pass: Acc
 
 
 def native_kernel() -> ModuleType | None:
-    """The compiled kernel, when it is built, not turned off, has a SIMD loop (its plain C loop, what builds for
-    other CPUs than x86 get, is slower than the numpy path: 5 to 7 against 3.6 ns per element measured on x86) and
-    accumulates what the metrics table needs (its SUMS and THRESHOLDS are the table's)."""
-    kernel = native.load("_tensorkernel")
+    """The compiled kernel, when it is built, not turned off and serves (`_serving`)."""
+    return _serving(native.load("_tensorkernel"))
+
+
+def _serving(kernel: ModuleType | None) -> ModuleType | None:
+    """`kernel` when it has a SIMD loop (its plain C loop, what builds for other CPUs than x86 get, is slower than
+    the numpy path: 5 to 7 against 3.6 ns per element measured on x86) and accumulates what the metrics table needs
+    (its SUMS and THRESHOLDS are the table's); else None."""
     if kernel is None or kernel.SIMD == "portable":
         return None
     if tuple(getattr(kernel, "SUMS", ())) != tuple(SUMS) or tuple(getattr(kernel, "THRESHOLDS", ())) != THRESHOLDS:
@@ -193,8 +197,8 @@ def _c_accumulate(npu: TensorData, bench: TensorData, n_arr: np.ndarray, b_arr: 
                               tolerance)  # fmt: skip
 
 
-_KERNEL = native_kernel()  # at import: tensor mode only (start-up speed), MSPROBE_NATIVE read then
-accumulate: Accumulate = _c_accumulate if _KERNEL is not None else _py_accumulate
+_KERNEL = _serving(native.built("_tensorkernel"))  # read at import: tensor mode only (start-up speed)
+accumulate: Accumulate = native.twin("_tensorkernel", _c_accumulate, _py_accumulate, _KERNEL is not None)
 
 
 def _native_side(t: TensorData, arr: np.ndarray) -> bool | None:
