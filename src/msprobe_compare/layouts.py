@@ -10,8 +10,6 @@ ranks' own statistics show that only one rank of the group diverges.
 from __future__ import annotations
 
 import functools
-import itertools
-import operator
 import shutil
 import tempfile
 from dataclasses import replace
@@ -90,8 +88,7 @@ def _replicas(dumps: list[RankDump], stages: int) -> int:
     prints = []
     for d in dumps:
         t = d.table
-        rows = np.flatnonzero(np.fromiter(map(operator.contains, t.names, itertools.repeat(".parameters.")),
-                                          dtype=bool, count=len(t.names)))  # fmt: skip
+        rows = np.flatnonzero(t.state == State.PARAMETERS)
         if not len(rows):
             return 1
         prints.append((tuple(t.names[r] for r in rows.tolist()), t.stats[rows].tobytes()))

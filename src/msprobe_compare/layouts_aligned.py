@@ -2,7 +2,7 @@
 engine at TP=2 against an inference engine at TP=1 or TP=4.
 
 The layout machinery (layouts.py) pairs one side's shards with the other side's calls by name; runs of different
-code share no names. So each side's ranks are combined on their own first (pair/parallel.py `alone_decisions`: ranks
+code share no names. So each side's ranks are combined on their own first (pair/layout_rules.py `alone_decisions`: ranks
 that agree hold the whole tensor, a row feeding a reduction is a partial sum, shards that differ are concatenated),
 then the two combined tables are aligned (pair/align.py) and compared as one pair: the aligned tables, the root
 cause on them, the ranks and rule of each row in the table, the alignment file.

@@ -31,13 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare.load.names import MODULE_PREFIXES
 from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.records import dataclass
 
 CANDIDATES = 64  # the most calls of the other side one output is checked against (repeated identical outputs)
 MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
 LAYER = re.compile(r"(?<=\.layers\.)\d+(?=\.|$)|(?<=^layers\.)\d+(?=\.|$)")
-MODULES = ("Module.", "Cell.")  # the entry names of PyTorch modules and MindSpore cells
+MODULES = tuple(f"{p}." for p in MODULE_PREFIXES)  # the entry names of PyTorch modules and MindSpore cells
 WRAPPERS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
 LOW_PRECISION = ("bfloat16", "float16", "half", "bf16", "fp16")
 TOL_LOW, TOL_FP32, TOL_PARAM = 0.03, 2e-3, 1e-5
