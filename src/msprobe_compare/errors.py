@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 
@@ -36,18 +37,22 @@ class OutputError(CompareError):
     """The output location cannot be written."""
 
 
+class FileProblem(str, Enum):
+    """What is wrong with a tensor file (TensorFileError.kind); the value is the word its message starts with."""
+
+    MISSING = "missing"  # the file does not exist
+    UNSAFE = "unsafe"  # symlink, path escaping the dump folder, disallowed pickle content
+    UNSUPPORTED = "unsupported"  # a format or dtype we do not read
+    CORRUPT = "corrupt"  # truncated or inconsistent file
+
+
 class TensorFileError(Exception):
     """One tensor file cannot be used. Not fatal: the row gets an Err_message and the compare goes on.
 
-    `kind` is a small stable code (never parse `detail`):
-    - "missing": the file does not exist
-    - "unsafe": symlink, path escaping the dump folder, disallowed pickle content
-    - "unsupported": a format or dtype we do not read
-    - "corrupt": truncated or inconsistent file
-    """
+    `kind` is a FileProblem code, given as the member or its value (never parse `detail`)."""
 
     def __init__(self, kind: str, name: str, detail: str) -> None:
-        self.kind = kind
+        self.kind = FileProblem(kind)
         self.name = name
         self.detail = detail
-        super().__init__(f"{kind} tensor file {name}: {detail}")
+        super().__init__(f"{self.kind.value} tensor file {name}: {detail}")

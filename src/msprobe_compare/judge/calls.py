@@ -16,7 +16,7 @@ from msprobe_compare.judge import noise
 from msprobe_compare.judge.noise import Tolerance
 from msprobe_compare.load.mode import Mode
 from msprobe_compare.load.names import Direction
-from msprobe_compare.load.rows import RowTable, State, StatKind, name_flags
+from msprobe_compare.load.rows import NONE_DTYPE, RowTable, State, StatKind, is_scalar_dtype, name_flags
 from msprobe_compare.measure.measured import Measured
 from msprobe_compare.pair.calls import RawArgs, TreeDiff, analysis_pairing, is_float_dtype_name
 from msprobe_compare.records import dataclass
@@ -53,7 +53,7 @@ def plan_rows(o: Measured, parents: dict[str, str | None] | None, bench_parents:
     raw = RawArgs(npu, o.bench)
     pairing = analysis_pairing(npu, o.bench, o.match, parents, bench_parents, trees, raw)
     scalar = npu.dtype_mask(_is_scalar)
-    tensor_row = ~scalar & ~npu.dtype_mask("None".__eq__)
+    tensor_row = ~scalar & ~npu.dtype_mask(NONE_DTYPE.__eq__)
     # an md5 dump is judged by the statistics it records beside the md5 (issue #29): under bf16/fp16 every call
     # differs from the first rounded one, and an fp32 matmul may have run at TF32; md5 alone decides without them
     md5 = o.mode is Mode.MD5 and not md5_by_statistics(o, pairing.match, tensor_row)
@@ -214,7 +214,7 @@ def _inplace_candidates(o: Measured, match: np.ndarray) -> np.ndarray | None:
 
 
 def _is_scalar(dtype: str) -> bool:
-    return dtype.startswith("<class")
+    return is_scalar_dtype(dtype)
 
 
 def _config_rows(o: Measured, scalar: np.ndarray, match: np.ndarray, raw_values: RawArgs) -> np.ndarray:

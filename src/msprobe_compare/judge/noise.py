@@ -28,7 +28,7 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.errors import UsageError
-from msprobe_compare.load.rows import RowTable, StatKind, text_codes
+from msprobe_compare.load.rows import RowTable, StatKind, is_scalar_dtype, text_codes
 from msprobe_compare.measure.tensor_metrics import COSINE_SHORT_ROUNDING, EXCESS_UNITS, UNIT_ROUNDOFF, MetricState
 from msprobe_compare.records import dataclass
 
@@ -138,7 +138,7 @@ def matmul_calls(entries: list[str]) -> np.ndarray:
 def precision(dtype: str) -> tuple[float, int]:
     """(unit roundoff, mantissa bits) of a dtype text; (0, 0) for integers, bools and anything else exact."""
     low = dtype.lower()
-    if "int" in low or "bool" in low or low.startswith("<class"):
+    if "int" in low or "bool" in low or is_scalar_dtype(dtype):
         return 0.0, 0
     for key, unit, bits in _PRECISIONS:
         if key in low:

@@ -37,7 +37,7 @@ import numpy as np
 from msprobe_compare.judge import backward, noise
 from msprobe_compare.judge.calls import CallTable, RowPlan, _dtype_step, _max_cols, measure_calls, plan_rows
 from msprobe_compare.judge.floors import MAX_NOISY_INPUTS, Floors, floors_along
-from msprobe_compare.judge.noise import Tolerance
+from msprobe_compare.judge.noise import STAT_NAMES, Tolerance
 from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NONE_DTYPE, PHASES, State
 from msprobe_compare.load.mode import Mode
@@ -487,7 +487,7 @@ class _Context:
             return FloorSource(FloorKind.OWN_INPUTS)
         if k == 2:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
-            kind = FloorKind.STAT_ULP if self.names[0].startswith("Norm") else FloorKind.ELEMENT_ROUNDING
+            kind = FloorKind.STAT_ULP if self.names == STAT_NAMES else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
         if k == 4:  # with the rounding as the precision candidate names it
             rounding = self._source_precision(e)

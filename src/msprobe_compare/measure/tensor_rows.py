@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from msprobe_compare.errors import TensorFileError
+from msprobe_compare.errors import FileProblem, TensorFileError
 from msprobe_compare.load.rows import NO_DATA_FILE, RowTable
 from msprobe_compare.measure.blas import single_threaded_blas
 from msprobe_compare.runtime import POOL_KINDS
@@ -107,7 +107,7 @@ def _measure(task: RowTask, npu_dir: Path, bench_dir: Path,
             failed.append((name, TensorFileError("corrupt", name, f"cannot be read ({type(exc).__name__})")))
     if failed:
         files = failed[0][0] if len(failed) == 1 else str([task.npu_file, task.bench_file])
-        why = "".join(f" {exc}." for _, exc in failed if exc.kind != "missing")
+        why = "".join(f" {exc}." for _, exc in failed if exc.kind is not FileProblem.MISSING)
         return TensorMetrics.uniform(MetricState.UNSUPPORTED, TensorMsg.READ_FAILED), (files, why)
     return compare_tensors(loaded[0], loaded[1], excess_units=excess_units), NO_FAILURE
 

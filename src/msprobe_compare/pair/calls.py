@@ -18,7 +18,7 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.load.dumpjson import construct_beside
-from msprobe_compare.load.rows import RowTable, State, StatKind
+from msprobe_compare.load.rows import RowTable, State, StatKind, is_scalar_dtype
 from msprobe_compare.pair.exact import dtype_category
 from msprobe_compare.records import dataclass
 
@@ -501,7 +501,7 @@ def _members(present: Names, parents: dict[str, str | None],
 
 
 def _is_arg_dtype(dtype: str) -> bool:
-    return dtype.startswith("<class")
+    return is_scalar_dtype(dtype)
 
 
 def _arg_value(value: object) -> object:
@@ -558,7 +558,7 @@ def _call_signature(table: RowTable, e: int) -> tuple:
     lo, hi = table.entry_bounds[e], table.entry_bounds[e + 1]
     skip = len(table.entries[e])
     return tuple((table.names[i][skip:], table.shape[i], dtype_category(table.dtype[i]),
-                  _arg_value(table.stat_display(i, 0)) if table.dtype[i].startswith("<class") else None)
+                  _arg_value(table.stat_display(i, 0)) if is_scalar_dtype(table.dtype[i]) else None)
                  for i in range(lo, hi))  # fmt: skip
 
 
@@ -648,7 +648,7 @@ def _signatures(table: RowTable, wanted: set[int]) -> dict[int, tuple]:
     for i in rows.tolist():
         e = int(ei[i])
         name = table.names[i][len(table.entries[e]):]
-        value = table.stat_display(i, 0) if table.dtype[i].startswith("<class") else None
+        value = table.stat_display(i, 0) if is_scalar_dtype(table.dtype[i]) else None
         out[e].append((name, table.shape[i], value))
     return {e: tuple(v) for e, v in out.items()}
 
