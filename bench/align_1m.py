@@ -119,14 +119,15 @@ def main() -> None:
     peaks: dict[str, int] = {k: 0 for k in cases}
     try:
         for r in range(args.runs):
-            for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
+            for name in list(cases) if r % 2 == 0 else list(reversed(cases)):
                 shutil.rmtree(out / name, ignore_errors=True)
                 wall, cpu, peak = run([*cases[name], "-o", str(out / name), "--format", "csv"])
                 walls[name].append(wall)
                 cpus[name].append(cpu)
                 peaks[name] = max(peaks[name], peak)
-                print(f"  run {r + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  {peak / 1024:6.0f} MiB",
-                      file=sys.stderr)
+                print(
+                    f"  run {r + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  {peak / 1024:6.0f} MiB", file=sys.stderr
+                )
     finally:
         shutil.rmtree(out, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in walls.items()}
@@ -135,8 +136,10 @@ def main() -> None:
     for k in cases:
         print(f"{k:8s} {med[k]:6.2f} s  cpu {cpu[k]:6.2f} s  {peaks[k] / 1024:6.0f} MiB")
     for k in ("same", "off"):
-        print(f"aligned / {k:4s} {med['aligned'] / med[k]:.2f}x wall, {cpu['aligned'] / cpu[k]:.2f}x CPU, "
-              f"{peaks['aligned'] / peaks[k]:.2f}x memory")
+        print(
+            f"aligned / {k:4s} {med['aligned'] / med[k]:.2f}x wall, {cpu['aligned'] / cpu[k]:.2f}x CPU, "
+            f"{peaks['aligned'] / peaks[k]:.2f}x memory"
+        )
     goal = med["aligned"] <= 1.2 * med["same"]
     print(f"goal (aligned <= 1.2x the same-code compare): {'met' if goal else 'NOT met'}")
     if args.stages:

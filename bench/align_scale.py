@@ -79,8 +79,11 @@ def make(layers: int, merged: bool, seed: int = 5) -> tuple[dict, dict]:
             name = f"Module.{full}.{cls}.forward.0"
             data[name] = {"input_args": [inp], "input_kwargs": {}, "output": [out],
                           "parameters": {"weight": weight} if weight else {}}  # fmt: skip
-            parent = layer_entry if path.count(".") == 0 else \
-                f"Module.{layer}.{path.split('.')[0]}.{'Attention' if path.startswith('self_attn') else 'MLP'}.forward.0"
+            parent = (
+                layer_entry
+                if path.count(".") == 0
+                else f"Module.{layer}.{path.split('.')[0]}.{'Attention' if path.startswith('self_attn') else 'MLP'}.forward.0"
+            )
             tree[name] = None if not path else parent
         x = a["out"]
     return data, tree

@@ -110,15 +110,19 @@ def main() -> int:
                     if isinstance(v, int):
                         total[k] = total.get(k, 0) + v
                 if not args.summary_only:
-                    print(f"{r['case']}: {r['paired']}/{r['pairs']} boundaries ({r['merged_ok']}/{r['merged']} "
-                          f"merged), slots {r['slots_ok']}/{r['slots']}, wrong {r['wrong']}")
+                    print(
+                        f"{r['case']}: {r['paired']}/{r['pairs']} boundaries ({r['merged_ok']}/{r['merged']} "
+                        f"merged), slots {r['slots_ok']}/{r['slots']}, wrong {r['wrong']}"
+                    )
                     for m in r["missing"]:
                         print("   missing", m)
                     for m in r["extra"]:
                         print("   extra  ", m)
-    print(f"total: {total.get('paired', 0)}/{total.get('pairs', 0)} boundaries ({total.get('merged_ok', 0)}/"
-          f"{total.get('merged', 0)} merged), slots {total.get('slots_ok', 0)}/{total.get('slots', 0)}, "
-          f"wrong {total.get('wrong', 0)}")
+    print(
+        f"total: {total.get('paired', 0)}/{total.get('pairs', 0)} boundaries ({total.get('merged_ok', 0)}/"
+        f"{total.get('merged', 0)} merged), slots {total.get('slots_ok', 0)}/{total.get('slots', 0)}, "
+        f"wrong {total.get('wrong', 0)}"
+    )
     return 0
 
 

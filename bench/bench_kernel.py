@@ -97,16 +97,25 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--elems", type=int, default=1 << 24, help="elements per tensor, a multiple of 4096 (default 16 Mi)")
+    ap.add_argument(
+        "--elems", type=int, default=1 << 24, help="elements per tensor, a multiple of 4096 (default 16 Mi)"
+    )
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--baseline", default="HEAD", help="git revision of the baseline ('' = none)")
     ap.add_argument("--chunk", type=int, default=0, help="chunk_elems for the working tree (0 = its default)")
     ap.add_argument("--only", default="f32,bf16", help="comma-separated pair kinds: f32, bf16")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--zeros", type=float, default=0.0,
-                    help="fraction of elements that are 0 on both sides (default 0, as gen_tensors.py)")
-    ap.add_argument("--paths", default="native,numpy",
-                    help="working-tree variants: native (compiled kernel), numpy (its fallback), or both")
+    ap.add_argument(
+        "--zeros",
+        type=float,
+        default=0.0,
+        help="fraction of elements that are 0 on both sides (default 0, as gen_tensors.py)",
+    )
+    ap.add_argument(
+        "--paths",
+        default="native,numpy",
+        help="working-tree variants: native (compiled kernel), numpy (its fallback), or both",
+    )
     ap.add_argument("--baseline-kernel", default="", help="the baseline's own compiled _tensorkernel (.so file)")
     args = ap.parse_args()
     if args.elems <= 0 or args.elems % 4096:
@@ -153,8 +162,10 @@ def main() -> int:
     if not variants:
         ap.error("no variant to run (is the native module built?)")
     pairs = make_pairs(args.elems, args.seed, set(args.only.split(",")), args.zeros)
-    print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
-          f"{args.elems} elements per tensor, chunk {chunk}")
+    print(
+        f"numpy {np.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+        f"{args.elems} elements per tensor, chunk {chunk}"
+    )
 
     with _one_thread(current) as blas:
         print(f"working tree dot products: {'BLAS on one thread' if blas else 'einsum'}")
@@ -175,13 +186,14 @@ def main() -> int:
                 med = statistics.median(ts)
                 medians[name] = med
                 ratio = f"  x{medians[names[0]] / med:.2f}" if name != names[0] else ""
-                print(f"  {name:<32} median {med * 1e3:8.1f} ms = {nbytes / med / 1e9:5.2f} GB/s "
-                      f"({med / args.elems * 1e9:5.2f} ns/elem); best {nbytes / min(ts) / 1e9:5.2f} GB/s{ratio}")
+                print(
+                    f"  {name:<32} median {med * 1e3:8.1f} ms = {nbytes / med / 1e9:5.2f} GB/s "
+                    f"({med / args.elems * 1e9:5.2f} ns/elem); best {nbytes / min(ts) / 1e9:5.2f} GB/s{ratio}"
+                )
             first = results[names[0]]
             for other in names[1:]:
                 print(f"  {other} against {names[0]}:")
-                for field in ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth",
-                              "five_thousandths"):
+                for field in ("cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths"):
                     x, y = getattr(first, field), getattr(results[other], field)
                     same = "same" if (x.state, x.value) == (y.state, y.value) else f"differs: {x.value!r}"
                     print(f"    {field:<17} {y.value!r:<24} {same}")

@@ -18,6 +18,7 @@ A run that fails (non-zero exit, no xlsx, timeout) is reported with the tail of 
 Usage: python3 bench/bench_stats.py [--entries 200000] [--md5] [--hl] [--keep] [--ref PATH | --skip-ref]
                                     [--data DIR] [--ours CMD] [--seed 1] [--timeout SEC] [--repeat N]
 """
+
 import argparse
 import glob
 import json
@@ -46,10 +47,10 @@ def count_rows(data_dir):
             return m["rows_npu"], m.get("entries_npu")
     sys.path.insert(0, HERE)
     from gen_stats import leaf_count  # noqa: E402
+
     with open(os.path.join(data_dir, "npu", "step0", "rank", "dump.json")) as f:
         data = json.load(f)["data"]
     return sum(leaf_count(v) for v in data.values()), len(data)
-
 
 
 def _proc_tree(root):
@@ -122,9 +123,13 @@ def run_child(cmd, cwd, log_path, timeout, sample=0.25, env=None):
             time.sleep(0.02)
         wall = time.perf_counter() - t0
         p.returncode = rc if isinstance(rc, int) else -9  # keep Popen from waiting again
-    return {"rc": rc, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-            "tree_pss_kb": tree_peak}
-
+    return {
+        "rc": rc,
+        "wall": wall,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "maxrss_kb": ru.ru_maxrss,
+        "tree_pss_kb": tree_peak,
+    }
 
 
 def main(argv=None):
@@ -158,8 +163,16 @@ def main(argv=None):
         data_dir = os.path.abspath(a.data)
     else:
         data_dir = os.path.join(work, "pair")
-        cmd = [sys.executable, os.path.join(HERE, "gen_stats.py"), "--entries", str(a.entries), "--out", data_dir,
-               "--seed", str(a.seed)] + (["--md5"] if a.md5 else [])
+        cmd = [
+            sys.executable,
+            os.path.join(HERE, "gen_stats.py"),
+            "--entries",
+            str(a.entries),
+            "--out",
+            data_dir,
+            "--seed",
+            str(a.seed),
+        ] + (["--md5"] if a.md5 else [])
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True)
         print(f"pair generated in {time.perf_counter() - t0:.1f}s")
@@ -175,7 +188,9 @@ def main(argv=None):
             for i in range(a.repeat):
                 out = os.path.join(work, f"out_{tool}_{mode}_{i}")
                 shutil.rmtree(out, ignore_errors=True)
-                cmd = exe + ["-f", "pytorch", "compare", "-i", os.path.join(data_dir, "compare.json"), "-o", out] + flags
+                cmd = (
+                    exe + ["-f", "pytorch", "compare", "-i", os.path.join(data_dir, "compare.json"), "-o", out] + flags
+                )
                 log = os.path.join(work, f"log_{tool}_{mode}_{i}.txt")
                 print(f"running {tool} {mode}: {' '.join(cmd)}", flush=True)
                 r = run_child(cmd, data_dir, log, a.timeout)
@@ -186,19 +201,23 @@ def main(argv=None):
                     why = "no xlsx written" if r["rc"] == 0 else f"exit {r['rc']}"
                     print(f"  FAILED ({why}); last lines of {log}:\n{tail(log)}", flush=True)
                 else:
-                    print(f"  {r['wall']:.2f}s wall, {r['cpu']:.2f}s cpu, {r['maxrss_kb'] / 1024:.0f} MiB peak RSS, "
-                          f"{r['tree_pss_kb'] / 1024:.0f} MiB peak tree PSS", flush=True)
+                    print(
+                        f"  {r['wall']:.2f}s wall, {r['cpu']:.2f}s cpu, {r['maxrss_kb'] / 1024:.0f} MiB peak RSS, "
+                        f"{r['tree_pss_kb'] / 1024:.0f} MiB peak tree PSS",
+                        flush=True,
+                    )
                 if best is None or (r["ok"] and (not best["ok"] or r["wall"] < best["wall"])):
                     best = r
             results[(tool, mode)] = best
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
     print()
-    print(f"pair: {data_dir}  entries={entries}  rows={rows}  dump.json total {size / 1e6:.0f} MB  "
-          f"md5={a.md5}")
+    print(f"pair: {data_dir}  entries={entries}  rows={rows}  dump.json total {size / 1e6:.0f} MB  md5={a.md5}")
     print(f"machine: {os.cpu_count()} cpus, python {platform.python_version()}, load avg now {load[0]:.2f}")
-    hdr = (f"{'tool':<5} {'mode':<6} {'status':<8} {'wall s':>9} {'cpu s':>9} {'rows/s':>11} {'MB/s':>8} "
-           f"{'peak RSS MiB':>13} {'tree PSS MiB':>13}")
+    hdr = (
+        f"{'tool':<5} {'mode':<6} {'status':<8} {'wall s':>9} {'cpu s':>9} {'rows/s':>11} {'MB/s':>8} "
+        f"{'peak RSS MiB':>13} {'tree PSS MiB':>13}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for mode, _ in modes:
@@ -207,16 +226,20 @@ def main(argv=None):
             st = "ok" if r["ok"] else f"FAIL({r['rc']})"
             rps = rows / r["wall"] if r["ok"] and r["wall"] else 0
             mbs = size / 1e6 / r["wall"] if r["ok"] and r["wall"] else 0
-            print(f"{tool:<5} {mode:<6} {st:<8} {r['wall']:>9.2f} {r['cpu']:>9.2f} {rps:>11,.0f} {mbs:>8.1f} "
-                  f"{r['maxrss_kb'] / 1024:>13.0f} {r['tree_pss_kb'] / 1024:>13.0f}")
+            print(
+                f"{tool:<5} {mode:<6} {st:<8} {r['wall']:>9.2f} {r['cpu']:>9.2f} {rps:>11,.0f} {mbs:>8.1f} "
+                f"{r['maxrss_kb'] / 1024:>13.0f} {r['tree_pss_kb'] / 1024:>13.0f}"
+            )
     if ref:
         for mode, _ in modes:
             o, f = results[("ours", mode)], results[("ref", mode)]
             if o["ok"] and f["ok"]:
-                print(f"ratio ref/ours ({mode}): time x{f['wall'] / o['wall']:.1f}, "
-                      f"cpu x{f['cpu'] / max(o['cpu'], 1e-9):.1f}, "
-                      f"peak RSS x{f['maxrss_kb'] / max(o['maxrss_kb'], 1):.1f}, "
-                      f"tree PSS x{f['tree_pss_kb'] / max(o['tree_pss_kb'], 1):.1f}")
+                print(
+                    f"ratio ref/ours ({mode}): time x{f['wall'] / o['wall']:.1f}, "
+                    f"cpu x{f['cpu'] / max(o['cpu'], 1e-9):.1f}, "
+                    f"peak RSS x{f['maxrss_kb'] / max(o['maxrss_kb'], 1):.1f}, "
+                    f"tree PSS x{f['tree_pss_kb'] / max(o['tree_pss_kb'], 1):.1f}"
+                )
             else:
                 print(f"ratio ref/ours ({mode}): n/a (a run failed)")
     if a.keep or a.workdir:

@@ -40,6 +40,7 @@ Usage: python3 bench/bench_tensors.py [--gb 2] [--out DIR | --data DIR] [--seed 
            [--ref-repeat 1] [--timeout SEC]
            [--json FILE] [--ours CMD] [--wait-idle PCT [--wait-max SEC]] [--baseline REV]
 """
+
 import argparse
 import glob
 import json
@@ -57,7 +58,6 @@ from benchlib import find_ours, tail
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REF = os.environ.get("MSPROBE_REF", "")  # the reference msprobe executable (its own virtualenv)
 DEFAULT_OUT = "/var/tmp/msprobe_bench_tensors"
-
 
 
 def tensor_files(pair):
@@ -78,8 +78,17 @@ def ensure_pair(out, gb, seed, extra=()):
         if o.get("gb") == gb and o.get("seed") == seed:
             print(f"reusing pair {out} ({meta['tensor_bytes_total'] / 1e9:.2f} GB of tensor files)", flush=True)
             return meta
-    cmd = [sys.executable, os.path.join(HERE, "gen_tensors.py"), "--gb", str(gb), "--seed", str(seed), "--out", out,
-           *extra]
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, "gen_tensors.py"),
+        "--gb",
+        str(gb),
+        "--seed",
+        str(seed),
+        "--out",
+        out,
+        *extra,
+    ]
     print("generating:", " ".join(shlex.quote(c) for c in cmd), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -97,8 +106,13 @@ def pair_info(pair):
     with open(os.path.join(pair, "npu", "step0", "rank", "dump.json")) as f:
         framework = json.load(f).get("framework", "pytorch")
     files = tensor_files(pair)
-    return {"dir": pair, "framework": framework, "files": len(files),
-            "bytes": sum(os.path.getsize(p) for p in files), "rows": meta.get("rows_npu")}
+    return {
+        "dir": pair,
+        "framework": framework,
+        "files": len(files),
+        "bytes": sum(os.path.getsize(p) for p in files),
+        "rows": meta.get("rows_npu"),
+    }
 
 
 def drop_caches():
@@ -204,23 +218,34 @@ def run_child(cmd, cwd, log_path, timeout, env=None):
                 p.kill()
                 pid, status, ru = os.wait4(p.pid, 0)
                 p.returncode = -9
-                return {"rc": "timeout", "wall": time.perf_counter() - t0, "cpu": ru.ru_utime + ru.ru_stime,
-                        "maxrss_kb": ru.ru_maxrss, "tree_rss_kb": tree_peak}
+                return {
+                    "rc": "timeout",
+                    "wall": time.perf_counter() - t0,
+                    "cpu": ru.ru_utime + ru.ru_stime,
+                    "maxrss_kb": ru.ru_maxrss,
+                    "tree_rss_kb": tree_peak,
+                }
             time.sleep(0.02)
         wall = time.perf_counter() - t0
         rc = os.waitstatus_to_exitcode(status)
         p.returncode = rc
-    return {"rc": rc, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-            "tree_rss_kb": max(tree_peak, ru.ru_maxrss)}
-
+    return {
+        "rc": rc,
+        "wall": wall,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "maxrss_kb": ru.ru_maxrss,
+        "tree_rss_kb": max(tree_peak, ru.ru_maxrss),
+    }
 
 
 def cpu_idle(seconds=2.0):
     """Fraction of all CPUs' time idle over the next `seconds` (from /proc/stat; nan without it)."""
+
     def snap():
         with open("/proc/stat") as f:
             v = [int(x) for x in f.readline().split()[1:]]
         return v[3] + v[4], sum(v)  # idle + iowait, total
+
     try:
         i0, t0 = snap()
         time.sleep(seconds)
@@ -254,8 +279,9 @@ def loadavg():
 def baseline_command(rev, work):
     """Command running our package as of git revision `rev`: its src/ exported (git archive) into the workdir."""
     root = os.path.dirname(HERE)
-    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", rev], check=True, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", root, "rev-parse", "--short", rev], check=True, capture_output=True, text=True
+    ).stdout.strip()
     dest = os.path.join(os.path.abspath(work), f"baseline_{commit}")
     if not os.path.isdir(os.path.join(dest, "src")):
         os.makedirs(dest, exist_ok=True)
@@ -280,18 +306,22 @@ def run_once(cfg, i, a, work):
     log = os.path.join(work, f"log_{label}_{i}.txt")
     idle = wait_idle(a)
     load0 = loadavg()
-    print(f"running {label} [{i + 1}/{repeats}]: {' '.join(cmd)}"
-          + (f"  (MSPROBE_COMPARE_POOL={pool})" if pool else ""), flush=True)
+    print(
+        f"running {label} [{i + 1}/{repeats}]: {' '.join(cmd)}" + (f"  (MSPROBE_COMPARE_POOL={pool})" if pool else ""),
+        flush=True,
+    )
     r = run_child(cmd, pair["dir"], log, a.timeout, env)
     r["load_before"] = load0
     r["idle_before"] = idle
     r["cache"] = used
     r["ok"] = r["rc"] == 0 and bool(glob.glob(os.path.join(out, "*.xlsx")))
     if r["ok"]:
-        print(f"  {r['wall']:.2f} s wall, {r['cpu']:.2f} s cpu, {pair['bytes'] / 1e9 / r['wall']:.3f} GB/s, "
-              f"peak RSS {r['maxrss_kb'] / 1024:.0f} MiB (tree {r['tree_rss_kb'] / 1024:.0f} MiB), "
-              f"load avg before {load0:.2f}" + (f", {idle * 100:.0f}% idle before" if idle is not None else ""),
-              flush=True)
+        print(
+            f"  {r['wall']:.2f} s wall, {r['cpu']:.2f} s cpu, {pair['bytes'] / 1e9 / r['wall']:.3f} GB/s, "
+            f"peak RSS {r['maxrss_kb'] / 1024:.0f} MiB (tree {r['tree_rss_kb'] / 1024:.0f} MiB), "
+            f"load avg before {load0:.2f}" + (f", {idle * 100:.0f}% idle before" if idle is not None else ""),
+            flush=True,
+        )
     else:
         why = "no xlsx written" if r["rc"] == 0 else f"exit {r['rc']}"
         print(f"  FAILED ({why}); last lines of {log}:\n{tail(log)}", flush=True)
@@ -313,17 +343,28 @@ def measure_all(configs, a, work):
 def summarize(cfg, runs):
     label, _, pair, jobs, pool, _, _ = cfg
     ok = [r for r in runs if r["ok"]]
-    res = {"label": label, "pair": pair["dir"], "bytes": pair["bytes"], "jobs": jobs, "pool": pool,
-           "cache": runs[-1]["cache"], "ok": len(ok) == len(runs), "runs": runs}
+    res = {
+        "label": label,
+        "pair": pair["dir"],
+        "bytes": pair["bytes"],
+        "jobs": jobs,
+        "pool": pool,
+        "cache": runs[-1]["cache"],
+        "ok": len(ok) == len(runs),
+        "runs": runs,
+    }
     if ok:
         walls = [r["wall"] for r in ok]
-        res.update(wall_median=statistics.median(walls), wall_best=min(walls),
-                   cpu_median=statistics.median(r["cpu"] for r in ok),
-                   rss_mib=max(r["maxrss_kb"] for r in ok) / 1024,
-                   tree_rss_mib=max(r["tree_rss_kb"] for r in ok) / 1024,
-                   gbps_median=pair["bytes"] / 1e9 / statistics.median(walls),
-                   gbps_best=pair["bytes"] / 1e9 / min(walls),
-                   load_before=statistics.median(r["load_before"] for r in ok))
+        res.update(
+            wall_median=statistics.median(walls),
+            wall_best=min(walls),
+            cpu_median=statistics.median(r["cpu"] for r in ok),
+            rss_mib=max(r["maxrss_kb"] for r in ok) / 1024,
+            tree_rss_mib=max(r["tree_rss_kb"] for r in ok) / 1024,
+            gbps_median=pair["bytes"] / 1e9 / statistics.median(walls),
+            gbps_best=pair["bytes"] / 1e9 / min(walls),
+            load_before=statistics.median(r["load_before"] for r in ok),
+        )
     return res
 
 
@@ -344,14 +385,21 @@ def main(argv=None):
     ap.add_argument("--ref-gb", type=float, help="run the reference on a smaller pair of this size (GB per side)")
     ap.add_argument("--ref-repeat", type=int, default=1, help="runs of the reference (default 1; it is slow)")
     ap.add_argument("--timeout", type=float, default=0, help="seconds per run (0 = none)")
-    ap.add_argument("--wait-idle", type=float, default=0,
-                    help="before each run wait until the CPUs are this %% idle over 2 s (shared machines)")
+    ap.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        help="before each run wait until the CPUs are this %% idle over 2 s (shared machines)",
+    )
     ap.add_argument("--wait-max", type=float, default=600, help="longest wait for --wait-idle, seconds")
     ap.add_argument("--workdir", default="/var/tmp/msprobe_bench_tensors_runs", help="outputs and logs")
     ap.add_argument("--keep", action="store_true", help="keep the xlsx outputs")
     ap.add_argument("--json", help="write all results to this JSON file")
-    ap.add_argument("--baseline", help="also run our source tree as of this git revision (e.g. HEAD), round-robin "
-                                       "with ours in every configuration, and print the speed-ups")
+    ap.add_argument(
+        "--baseline",
+        help="also run our source tree as of this git revision (e.g. HEAD), round-robin "
+        "with ours in every configuration, and print the speed-ups",
+    )
     a = ap.parse_args(argv)
 
     ref = None
@@ -400,43 +448,58 @@ def main(argv=None):
         results.append(ref_res)
 
     print()
-    print(f"machine: {os.cpu_count()} cpus, python {platform.python_version()}; cache modes: cold = tensor files "
-          f"evicted before each run, drop = whole page cache dropped, warm = files cached")
-    for p in ([main_pair] + ([ref_pair] if ref_pair is not main_pair else [])):
-        print(f"pair {p['dir']}: {p['framework']}, {p['rows']} rows, {p['files']} tensor files, "
-              f"{p['bytes'] / 1e9:.3f} GB both sides")
-    hdr = (f"{'run':<26} {'pair GB':>8} {'wall med':>9} {'wall best':>9} {'cpu s':>8} {'GB/s med':>9} "
-           f"{'GB/s best':>9} {'RSS MiB':>8} {'tree MiB':>8} {'load':>5}")
+    print(
+        f"machine: {os.cpu_count()} cpus, python {platform.python_version()}; cache modes: cold = tensor files "
+        f"evicted before each run, drop = whole page cache dropped, warm = files cached"
+    )
+    for p in [main_pair] + ([ref_pair] if ref_pair is not main_pair else []):
+        print(
+            f"pair {p['dir']}: {p['framework']}, {p['rows']} rows, {p['files']} tensor files, "
+            f"{p['bytes'] / 1e9:.3f} GB both sides"
+        )
+    hdr = (
+        f"{'run':<26} {'pair GB':>8} {'wall med':>9} {'wall best':>9} {'cpu s':>8} {'GB/s med':>9} "
+        f"{'GB/s best':>9} {'RSS MiB':>8} {'tree MiB':>8} {'load':>5}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         if not r.get("wall_median"):
             print(f"{r['label']:<26} {r['bytes'] / 1e9:>8.2f}  FAILED")
             continue
-        print(f"{r['label']:<26} {r['bytes'] / 1e9:>8.2f} {r['wall_median']:>9.2f} {r['wall_best']:>9.2f} "
-              f"{r['cpu_median']:>8.2f} {r['gbps_median']:>9.3f} {r['gbps_best']:>9.3f} {r['rss_mib']:>8.0f} "
-              f"{r['tree_rss_mib']:>8.0f} "
-              f"{r['load_before']:>5.2f}")
+        print(
+            f"{r['label']:<26} {r['bytes'] / 1e9:>8.2f} {r['wall_median']:>9.2f} {r['wall_best']:>9.2f} "
+            f"{r['cpu_median']:>8.2f} {r['gbps_median']:>9.3f} {r['gbps_best']:>9.3f} {r['rss_mib']:>8.0f} "
+            f"{r['tree_rss_mib']:>8.0f} "
+            f"{r['load_before']:>5.2f}"
+        )
     for r in results:
         b = next((x for x in results if x["label"] == "base" + r["label"][4:]), None)
         if r["label"].startswith("ours_j") and b and r.get("wall_median") and b.get("wall_median"):
             paired = [x["wall"] / y["wall"] for x, y in zip(b["runs"], r["runs"]) if x["ok"] and y["ok"]]
-            print(f"{r['label']}: x{b['wall_median'] / r['wall_median']:.2f} faster than {a.baseline} (medians; "
-                  f"per round {', '.join(f'x{q:.2f}' for q in paired)}), cpu x{b['cpu_median'] / r['cpu_median']:.2f}")
+            print(
+                f"{r['label']}: x{b['wall_median'] / r['wall_median']:.2f} faster than {a.baseline} (medians; "
+                f"per round {', '.join(f'x{q:.2f}' for q in paired)}), cpu x{b['cpu_median'] / r['cpu_median']:.2f}"
+            )
     if ref_res and ref_res.get("wall_median"):
         rr = ref_res
-        same_cache = [r for r in results if r["label"].startswith("ours_j") and r.get("gbps_median")
-                      and r["cache"] == rr["cache"]]
+        same_cache = [
+            r for r in results if r["label"].startswith("ours_j") and r.get("gbps_median") and r["cache"] == rr["cache"]
+        ]
         best_ours = max(same_cache, key=lambda r: r["gbps_median"], default=None)
         if best_ours:
             note = "" if ref_pair is main_pair else f"; reference on the {ref_pair['bytes'] / 1e9:.2f} GB pair"
-            print(f"throughput ratio ours/ref ({rr['cache']} cache{note}): {best_ours['label']} "
-                  f"{best_ours['gbps_median']:.3f} GB/s vs ref {rr['gbps_median']:.4f} GB/s = "
-                  f"x{best_ours['gbps_median'] / rr['gbps_median']:.1f}")
+            print(
+                f"throughput ratio ours/ref ({rr['cache']} cache{note}): {best_ours['label']} "
+                f"{best_ours['gbps_median']:.3f} GB/s vs ref {rr['gbps_median']:.4f} GB/s = "
+                f"x{best_ours['gbps_median'] / rr['gbps_median']:.1f}"
+            )
         if ours_on_ref and ours_on_ref.get("wall_median"):
-            print(f"same pair ({ref_pair['bytes'] / 1e9:.2f} GB, {rr['cache']} cache, our default -j/pool): ours "
-                  f"{ours_on_ref['wall_median']:.2f} s vs ref {rr['wall_median']:.2f} s = "
-                  f"x{rr['wall_median'] / ours_on_ref['wall_median']:.1f} faster")
+            print(
+                f"same pair ({ref_pair['bytes'] / 1e9:.2f} GB, {rr['cache']} cache, our default -j/pool): ours "
+                f"{ours_on_ref['wall_median']:.2f} s vs ref {rr['wall_median']:.2f} s = "
+                f"x{rr['wall_median'] / ours_on_ref['wall_median']:.1f} faster"
+            )
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"pairs": [main_pair, ref_pair], "results": results}, f, indent=1)

@@ -26,8 +26,14 @@ def tail(path, n=15):
 def machine_info():
     """Machine description for benchmark records: CPUs, memory, CPU model, kernel, Python."""
     import platform
-    info = {"nproc": os.cpu_count(), "mem_gib": None, "cpu_model": platform.processor() or platform.machine(),
-            "kernel": platform.release(), "python": platform.python_version()}
+
+    info = {
+        "nproc": os.cpu_count(),
+        "mem_gib": None,
+        "cpu_model": platform.processor() or platform.machine(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -50,8 +56,7 @@ def machine_info():
 def machine_line(info):
     """One-line summary of machine_info()."""
     mem = f"{info['mem_gib']:g} GiB RAM, " if info.get("mem_gib") else ""
-    return (f"{info['nproc']} vCPU ({info['cpu_model']}), {mem}Linux {info['kernel']}, "
-            f"Python {info['python']}")
+    return f"{info['nproc']} vCPU ({info['cpu_model']}), {mem}Linux {info['kernel']}, Python {info['python']}"
 
 
 def load1():

@@ -18,6 +18,7 @@ a few are NaN/Infinity, a few entries exist on one side only, a few shapes diffe
 Usage: python3 bench/gen_stats.py [--entries 200000] [--out DIR] [--seed 1] [--md5] [--layers 32] [--indent 1]
 Deterministic for a given seed and options.
 """
+
 import argparse
 import gc
 import json
@@ -34,13 +35,13 @@ I64 = "torch.int64"
 BOOL = "torch.bool"
 
 # Fractions used when deriving the bench side.
-P_EQUAL = 0.30        # statistics identical on both sides
-P_LARGE = 0.01        # one or more statistics differ a lot
-P_NAN = 0.0007        # a NaN / +inf / -inf statistic on one side
-P_DTYPE = 0.02        # bench dtype differs inside the float group (bf16 <-> fp32)
-P_SHAPE = 0.0005      # bench shape differs (row becomes unmatched)
-P_DROP = 0.0005       # entry missing on the bench side
-P_EXTRA = 0.0005      # extra entry on the bench side only
+P_EQUAL = 0.30  # statistics identical on both sides
+P_LARGE = 0.01  # one or more statistics differ a lot
+P_NAN = 0.0007  # a NaN / +inf / -inf statistic on one side
+P_DTYPE = 0.02  # bench dtype differs inside the float group (bf16 <-> fp32)
+P_SHAPE = 0.0005  # bench shape differs (row becomes unmatched)
+P_DROP = 0.0005  # entry missing on the bench side
+P_EXTRA = 0.0005  # extra entry on the bench side only
 
 CHUNK = 1 << 16
 
@@ -94,7 +95,7 @@ class StatPool:
         self.npu16 = npu_bf.astype(np.float64).tolist()
         self.bench32 = bench.astype(np.float64).tolist()
         self.bench16 = bench_bf.astype(np.float64).tolist()
-        self.u = rng.random((n, 4)).tolist()   # misc uniform draws (dtype/shape flips)
+        self.u = rng.random((n, 4)).tolist()  # misc uniform draws (dtype/shape flips)
         self.pos = 0
 
     def take(self):
@@ -115,8 +116,8 @@ class Gen:
         self.api_count = {}
         # per-side ordered entries: list of (name, npu_body, bench_body)
         self.entries = []
-        self.stack_sites = {}      # site key -> index into stack_groups
-        self.stack_groups = []     # [[entry names]] per site; the stack lines are made at write time
+        self.stack_sites = {}  # site key -> index into stack_groups
+        self.stack_groups = []  # [[entry names]] per site; the stack lines are made at write time
         self.construct = {}
         self.param_grads_done = set()
         self.tok = 4096
@@ -146,10 +147,26 @@ class Gen:
         if u[1] < P_SHAPE and shape:
             bshape = list(shape)
             bshape[-1] = bshape[-1] * 2
-        npu = {"type": "torch.Tensor", "dtype": dtype, "shape": shape,
-               "Max": ns[0], "Min": ns[1], "Mean": ns[2], "Norm": ns[3], "requires_grad": rg}
-        bench = {"type": "torch.Tensor", "dtype": bdtype, "shape": bshape,
-                 "Max": bs[0], "Min": bs[1], "Mean": bs[2], "Norm": bs[3], "requires_grad": rg}
+        npu = {
+            "type": "torch.Tensor",
+            "dtype": dtype,
+            "shape": shape,
+            "Max": ns[0],
+            "Min": ns[1],
+            "Mean": ns[2],
+            "Norm": ns[3],
+            "requires_grad": rg,
+        }
+        bench = {
+            "type": "torch.Tensor",
+            "dtype": bdtype,
+            "shape": bshape,
+            "Max": bs[0],
+            "Min": bs[1],
+            "Mean": bs[2],
+            "Norm": bs[3],
+            "requires_grad": rg,
+        }
         if self.md5:
             npu["md5"] = self._md5(ns)
             bench["md5"] = npu["md5"] if (bs == ns and bdtype == dtype) else self._md5((bs, bdtype))
@@ -160,16 +177,32 @@ class Gen:
         for s in shape:
             numel *= s
         mean = float(np.float32(self.rng.uniform(0.3, 0.7) * hi))
-        norm = float(np.float32(mean * 1.15 * numel ** 0.5))
-        leaf = {"type": "torch.Tensor", "dtype": I64, "shape": shape,
-                "Max": float(hi - 1), "Min": 0.0, "Mean": mean, "Norm": norm, "requires_grad": False}
+        norm = float(np.float32(mean * 1.15 * numel**0.5))
+        leaf = {
+            "type": "torch.Tensor",
+            "dtype": I64,
+            "shape": shape,
+            "Max": float(hi - 1),
+            "Min": 0.0,
+            "Mean": mean,
+            "Norm": norm,
+            "requires_grad": False,
+        }
         if self.md5:
             leaf["md5"] = self._md5((hi, mean))
         return leaf, leaf
 
     def bool_tensor(self, shape):
-        leaf = {"type": "torch.Tensor", "dtype": BOOL, "shape": shape,
-                "Max": True, "Min": False, "Mean": None, "Norm": None, "requires_grad": False}
+        leaf = {
+            "type": "torch.Tensor",
+            "dtype": BOOL,
+            "shape": shape,
+            "Max": True,
+            "Min": False,
+            "Mean": None,
+            "Norm": None,
+            "requires_grad": False,
+        }
         if self.md5:
             leaf["md5"] = "1c2b3a4d"
         return leaf, leaf
@@ -205,20 +238,34 @@ class Gen:
         c = self.api_count.get(key, 0)
         self.api_count[key] = c + 1
         name = f"{key}.{c}.forward"
-        nb = {"input_args": [a[0] for a in args], "input_kwargs": {k: v[0] for k, v in kwargs.items()},
-              "is_recompute": False, "output": [o[0] for o in outs]}
-        bb = {"input_args": [a[1] for a in args], "input_kwargs": {k: v[1] for k, v in kwargs.items()},
-              "is_recompute": False, "output": [o[1] for o in outs]}
+        nb = {
+            "input_args": [a[0] for a in args],
+            "input_kwargs": {k: v[0] for k, v in kwargs.items()},
+            "is_recompute": False,
+            "output": [o[0] for o in outs],
+        }
+        bb = {
+            "input_args": [a[1] for a in args],
+            "input_kwargs": {k: v[1] for k, v in kwargs.items()},
+            "is_recompute": False,
+            "output": [o[1] for o in outs],
+        }
         self.add(name, nb, bb, parent, site)
         return {"name": name, "bwd": f"{key}.{c}.backward", "args": args, "outs": outs, "parent": parent}
 
     def module(self, path, cls, mb, args, kwargs, outs, params, parent, site):
         key = f"Module.{path}.{cls}"
         name = f"{key}.forward.{mb}"
-        nb = {"input_args": [a[0] for a in args], "input_kwargs": {k: v[0] for k, v in kwargs.items()},
-              "output": [o[0] for o in outs]}
-        bb = {"input_args": [a[1] for a in args], "input_kwargs": {k: v[1] for k, v in kwargs.items()},
-              "output": [o[1] for o in outs]}
+        nb = {
+            "input_args": [a[0] for a in args],
+            "input_kwargs": {k: v[0] for k, v in kwargs.items()},
+            "output": [o[0] for o in outs],
+        }
+        bb = {
+            "input_args": [a[1] for a in args],
+            "input_kwargs": {k: v[1] for k, v in kwargs.items()},
+            "output": [o[1] for o in outs],
+        }
         if params:
             nb["parameters"] = {k: v[0] for k, v in params.items()}
             bb["parameters"] = {k: v[1] for k, v in params.items()}
@@ -237,6 +284,7 @@ class Gen:
 
     def backward(self, rec, parent):
         """Backward entry for a forward record: input = grads of tensor outputs, output = grads of float inputs."""
+
         def grads(items):
             res = []
             for n, _ in items:
@@ -245,14 +293,19 @@ class Gen:
                 else:
                     res.append((None, None))
             return res
+
         if rec["name"].startswith("Distributed."):
             return
         gi = [g for g in grads(rec["outs"]) if g[0] is not None]
         go = grads(rec["args"])
         if not gi:
             return
-        self.add(rec["bwd"], {"input": [g[0] for g in gi], "output": [g[0] for g in go]},
-                 {"input": [g[1] for g in gi], "output": [g[1] for g in go]}, parent)
+        self.add(
+            rec["bwd"],
+            {"input": [g[0] for g in gi], "output": [g[0] for g in go]},
+            {"input": [g[1] for g in gi], "output": [g[1] for g in go]},
+            parent,
+        )
 
     # ---------------------------------------------------------------- model pieces
     def rmsnorm(self, path, mb, x, parent, tree):
@@ -263,8 +316,17 @@ class Gen:
         t1 = self.tensor(s, F32)
         kids.append(self.api("Tensor", "pow", [x, self.scalar("int", 2)], {}, [t1], mod_name, "norm.pow"))
         t2 = self.tensor(red, F32)
-        kids.append(self.api("Tensor", "mean", [t1, self.scalar("int", -1)], {"keepdim": self.scalar("bool", True)},
-                             [t2], mod_name, "norm.mean"))
+        kids.append(
+            self.api(
+                "Tensor",
+                "mean",
+                [t1, self.scalar("int", -1)],
+                {"keepdim": self.scalar("bool", True)},
+                [t2],
+                mod_name,
+                "norm.mean",
+            )
+        )
         t3 = self.tensor(red, F32)
         kids.append(self.api("Tensor", "__add__", [t2, self.scalar("float", 1e-05)], {}, [t3], mod_name, "norm.add"))
         t4 = self.tensor(red, F32)
@@ -288,11 +350,27 @@ class Gen:
         kids.append(self.api("Functional", "linear", [x, w, b], {}, [out], mod_name, f"lin.{cls}"))
         if reduce:
             red = self.tensor(out[0]["shape"], BF16, False)
-            kids.append(self.api("Distributed", "all_reduce", [out],
-                                 {"group": ({"type": "torch.ProcessGroup", "group_ranks": [0, 1, 2, 3, 4, 5, 6, 7],
-                                             "group_id": "9a3f0c2e"},) * 2,
-                                  "async_op": self.scalar("bool", False)},
-                                 [red, (None, None)], mod_name, "allreduce"))
+            kids.append(
+                self.api(
+                    "Distributed",
+                    "all_reduce",
+                    [out],
+                    {
+                        "group": (
+                            {
+                                "type": "torch.ProcessGroup",
+                                "group_ranks": [0, 1, 2, 3, 4, 5, 6, 7],
+                                "group_id": "9a3f0c2e",
+                            },
+                        )
+                        * 2,
+                        "async_op": self.scalar("bool", False),
+                    },
+                    [red, (None, None)],
+                    mod_name,
+                    "allreduce",
+                )
+            )
             out = red
         params = {"weight": w}
         if bias:
@@ -305,55 +383,163 @@ class Gen:
         mod_name = f"Module.{path}.SelfAttention.forward.{mb}"
         sub = []
         hd = self.hid // self.heads
-        qkv = self.linear(f"{path}.linear_qkv", "ColumnParallelLinear", mb, x, 3 * self.hid // 4, True, mod_name,
-                          sub, False)
+        qkv = self.linear(
+            f"{path}.linear_qkv", "ColumnParallelLinear", mb, x, 3 * self.hid // 4, True, mod_name, sub, False
+        )
         s = self.tok
         v4 = self.tensor([1, s, self.heads // 4, 3 * hd], BF16)
-        sub.append((self.api("Tensor", "view", [qkv, self.scalar("int", 1), self.scalar("int", s),
-                                                self.scalar("int", self.heads // 4), self.scalar("int", 3 * hd)],
-                             {}, [v4], mod_name, "attn.view"), []))
+        sub.append(
+            (
+                self.api(
+                    "Tensor",
+                    "view",
+                    [
+                        qkv,
+                        self.scalar("int", 1),
+                        self.scalar("int", s),
+                        self.scalar("int", self.heads // 4),
+                        self.scalar("int", 3 * hd),
+                    ],
+                    {},
+                    [v4],
+                    mod_name,
+                    "attn.view",
+                ),
+                [],
+            )
+        )
         q, k, v = (self.tensor([1, s, self.heads // 4, hd], BF16) for _ in range(3))
-        sub.append((self.api("Torch", "split", [v4, self.scalar("int", hd)], {"dim": self.scalar("int", -1)},
-                             [q, k, v], mod_name, "attn.split"), []))
+        sub.append(
+            (
+                self.api(
+                    "Torch",
+                    "split",
+                    [v4, self.scalar("int", hd)],
+                    {"dim": self.scalar("int", -1)},
+                    [q, k, v],
+                    mod_name,
+                    "attn.split",
+                ),
+                [],
+            )
+        )
         qp = self.tensor([1, s, self.heads // 4, hd + 2], BF16)
-        sub.append((self.api("Functional", "pad", [q, self.seq(self.scalar("int", 0), self.scalar("int", 2))],
-                             {"mode": self.scalar("str", "constant"), "value": self.scalar("float", 0.0)},
-                             [qp], mod_name, "attn.pad"), []))
+        sub.append(
+            (
+                self.api(
+                    "Functional",
+                    "pad",
+                    [q, self.seq(self.scalar("int", 0), self.scalar("int", 2))],
+                    {"mode": self.scalar("str", "constant"), "value": self.scalar("float", 0.0)},
+                    [qp],
+                    mod_name,
+                    "attn.pad",
+                ),
+                [],
+            )
+        )
         core = f"Module.{path}.core_attention.DotProductAttention.forward.{mb}"
         qt, kt, vt = (self.tensor([1, self.heads // 4, s, hd], BF16) for _ in range(3))
         ckids = []
         for t_in, t_out in ((q, qt), (k, kt), (v, vt)):
-            ckids.append(self.api("Tensor", "transpose", [t_in, self.scalar("int", 1), self.scalar("int", 2)], {},
-                                  [t_out], core, "attn.transpose"))
+            ckids.append(
+                self.api(
+                    "Tensor",
+                    "transpose",
+                    [t_in, self.scalar("int", 1), self.scalar("int", 2)],
+                    {},
+                    [t_out],
+                    core,
+                    "attn.transpose",
+                )
+            )
         ctx = self.tensor([1, self.heads // 4, s, hd], BF16)
-        ckids.append(self.api("Functional", "scaled_dot_product_attention", [qt, kt, vt],
-                              {"attn_mask": mask, "dropout_p": self.scalar("float", 0.0),
-                               "is_causal": self.scalar("bool", False), "scale": (None, None)},
-                              [ctx], core, "attn.sdpa"))
+        ckids.append(
+            self.api(
+                "Functional",
+                "scaled_dot_product_attention",
+                [qt, kt, vt],
+                {
+                    "attn_mask": mask,
+                    "dropout_p": self.scalar("float", 0.0),
+                    "is_causal": self.scalar("bool", False),
+                    "scale": (None, None),
+                },
+                [ctx],
+                core,
+                "attn.sdpa",
+            )
+        )
         ctx2 = self.tensor([1, s, self.hid // 4], BF16)
-        ckids.append(self.api("Tensor", "reshape", [ctx, self.scalar("int", 1), self.scalar("int", s),
-                                                    self.scalar("int", -1)], {}, [ctx2], core, "attn.reshape"))
-        crec = self.module(f"{path}.core_attention", "DotProductAttention", mb, [q, k, v], {"attention_mask": mask},
-                           [ctx2], None, mod_name, "mod.core")
+        ckids.append(
+            self.api(
+                "Tensor",
+                "reshape",
+                [ctx, self.scalar("int", 1), self.scalar("int", s), self.scalar("int", -1)],
+                {},
+                [ctx2],
+                core,
+                "attn.reshape",
+            )
+        )
+        crec = self.module(
+            f"{path}.core_attention",
+            "DotProductAttention",
+            mb,
+            [q, k, v],
+            {"attention_mask": mask},
+            [ctx2],
+            None,
+            mod_name,
+            "mod.core",
+        )
         sub.append((crec, [(c, []) for c in ckids]))
         out = self.linear(f"{path}.linear_proj", "RowParallelLinear", mb, ctx2, self.hid, False, mod_name, sub, True)
-        rec = self.module(path, "SelfAttention", mb, [x], {"attention_mask": mask, "inference_params": (None, None)},
-                          [out, (None, None)], None, parent, "mod.attn")
+        rec = self.module(
+            path,
+            "SelfAttention",
+            mb,
+            [x],
+            {"attention_mask": mask, "inference_params": (None, None)},
+            [out, (None, None)],
+            None,
+            parent,
+            "mod.attn",
+        )
         tree.append((rec, sub))
         return out
 
     def mlp(self, path, mb, x, parent, tree):
         mod_name = f"Module.{path}.MLP.forward.{mb}"
         sub = []
-        h = self.linear(f"{path}.linear_fc1", "ColumnParallelLinear", mb, x, 2 * self.ffn // 4, False, mod_name,
-                        sub, False)
+        h = self.linear(
+            f"{path}.linear_fc1", "ColumnParallelLinear", mb, x, 2 * self.ffn // 4, False, mod_name, sub, False
+        )
         sh = h[0]["shape"][:-1] + [self.ffn // 4]
         a, b = self.tensor(sh, BF16), self.tensor(sh, BF16)
-        sub.append((self.api("Torch", "chunk", [h, self.scalar("int", 2)], {"dim": self.scalar("int", -1)}, [a, b],
-                             mod_name, "mlp.chunk"), []))
+        sub.append(
+            (
+                self.api(
+                    "Torch",
+                    "chunk",
+                    [h, self.scalar("int", 2)],
+                    {"dim": self.scalar("int", -1)},
+                    [a, b],
+                    mod_name,
+                    "mlp.chunk",
+                ),
+                [],
+            )
+        )
         sa = self.tensor(sh, BF16)
-        sub.append((self.api("Functional", "silu", [a], {"inplace": self.scalar("bool", False)}, [sa], mod_name,
-                             "mlp.silu"), []))
+        sub.append(
+            (
+                self.api(
+                    "Functional", "silu", [a], {"inplace": self.scalar("bool", False)}, [sa], mod_name, "mlp.silu"
+                ),
+                [],
+            )
+        )
         m = self.tensor(sh, BF16)
         sub.append((self.api("Tensor", "__mul__", [sa, b], {}, [m], mod_name, "mlp.mul"), []))
         out = self.linear(f"{path}.linear_fc2", "RowParallelLinear", mb, m, self.hid, False, mod_name, sub, True)
@@ -368,18 +554,41 @@ class Gen:
         n1 = self.rmsnorm(f"{path}.input_layernorm", mb, x, mod_name, sub)
         att = self.attention(f"{path}.self_attention", mb, n1, mask, mod_name, sub)
         d = self.tensor(att[0]["shape"], BF16)
-        sub.append((self.api("Functional", "dropout", [att],
-                             {"p": self.scalar("float", 0.1), "training": self.scalar("bool", True),
-                              "inplace": self.scalar("bool", False)}, [d], mod_name, "layer.dropout"), []))
+        sub.append(
+            (
+                self.api(
+                    "Functional",
+                    "dropout",
+                    [att],
+                    {
+                        "p": self.scalar("float", 0.1),
+                        "training": self.scalar("bool", True),
+                        "inplace": self.scalar("bool", False),
+                    },
+                    [d],
+                    mod_name,
+                    "layer.dropout",
+                ),
+                [],
+            )
+        )
         r1 = self.tensor(x[0]["shape"], BF16)
         sub.append((self.api("Tensor", "__add__", [x, d], {}, [r1], mod_name, "layer.add1"), []))
         n2 = self.rmsnorm(f"{path}.pre_mlp_layernorm", mb, r1, mod_name, sub)
         m = self.mlp(f"{path}.mlp", mb, n2, mod_name, sub)
         r2 = self.tensor(x[0]["shape"], BF16)
         sub.append((self.api("Tensor", "__add__", [r1, m], {}, [r2], mod_name, "layer.add2"), []))
-        rec = self.module(path, "TransformerLayer", mb, [x],
-                          {"attention_mask": mask, "rotary_pos_emb": (None, None),
-                           "inference_params": (None, None)}, [r2], None, None, "mod.layer")
+        rec = self.module(
+            path,
+            "TransformerLayer",
+            mb,
+            [x],
+            {"attention_mask": mask, "rotary_pos_emb": (None, None), "inference_params": (None, None)},
+            [r2],
+            None,
+            None,
+            "mod.layer",
+        )
         tree.append((rec, sub))
         return r2
 
@@ -390,12 +599,27 @@ class Gen:
         emb_name = f"Module.embedding.VocabParallelEmbedding.forward.{mb}"
         w = self.tensor([self.vocab // 4, self.hid], BF16)
         x = self.tensor([1, self.tok, self.hid], BF16)
-        e = self.api("Functional", "embedding", [ids, w],
-                     {"padding_idx": (None, None), "max_norm": (None, None), "norm_type": self.scalar("float", 2.0),
-                      "scale_grad_by_freq": self.scalar("bool", False), "sparse": self.scalar("bool", False)},
-                     [x], emb_name, "emb")
-        tree.append((self.module("embedding", "VocabParallelEmbedding", mb, [ids], {}, [x], {"weight": w}, None,
-                                 "mod.emb"), [(e, [])]))
+        e = self.api(
+            "Functional",
+            "embedding",
+            [ids, w],
+            {
+                "padding_idx": (None, None),
+                "max_norm": (None, None),
+                "norm_type": self.scalar("float", 2.0),
+                "scale_grad_by_freq": self.scalar("bool", False),
+                "sparse": self.scalar("bool", False),
+            },
+            [x],
+            emb_name,
+            "emb",
+        )
+        tree.append(
+            (
+                self.module("embedding", "VocabParallelEmbedding", mb, [ids], {}, [x], {"weight": w}, None, "mod.emb"),
+                [(e, [])],
+            )
+        )
         mask = self.bool_tensor([1, 1, self.tok, self.tok])
         for i in range(self.layers):
             x = self.layer(i, mb, x, mask, tree)
@@ -403,19 +627,36 @@ class Gen:
                 break
         else:
             x = self.rmsnorm("decoder.final_layernorm", mb, x, None, tree)
-            logits = self.linear("output_layer", "ColumnParallelLinear", mb, x, self.vocab // 4, False, None,
-                                 tree, False)
+            logits = self.linear(
+                "output_layer", "ColumnParallelLinear", mb, x, self.vocab // 4, False, None, tree, False
+            )
             labels = self.int_tensor([1, self.tok], self.vocab)
             loss = self.tensor([], F32)
-            tree.append((self.api("Functional", "cross_entropy", [logits, labels],
-                                  {"ignore_index": self.scalar("int", -100),
-                                   "reduction": self.scalar("str", "mean"),
-                                   "label_smoothing": self.scalar("float", 0.0)}, [loss], None, "loss"), []))
+            tree.append(
+                (
+                    self.api(
+                        "Functional",
+                        "cross_entropy",
+                        [logits, labels],
+                        {
+                            "ignore_index": self.scalar("int", -100),
+                            "reduction": self.scalar("str", "mean"),
+                            "label_smoothing": self.scalar("float", 0.0),
+                        },
+                        [loss],
+                        None,
+                        "loss",
+                    ),
+                    [],
+                )
+            )
+
         # backward: reversed post-order
         def walk(nodes, parent_bwd):
             for rec, kids in reversed(nodes):
                 walk(kids, rec["bwd"] if rec["name"].startswith("Module.") else parent_bwd)
                 self.backward(rec, parent_bwd)
+
         walk(tree, None)
 
     def optimizer(self, n):
@@ -441,24 +682,37 @@ class Gen:
 def stack_lines(key):
     lib = "/usr/local/lib/python3.11/site-packages"
     crc = zlib.crc32(key.encode())
-    model = {"norm": "megatron/core/transformer/torch_norm.py", "lin": "megatron/core/tensor_parallel/layers.py",
-             "allreduce": "megatron/core/tensor_parallel/mappings.py",
-             "attn": "megatron/core/transformer/attention.py", "mlp": "megatron/core/transformer/mlp.py",
-             "layer": "megatron/core/transformer/transformer_layer.py",
-             "emb": "megatron/core/models/common/embeddings/language_model_embedding.py",
-             "loss": "megatron/core/models/gpt/gpt_model.py", "opt": "megatron/core/optimizer/optimizer.py",
-             "mod": "megatron/core/transformer/module.py"}.get(key.split(".")[0], "megatron/core/module.py")
+    model = {
+        "norm": "megatron/core/transformer/torch_norm.py",
+        "lin": "megatron/core/tensor_parallel/layers.py",
+        "allreduce": "megatron/core/tensor_parallel/mappings.py",
+        "attn": "megatron/core/transformer/attention.py",
+        "mlp": "megatron/core/transformer/mlp.py",
+        "layer": "megatron/core/transformer/transformer_layer.py",
+        "emb": "megatron/core/models/common/embeddings/language_model_embedding.py",
+        "loss": "megatron/core/models/gpt/gpt_model.py",
+        "opt": "megatron/core/optimizer/optimizer.py",
+        "mod": "megatron/core/transformer/module.py",
+    }.get(key.split(".")[0], "megatron/core/module.py")
     lines = []
     if not key.startswith("mod."):
-        lines.append(f"File {lib}/msprobe/pytorch/hook_module/wrap_functional.py, line 94, in api_function, \n"
-                     f" return api_instance(*args, **kwargs)")
-    lines.append(f"File /home/user/train/{model}, line {100 + crc % 400}, in forward, \n"
-                 f" out = self.{key.replace('.', '_')}(hidden_states)")
+        lines.append(
+            f"File {lib}/msprobe/pytorch/hook_module/wrap_functional.py, line 94, in api_function, \n"
+            f" return api_instance(*args, **kwargs)"
+        )
+    lines.append(
+        f"File /home/user/train/{model}, line {100 + crc % 400}, in forward, \n"
+        f" out = self.{key.replace('.', '_')}(hidden_states)"
+    )
     for j in range(6):
-        lines.append(f"File {lib}/torch/nn/modules/module.py, line {1700 + (crc >> (j * 3)) % 180}, "
-                     f"in _call_impl, \n return forward_call(*args, **kwargs)")
-    lines.append("File /home/user/train/megatron/training/training.py, line 1234, in train_step, \n"
-                 " losses_reduced = forward_backward_func(forward_step_func=forward_step)")
+        lines.append(
+            f"File {lib}/torch/nn/modules/module.py, line {1700 + (crc >> (j * 3)) % 180}, "
+            f"in _call_impl, \n return forward_call(*args, **kwargs)"
+        )
+    lines.append(
+        "File /home/user/train/megatron/training/training.py, line 1234, in train_step, \n"
+        " losses_reduced = forward_backward_func(forward_step_func=forward_step)"
+    )
     lines.append("File /home/user/train/pretrain_gpt.py, line 321, in <module>, \n pretrain(train_valid_test_ds)")
     return lines
 
@@ -506,8 +760,7 @@ def _enc(o, pad, step):
             return "{}"
         inner = pad + step
         sep = ",\n" + inner
-        return "{\n" + inner + sep.join(_ESC(k) + ": " + _enc(v, inner, step) for k, v in o.items()) + \
-            "\n" + pad + "}"
+        return "{\n" + inner + sep.join(_ESC(k) + ": " + _enc(v, inner, step) for k, v in o.items()) + "\n" + pad + "}"
     if t is list or t is tuple:
         if not o:
             return "[]"
@@ -630,22 +883,35 @@ def main(argv=None):
     else:
         write_side("npu")
         write_side("bench")
-    cfg = {"npu_path": os.path.join(out, "npu/step0/rank/dump.json"),
-           "bench_path": os.path.join(out, "bench/step0/rank/dump.json"),
-           "stack_path": os.path.join(out, "npu/step0/rank/stack.json"),
-           "is_print_compare_log": True}
+    cfg = {
+        "npu_path": os.path.join(out, "npu/step0/rank/dump.json"),
+        "bench_path": os.path.join(out, "bench/step0/rank/dump.json"),
+        "stack_path": os.path.join(out, "npu/step0/rank/stack.json"),
+        "is_print_compare_log": True,
+    }
     with open(os.path.join(out, "compare.json"), "w") as f:
         json.dump(cfg, f, indent=1)
-    meta = {"entries_npu": len(npu_data), "entries_bench": len(bench_data), "rows_npu": npu_rows,
-            "rows_bench": bench_rows, "micro_batches": n_mb, "layers": a.layers, "seed": a.seed, "md5": a.md5,
-            "tensor_leaves_generated": g.pool.n,
-            "bytes_npu": os.path.getsize(cfg["npu_path"]), "bytes_bench": os.path.getsize(cfg["bench_path"])}
+    meta = {
+        "entries_npu": len(npu_data),
+        "entries_bench": len(bench_data),
+        "rows_npu": npu_rows,
+        "rows_bench": bench_rows,
+        "micro_batches": n_mb,
+        "layers": a.layers,
+        "seed": a.seed,
+        "md5": a.md5,
+        "tensor_leaves_generated": g.pool.n,
+        "bytes_npu": os.path.getsize(cfg["npu_path"]),
+        "bytes_bench": os.path.getsize(cfg["bench_path"]),
+    }
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     t2 = time.time()
-    print(f"generated {len(npu_data)} npu / {len(bench_data)} bench entries, {npu_rows} / {bench_rows} rows, "
-          f"{meta['bytes_npu'] / 1e6:.0f} MB + {meta['bytes_bench'] / 1e6:.0f} MB in {out} "
-          f"(build {t1 - t0:.1f}s, write {t2 - t1:.1f}s)")
+    print(
+        f"generated {len(npu_data)} npu / {len(bench_data)} bench entries, {npu_rows} / {bench_rows} rows, "
+        f"{meta['bytes_npu'] / 1e6:.0f} MB + {meta['bytes_bench'] / 1e6:.0f} MB in {out} "
+        f"(build {t1 - t0:.1f}s, write {t2 - t1:.1f}s)"
+    )
     return 0
 
 

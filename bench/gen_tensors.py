@@ -40,6 +40,7 @@ Deterministic for a given seed and options.  Data come from two pools of up to 6
 random offsets, scaled per tensor) and go through buffers allocated once, so generation runs at memory and
 torch.save speed rather than RNG speed (about 20 s for the default 2 x 2.25 GB on an idle 2-core VM).
 """
+
 import argparse
 import json
 import os
@@ -116,8 +117,7 @@ class Model:
 
     def api(self, kind, name, inputs, outputs, parent, backward=True):
         base = f"{kind}.{name}.{self._count((kind, name))}"
-        fwd = Entry(f"{base}.forward", "forward", parent,
-                    {"input_args": inputs, "input_kwargs": {}, "output": outputs})
+        fwd = Entry(f"{base}.forward", "forward", parent, {"input_args": inputs, "input_kwargs": {}, "output": outputs})
         self.forward.append(fwd)
         if backward:
             self.backward_ops.append((base, parent, inputs, outputs, None))
@@ -135,33 +135,64 @@ class Model:
         a = self.a
         S, H, F, NH = a.seq, a.hidden, a.ffn, a.heads
         act = (1, S, H)
-        self.module("embed_tokens", "Embedding", [Leaf((1, S), "i64", False)], [Leaf(act)],
-                    {"weight": Leaf((a.vocab, H), scale=0.02)}, None)
+        self.module(
+            "embed_tokens",
+            "Embedding",
+            [Leaf((1, S), "i64", False)],
+            [Leaf(act)],
+            {"weight": Leaf((a.vocab, H), scale=0.02)},
+            None,
+        )
         for i in range(layers):
             p = f"layers.{i}"
             layer = f"{self.mod}.{p}.LlamaDecoderLayer.forward.0"
             for norm in ("input_layernorm", "post_attention_layernorm"):
-                nm = self.module(f"{p}.{norm}", "RMSNorm", [Leaf(act)], [Leaf(act)],
-                                 {"weight": Leaf((H,), "f32", scale=0.3)}, layer)
+                nm = self.module(
+                    f"{p}.{norm}", "RMSNorm", [Leaf(act)], [Leaf(act)], {"weight": Leaf((H,), "f32", scale=0.3)}, layer
+                )
                 self.api("Tensor", "float", [Leaf(act)], [Leaf(act, "f32")], nm)
                 if norm == "input_layernorm":
                     attn = f"{self.mod}.{p}.self_attn.LlamaAttention.forward.0"
                     for proj in ("q_proj", "k_proj", "v_proj"):
-                        self.module(f"{p}.self_attn.{proj}", "Linear", [Leaf(act)], [Leaf(act)],
-                                    {"weight": Leaf((H, H), scale=0.02)}, attn)
+                        self.module(
+                            f"{p}.self_attn.{proj}",
+                            "Linear",
+                            [Leaf(act)],
+                            [Leaf(act)],
+                            {"weight": Leaf((H, H), scale=0.02)},
+                            attn,
+                        )
                     qkv = [Leaf((1, NH, S, H // NH)) for _ in range(3)]
                     self.api("Functional", "scaled_dot_product_attention", qkv, [Leaf((1, NH, S, H // NH))], attn)
-                    self.module(f"{p}.self_attn.o_proj", "Linear", [Leaf(act)], [Leaf(act)],
-                                {"weight": Leaf((H, H), scale=0.02)}, attn)
+                    self.module(
+                        f"{p}.self_attn.o_proj",
+                        "Linear",
+                        [Leaf(act)],
+                        [Leaf(act)],
+                        {"weight": Leaf((H, H), scale=0.02)},
+                        attn,
+                    )
                     self.api("Tensor", "__add__", [Leaf(act), Leaf(act)], [Leaf(act)], layer)
             mlp = f"{self.mod}.{p}.mlp.LlamaMLP.forward.0"
             for proj in ("gate_proj", "up_proj"):
-                self.module(f"{p}.mlp.{proj}", "Linear", [Leaf(act)], [Leaf((1, S, F))],
-                            {"weight": Leaf((F, H), scale=0.02)}, mlp)
+                self.module(
+                    f"{p}.mlp.{proj}",
+                    "Linear",
+                    [Leaf(act)],
+                    [Leaf((1, S, F))],
+                    {"weight": Leaf((F, H), scale=0.02)},
+                    mlp,
+                )
             self.api("Functional", "silu", [Leaf((1, S, F))], [Leaf((1, S, F))], mlp)
             self.api("Tensor", "__mul__", [Leaf((1, S, F)), Leaf((1, S, F))], [Leaf((1, S, F))], mlp)
-            self.module(f"{p}.mlp.down_proj", "Linear", [Leaf((1, S, F))], [Leaf(act)],
-                        {"weight": Leaf((H, F), scale=0.02)}, mlp)
+            self.module(
+                f"{p}.mlp.down_proj",
+                "Linear",
+                [Leaf((1, S, F))],
+                [Leaf(act)],
+                {"weight": Leaf((H, F), scale=0.02)},
+                mlp,
+            )
             self.api("Tensor", "__add__", [Leaf(act), Leaf(act)], [Leaf(act)], layer)
         self.module("norm", "RMSNorm", [Leaf(act)], [Leaf(act)], {"weight": Leaf((H,), "f32", scale=0.3)}, None)
 
@@ -175,8 +206,14 @@ class Model:
             g_out = [Leaf(x.shape, "bf16", False, scale=1e-3) for x in inputs if x.dtype != "i64"]
             entries.append(Entry(name, "backward", bparent, {"input": g_in, "output": g_out}))
             if params:
-                entries.append(Entry(f"{base}.parameters_grad", "grad", None,
-                                     {k: [Leaf(v.shape, "f32", False, scale=1e-4)] for k, v in params.items()}))
+                entries.append(
+                    Entry(
+                        f"{base}.parameters_grad",
+                        "grad",
+                        None,
+                        {k: [Leaf(v.shape, "f32", False, scale=1e-4)] for k, v in params.items()},
+                    )
+                )
         return entries
 
 
@@ -247,7 +284,7 @@ class Source:
         while pos < n:
             k = min(n - pos, self.size)
             off = int(self.rng.integers(0, self.size - k + 1))
-            np.multiply(pool[off:off + k], np.float32(factor), out=out[pos:pos + k])
+            np.multiply(pool[off : off + k], np.float32(factor), out=out[pos : pos + k])
             pos += k
 
     def pair(self, leaf, error):
@@ -264,7 +301,7 @@ class Source:
         bench += npu
         if error == "block":
             start = int(self.rng.integers(0, max(1, n - n // 8)))
-            bench[start:start + max(1, n // 64)] += np.float32(1.0)
+            bench[start : start + max(1, n // 64)] += np.float32(1.0)
         elif error == "nan":
             npu[int(self.rng.integers(0, n))] = np.nan
         return npu.reshape(leaf.shape), bench.reshape(leaf.shape)
@@ -288,8 +325,12 @@ def _stats_np(flat):
         f = flat.astype(np.float64)
         return float(flat.max()), float(flat.min()), float(f.mean()), float(np.sqrt(np.dot(f, f)))
     with np.errstate(all="ignore"):
-        return (float(flat.max()), float(flat.min()), float(flat.mean(dtype=np.float64)),
-                float(np.sqrt(np.dot(flat, flat))))
+        return (
+            float(flat.max()),
+            float(flat.min()),
+            float(flat.mean(dtype=np.float64)),
+            float(np.sqrt(np.dot(flat, flat))),
+        )
 
 
 # --------------------------------------------------------------------------------------------------- writers
@@ -338,7 +379,7 @@ class NpyWriter:
     def __call__(self, path, values, dtype):
         flat = np.ascontiguousarray(values).reshape(-1)
         if dtype == "bf16":
-            wide = self.wide[:flat.shape[0]]
+            wide = self.wide[: flat.shape[0]]
             np.copyto(wide.view(np.uint32), bf16_round(flat), casting="unsafe")
             wide.view(np.uint32)[:] <<= 16
             flat = wide
@@ -353,7 +394,10 @@ def leaf_json(leaf, dtype, stats, fw):
         "type": "torch.Tensor" if fw == "pytorch" else "mindspore.Tensor",
         "dtype": (TORCH_DTYPE if fw == "pytorch" else MS_DTYPE)[dtype],
         "shape": list(leaf.shape),
-        "Max": mx, "Min": mn, "Mean": mean, "Norm": norm,
+        "Max": mx,
+        "Min": mn,
+        "Mean": mean,
+        "Norm": norm,
         "requires_grad": leaf.rg,
         "data_name": leaf.data_name,
     }
@@ -463,12 +507,16 @@ def generate(args):
     for side in ("npu", "bench"):
         write_side_files(ranks[side], data[side], stack, construct, head)
     with open(os.path.join(out, "compare.json"), "w") as f:
-        json.dump({
-            "npu_path": os.path.join(ranks["npu"], "dump.json"),
-            "bench_path": os.path.join(ranks["bench"], "dump.json"),
-            "stack_path": os.path.join(ranks["npu"], "stack.json"),
-            "is_print_compare_log": True,
-        }, f, indent=1)
+        json.dump(
+            {
+                "npu_path": os.path.join(ranks["npu"], "dump.json"),
+                "bench_path": os.path.join(ranks["bench"], "dump.json"),
+                "stack_path": os.path.join(ranks["npu"], "stack.json"),
+                "is_print_compare_log": True,
+            },
+            f,
+            indent=1,
+        )
     meta = {
         "framework": fw,
         "entries": len(entries),
@@ -507,8 +555,14 @@ def main(argv=None):
         ap.error("--hidden must be a multiple of --heads")
     t0 = time.perf_counter()
     meta = generate(args)
-    print(json.dumps({k: meta[k] for k in ("framework", "entries", "rows_npu", "tensor_bytes_npu",
-                                            "tensor_bytes_bench", "layers")}))
+    print(
+        json.dumps(
+            {
+                k: meta[k]
+                for k in ("framework", "entries", "rows_npu", "tensor_bytes_npu", "tensor_bytes_bench", "layers")
+            }
+        )
+    )
     print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
 

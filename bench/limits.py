@@ -29,6 +29,7 @@ one run each, a smoke test (< 1 minute); its figures mean nothing.
 Usage: python3 bench/limits.py [--runs 3] [--ref PATH | --skip-ref] [--ref-big] [--markdown] [--json OUT]
            [--quick] [--data-root DIR] [--workdir DIR] [--python PY] [--start-runs 15] [--phase-runs 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,25 +64,53 @@ SMALL_TENSORS = ["--seq", "32", "--hidden", "128", "--heads", "4", "--ffn", "344
 # name -> (kind, folder under --data-root or None for the example, generator args, quick generator args)
 SIDE_CASES = {
     "small": ("stats", None, None, None),
-    "stats_63k": ("stats", "msprobe_bench_stats_63k", ["gen_stats.py", "--entries", "17700", "--seed", "1"],
-                  ["gen_stats.py", "--entries", "600", "--seed", "1"]),
-    "tensor_1485": ("tensor", "msprobe_bench_tensors_1485",
-                    ["gen_tensors.py", "--gb", "0.0358", *SMALL_TENSORS, "--seed", "1"],
-                    ["gen_tensors.py", "--gb", "0.003", *SMALL_TENSORS, "--seed", "1"]),
+    "stats_63k": (
+        "stats",
+        "msprobe_bench_stats_63k",
+        ["gen_stats.py", "--entries", "17700", "--seed", "1"],
+        ["gen_stats.py", "--entries", "600", "--seed", "1"],
+    ),
+    "tensor_1485": (
+        "tensor",
+        "msprobe_bench_tensors_1485",
+        ["gen_tensors.py", "--gb", "0.0358", *SMALL_TENSORS, "--seed", "1"],
+        ["gen_tensors.py", "--gb", "0.003", *SMALL_TENSORS, "--seed", "1"],
+    ),
 }
 BIG_CASES = {  # run_all's case names, so that its reference cache applies
-    "stats_1m": ("stats", "msprobe_bench_stats_1m", ["gen_stats.py", "--entries", "281300", "--seed", "1"],
-                 ["gen_stats.py", "--entries", "3000", "--seed", "1"]),
-    "stats_1m_compact": ("stats", "msprobe_bench_stats_1m_compact",
-                         ["gen_stats.py", "--entries", "281300", "--seed", "1", "--indent", "0"],
-                         ["gen_stats.py", "--entries", "3000", "--seed", "1", "--indent", "0"]),
-    "tensor_2g": ("tensor", "msprobe_bench_tensors_2g", ["gen_tensors.py", "--gb", "2", "--seed", "1"],
-                  ["gen_tensors.py", "--gb", "0.02", *SMALL_TENSORS, "--seed", "1"]),
+    "stats_1m": (
+        "stats",
+        "msprobe_bench_stats_1m",
+        ["gen_stats.py", "--entries", "281300", "--seed", "1"],
+        ["gen_stats.py", "--entries", "3000", "--seed", "1"],
+    ),
+    "stats_1m_compact": (
+        "stats",
+        "msprobe_bench_stats_1m_compact",
+        ["gen_stats.py", "--entries", "281300", "--seed", "1", "--indent", "0"],
+        ["gen_stats.py", "--entries", "3000", "--seed", "1", "--indent", "0"],
+    ),
+    "tensor_2g": (
+        "tensor",
+        "msprobe_bench_tensors_2g",
+        ["gen_tensors.py", "--gb", "2", "--seed", "1"],
+        ["gen_tensors.py", "--gb", "0.02", *SMALL_TENSORS, "--seed", "1"],
+    ),
 }
-BIG_VARIANTS = [("1M csv", "stats_1m", "csv"), ("1M compact csv", "stats_1m_compact", "csv"),
-                ("1M xlsx", "stats_1m", "xlsx"), ("2 GB tensors", "tensor_2g", "xlsx")]
-GOALS = {"csv_s": 6.0, "xlsx_s": 12.0, "peak_bytes": GIB, "compact_ratio": 1.15, "tensor_gbs": 6.0,
-         "start_s": start.GOAL_S}
+BIG_VARIANTS = [
+    ("1M csv", "stats_1m", "csv"),
+    ("1M compact csv", "stats_1m_compact", "csv"),
+    ("1M xlsx", "stats_1m", "xlsx"),
+    ("2 GB tensors", "tensor_2g", "xlsx"),
+]
+GOALS = {
+    "csv_s": 6.0,
+    "xlsx_s": 12.0,
+    "peak_bytes": GIB,
+    "compact_ratio": 1.15,
+    "tensor_gbs": 6.0,
+    "start_s": start.GOAL_S,
+}
 
 
 def now_utc() -> str:
@@ -98,7 +127,11 @@ def log(msg: str) -> None:
 def torch_python(candidates: list[str]) -> str:
     """The first interpreter of `candidates` that imports torch (else the first one)."""
     for py in candidates:
-        if py and os.path.exists(py) and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+        if (
+            py
+            and os.path.exists(py)
+            and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0
+        ):
             return py
     return candidates[0]
 
@@ -165,8 +198,17 @@ def env_path(src: str | None):
                 os.environ["PYTHONPATH"] = old
 
 
-def one_run(tool: str, cmd: list[str], folder: str, info: dict, fmt: str, label: str, a: argparse.Namespace,
-            warm: bool, sample: float = 0.05) -> dict:
+def one_run(
+    tool: str,
+    cmd: list[str],
+    folder: str,
+    info: dict,
+    fmt: str,
+    label: str,
+    a: argparse.Namespace,
+    warm: bool,
+    sample: float = 0.05,
+) -> dict:
     """One compare as a child in `folder`: bench_stats.run_child's figures plus ok, load and peak bytes."""
     out = os.path.join(a.workdir, f"out_{label}")
     shutil.rmtree(out, ignore_errors=True)
@@ -179,12 +221,13 @@ def one_run(tool: str, cmd: list[str], folder: str, info: dict, fmt: str, label:
     load0 = load1()
     with env_path(a.src if tool == "ours" else None):
         r = run_child(full, folder, logf, a.timeout, sample=sample)
-    r.update(tool=tool, load_before=load0, cmd=shlex.join(full),
-             ok=r["rc"] == 0 and run_all.outputs_ok(out, (fmt,), 1))
+    r.update(tool=tool, load_before=load0, cmd=shlex.join(full), ok=r["rc"] == 0 and run_all.outputs_ok(out, (fmt,), 1))
     r["peak_bytes"] = run_all.peak_bytes(r)
     if r["ok"]:
-        log(f"  {label}: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, peak {r['peak_bytes'] / 2**20:.0f} MiB "
-            f"(load {load0:.2f})")
+        log(
+            f"  {label}: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, peak {r['peak_bytes'] / 2**20:.0f} MiB "
+            f"(load {load0:.2f})"
+        )
     else:
         log(f"  {label}: FAILED (exit {r['rc']}); last lines of {logf}:\n{tail(logf)}")
     shutil.rmtree(out, ignore_errors=True)
@@ -197,9 +240,16 @@ def summary(runs: list[dict]) -> dict:
     if not ok:
         return {"ok": False, "n": 0, "runs": runs}
     walls = [r["wall"] for r in ok]
-    return {"ok": len(ok) == len(runs), "n": len(ok), "wall": statistics.median(walls), "wall_min": min(walls),
-            "wall_max": max(walls), "cpu": statistics.median(r["cpu"] for r in ok),
-            "peak_bytes": max(r["peak_bytes"] for r in ok), "runs": runs}
+    return {
+        "ok": len(ok) == len(runs),
+        "n": len(ok),
+        "wall": statistics.median(walls),
+        "wall_min": min(walls),
+        "wall_max": max(walls),
+        "cpu": statistics.median(r["cpu"] for r in ok),
+        "peak_bytes": max(r["peak_bytes"] for r in ok),
+        "runs": runs,
+    }
 
 
 def ratio(x: float | None, y: float | None) -> float | None:
@@ -217,10 +267,15 @@ def side_by_side(a: argparse.Namespace, ours: list[str], ref: str | None) -> dic
         runs: dict[str, list[dict]] = {t: [] for t, _ in tools}
         for i in range(a.runs):
             for tool, cmd in tools if i % 2 == 0 else tools[::-1]:
-                runs[tool].append(one_run(tool, cmd, folder, info, "xlsx", f"{name}_{tool}_{i}", a,
-                                          spec[0] == "tensor"))
-        res = {"dir": folder, **info, "ours": summary(runs["ours"]),
-               "reference": summary(runs["reference"]) if ref else None}
+                runs[tool].append(
+                    one_run(tool, cmd, folder, info, "xlsx", f"{name}_{tool}_{i}", a, spec[0] == "tensor")
+                )
+        res = {
+            "dir": folder,
+            **info,
+            "ours": summary(runs["ours"]),
+            "reference": summary(runs["reference"]) if ref else None,
+        }
         o, r = res["ours"], res["reference"] or {}
         res["ratios"] = {k: ratio(r.get(k), o.get(k)) for k in ("wall", "cpu", "peak_bytes")}
         out[name] = res
@@ -239,11 +294,25 @@ def big_reference(case: str, folder: str, info: dict, a: argparse.Namespace, ref
     kind = BIG_CASES[case][0]
     r = one_run("reference", [ref], folder, info, "xlsx", f"{case}_reference", a, kind == "tensor")
     fp = run_all.fingerprint(kind, folder)
-    entry = {"case": case, "key": run_all.cache_key(case, fp), "fingerprint": fp, "input_dir": folder,
-             "source": "limits", "date": run_all.now_utc(), "machine": machine_info(),
-             "ref_version": run_all.ref_version(ref), "command": r["cmd"], "wall": r["wall"], "cpu": r["cpu"],
-             "maxrss_kb": r["maxrss_kb"], "tree_pss_kb": r["tree_pss_kb"], "rc": r["rc"], "ok": r["ok"],
-             "load_before": r["load_before"], "cache_mode": "warm" if kind == "tensor" else None}
+    entry = {
+        "case": case,
+        "key": run_all.cache_key(case, fp),
+        "fingerprint": fp,
+        "input_dir": folder,
+        "source": "limits",
+        "date": run_all.now_utc(),
+        "machine": machine_info(),
+        "ref_version": run_all.ref_version(ref),
+        "command": r["cmd"],
+        "wall": r["wall"],
+        "cpu": r["cpu"],
+        "maxrss_kb": r["maxrss_kb"],
+        "tree_pss_kb": r["tree_pss_kb"],
+        "rc": r["rc"],
+        "ok": r["ok"],
+        "load_before": r["load_before"],
+        "cache_mode": "warm" if kind == "tensor" else None,
+    }
     if r["rc"] != "timeout" and not a.quick:
         cache["entries"][entry["key"]] = entry
         run_all.save_cache(a.ref_cache, cache)
@@ -258,8 +327,19 @@ def big_runs(a: argparse.Namespace, ours: list[str], ref: str | None) -> dict:
     for i in range(a.runs):
         for label, case, fmt in BIG_VARIANTS:
             tag = label.replace(" ", "_")
-            runs[label].append(one_run("ours", ours, folders[case], infos[case], fmt, f"{tag}_{i}", a,
-                                       BIG_CASES[case][0] == "tensor", sample=0.1))
+            runs[label].append(
+                one_run(
+                    "ours",
+                    ours,
+                    folders[case],
+                    infos[case],
+                    fmt,
+                    f"{tag}_{i}",
+                    a,
+                    BIG_CASES[case][0] == "tensor",
+                    sample=0.1,
+                )
+            )
     cache = run_all.load_cache(a.ref_cache)
     refs = {}
     for case in ("stats_1m", "tensor_2g"):
@@ -274,19 +354,18 @@ def big_runs(a: argparse.Namespace, ours: list[str], ref: str | None) -> dict:
 def startup(a: argparse.Namespace) -> dict:
     """bench/start.py's small csv compare, a.start_runs times: median and best wall, median CPU."""
     py = a.python
-    subprocess.run([py, "-m", "compileall", "-q", os.path.join(a.src, "msprobe_compare")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [py, "-m", "compileall", "-q", os.path.join(a.src, "msprobe_compare")], check=True, stdout=subprocess.DEVNULL
+    )
     env = {**os.environ, "PYTHONPATH": a.src}
     out = os.path.join(a.workdir, "out_start")
     walls, cpus = [], []
     for _ in range(a.start_runs):
-        w, c = start.timed([py, *start.COMPARE, "-o", out], os.path.join(ROOT, "examples", "pytorch_mlp_bug_stat"),
-                           env)
+        w, c = start.timed([py, *start.COMPARE, "-o", out], os.path.join(ROOT, "examples", "pytorch_mlp_bug_stat"), env)
         walls.append(w)
         cpus.append(c)
         shutil.rmtree(out, ignore_errors=True)
-    return {"wall": statistics.median(walls), "wall_min": min(walls), "cpu": statistics.median(cpus),
-            "n": len(walls)}
+    return {"wall": statistics.median(walls), "wall_min": min(walls), "cpu": statistics.median(cpus), "n": len(walls)}
 
 
 # ----------------------------------------------------------------------------------------------------- goals
@@ -298,33 +377,67 @@ def goal_rows(big: dict, st: dict) -> list[dict]:
     out = []
 
     def add(name: str, value: float | None, text: str, goal: str, ok: bool | None) -> None:
-        out.append({"goal": name, "value": value, "text": text if value is not None else "-", "limit": goal,
-                    "status": "n/a" if value is None else ("met" if ok else "NOT met")})
+        out.append(
+            {
+                "goal": name,
+                "value": value,
+                "text": text if value is not None else "-",
+                "limit": goal,
+                "status": "n/a" if value is None else ("met" if ok else "NOT met"),
+            }
+        )
 
     csv, xlsx, comp = v["1M csv"].get("wall"), v["1M xlsx"].get("wall"), v["1M compact csv"].get("wall")
-    add("1M rows, csv (indent 1), median wall", csv, f"{csv or 0:.2f} s", f"<= {GOALS['csv_s']:g} s",
-        csv is not None and csv <= GOALS["csv_s"])
-    add("1M rows, coloured xlsx, median wall", xlsx, f"{xlsx or 0:.2f} s", f"<= {GOALS['xlsx_s']:g} s",
-        xlsx is not None and xlsx <= GOALS["xlsx_s"])
+    add(
+        "1M rows, csv (indent 1), median wall",
+        csv,
+        f"{csv or 0:.2f} s",
+        f"<= {GOALS['csv_s']:g} s",
+        csv is not None and csv <= GOALS["csv_s"],
+    )
+    add(
+        "1M rows, coloured xlsx, median wall",
+        xlsx,
+        f"{xlsx or 0:.2f} s",
+        f"<= {GOALS['xlsx_s']:g} s",
+        xlsx is not None and xlsx <= GOALS["xlsx_s"],
+    )
     peaks = [v[k].get("peak_bytes") for k in ("1M csv", "1M compact csv", "1M xlsx")]
     peak = max(p for p in peaks if p) if any(peaks) else None
-    add("1M rows, peak memory of the process tree (csv, compact, xlsx)", peak, f"{(peak or 0) / GIB:.2f} GiB",
-        "< 1 GiB", peak is not None and peak < GOALS["peak_bytes"])
+    add(
+        "1M rows, peak memory of the process tree (csv, compact, xlsx)",
+        peak,
+        f"{(peak or 0) / GIB:.2f} GiB",
+        "< 1 GiB",
+        peak is not None and peak < GOALS["peak_bytes"],
+    )
     cr = ratio(comp, csv)
     ccpu = ratio(v["1M compact csv"].get("cpu"), v["1M csv"].get("cpu"))
-    add("compact / indent 1, csv median wall", cr,
-        f"{cr or 0:.2f}x ({comp or 0:.2f} s; CPU {ccpu or 0:.2f}x)", f"<= {GOALS['compact_ratio']:g}x",
-        cr is not None and cr <= GOALS["compact_ratio"])
+    add(
+        "compact / indent 1, csv median wall",
+        cr,
+        f"{cr or 0:.2f}x ({comp or 0:.2f} s; CPU {ccpu or 0:.2f}x)",
+        f"<= {GOALS['compact_ratio']:g}x",
+        cr is not None and cr <= GOALS["compact_ratio"],
+    )
     t = v["2 GB tensors"]
     tb = big["infos"]["tensor_2g"]["tensor_bytes"]
     gbs = tb / GB / t["wall"] if t.get("wall") else None
-    add("tensor pair, warm, median GB/s (both sides' bytes / wall)", gbs,
-        f"{gbs or 0:.2f} GB/s ({tb / GB:.2f} GB in {t.get('wall') or 0:.2f} s)", f">= {GOALS['tensor_gbs']:g} GB/s",
-        gbs is not None and gbs >= GOALS["tensor_gbs"])
+    add(
+        "tensor pair, warm, median GB/s (both sides' bytes / wall)",
+        gbs,
+        f"{gbs or 0:.2f} GB/s ({tb / GB:.2f} GB in {t.get('wall') or 0:.2f} s)",
+        f">= {GOALS['tensor_gbs']:g} GB/s",
+        gbs is not None and gbs >= GOALS["tensor_gbs"],
+    )
     s = st.get("wall") if st else None
-    add("start-up: small csv compare, median wall", s,
-        f"{s or 0:.3f} s (best {st.get('wall_min', 0) if st else 0:.3f} s)", f"<= {GOALS['start_s']:g} s",
-        s is not None and s <= GOALS["start_s"])
+    add(
+        "start-up: small csv compare, median wall",
+        s,
+        f"{s or 0:.3f} s (best {st.get('wall_min', 0) if st else 0:.3f} s)",
+        f"<= {GOALS['start_s']:g} s",
+        s is not None and s <= GOALS["start_s"],
+    )
     return out
 
 
@@ -349,16 +462,36 @@ def side_rows(side: dict) -> list[list[str]]:
                 continue
             rat = c["ratios"] if tool == "reference" else {}
             ok = "ok" if s["ok"] else f"FAIL ({s['n']} ok)"
-            wall = (f"{s['wall']:.2f} ({s['wall_min']:.2f}-{s['wall_max']:.2f})" if s.get("wall") else "-")
-            rows.append([name, size, tool, f"{ok} x{len(s['runs'])}", wall, _f(s.get("cpu"), ".2f"),
-                         _f((s.get("peak_bytes") or 0) / 2**20 or None, ".0f"),
-                         _f(rat.get("wall"), ".1f", "x"), _f(rat.get("cpu"), ".1f", "x"),
-                         _f(rat.get("peak_bytes"), ".1f", "x")])
+            wall = f"{s['wall']:.2f} ({s['wall_min']:.2f}-{s['wall_max']:.2f})" if s.get("wall") else "-"
+            rows.append(
+                [
+                    name,
+                    size,
+                    tool,
+                    f"{ok} x{len(s['runs'])}",
+                    wall,
+                    _f(s.get("cpu"), ".2f"),
+                    _f((s.get("peak_bytes") or 0) / 2**20 or None, ".0f"),
+                    _f(rat.get("wall"), ".1f", "x"),
+                    _f(rat.get("cpu"), ".1f", "x"),
+                    _f(rat.get("peak_bytes"), ".1f", "x"),
+                ]
+            )
     return rows
 
 
-SIDE_HEADER = ["case", "size", "tool", "runs", "wall s median (min-max)", "CPU s median", "peak MiB",
-               "ref/ours wall", "ref/ours CPU", "ref/ours peak"]
+SIDE_HEADER = [
+    "case",
+    "size",
+    "tool",
+    "runs",
+    "wall s median (min-max)",
+    "CPU s median",
+    "peak MiB",
+    "ref/ours wall",
+    "ref/ours CPU",
+    "ref/ours peak",
+]
 BIG_HEADER = ["run (ours)", "runs", "wall s median (min-max)", "CPU s median", "peak MiB"]
 GOAL_HEADER = ["goal", "ours", "limit", "status"]
 PHASE_HEADER = ["phase", "wall s", "CPU s", "share of wall"]
@@ -368,8 +501,15 @@ def big_rows(big: dict) -> list[list[str]]:
     rows = []
     for label, s in big["variants"].items():
         wall = f"{s['wall']:.2f} ({s['wall_min']:.2f}-{s['wall_max']:.2f})" if s.get("wall") else "-"
-        rows.append([label, f"{'ok' if s['ok'] else 'FAIL'} x{len(s['runs'])}", wall, _f(s.get("cpu"), ".2f"),
-                     _f((s.get("peak_bytes") or 0) / 2**20 or None, ".0f")])
+        rows.append(
+            [
+                label,
+                f"{'ok' if s['ok'] else 'FAIL'} x{len(s['runs'])}",
+                wall,
+                _f(s.get("cpu"), ".2f"),
+                _f((s.get("peak_bytes") or 0) / 2**20 or None, ".0f"),
+            ]
+        )
     return rows
 
 
@@ -387,10 +527,12 @@ def ref_lines(big: dict) -> list[str]:
             lines.append(f"Reference on {case} ({when}): FAILED (exit {e.get('rc')}).")
             continue
         peak = run_all.peak_bytes(e)
-        lines.append(f"Reference on {case} ({when}): {e['wall']:.1f} s wall, {e['cpu']:.1f} s CPU, peak "
-                     f"{peak / GIB:.2f} GiB; ref/ours ({label}): wall {_f(ratio(e['wall'], ours.get('wall')), '.1f')}x, "
-                     f"CPU {_f(ratio(e['cpu'], ours.get('cpu')), '.1f')}x, "
-                     f"peak {_f(ratio(peak, ours.get('peak_bytes')), '.1f')}x.")
+        lines.append(
+            f"Reference on {case} ({when}): {e['wall']:.1f} s wall, {e['cpu']:.1f} s CPU, peak "
+            f"{peak / GIB:.2f} GiB; ref/ours ({label}): wall {_f(ratio(e['wall'], ours.get('wall')), '.1f')}x, "
+            f"CPU {_f(ratio(e['cpu'], ours.get('cpu')), '.1f')}x, "
+            f"peak {_f(ratio(peak, ours.get('peak_bytes')), '.1f')}x."
+        )
     return lines
 
 
@@ -398,13 +540,17 @@ def render_table(header: list[str], rows: list[list[str]], markdown: bool, first
     """A table as Markdown or as aligned plain text; columns from `first_number` on are right-aligned."""
     if markdown:
         align = ["---" if i < first_number else "---:" for i in range(len(header))]
-        return (["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-                + ["| " + " | ".join(x.replace("|", "\\|") for x in r) + " |" for r in rows])
+        return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"] + [
+            "| " + " | ".join(x.replace("|", "\\|") for x in r) + " |" for r in rows
+        ]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     for r in rows:
-        lines.append("  ".join(x.rjust(w) if i >= first_number else x.ljust(w)
-                               for i, (x, w) in enumerate(zip(r, widths))).rstrip())
+        lines.append(
+            "  ".join(
+                x.rjust(w) if i >= first_number else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
     return lines
 
 
@@ -417,10 +563,12 @@ def report(res: dict, markdown: bool) -> str:
         src = "src" if os.path.abspath(res["src"]) == SRC else "another source tree"
         ref = ""
     para = (lambda s: out.extend([s, ""])) if markdown else (lambda s: out.append(s))
-    head = [f"Run of {res['date_start']} to {res['date_end']}. Machine: {res['machine']}.",
-            f"Load average (1, 5, 15 min): {res['load_start']} before, {res['load_end']} after.",
-            f"Ours: `{ours}` with PYTHONPATH={src}. Reference: "
-            + (f"{ref}mindstudio-probe {res['ref_version']}." if res.get("ref") else "not run.")]
+    head = [
+        f"Run of {res['date_start']} to {res['date_end']}. Machine: {res['machine']}.",
+        f"Load average (1, 5, 15 min): {res['load_start']} before, {res['load_end']} after.",
+        f"Ours: `{ours}` with PYTHONPATH={src}. Reference: "
+        + (f"{ref}mindstudio-probe {res['ref_version']}." if res.get("ref") else "not run."),
+    ]
     if res.get("quick"):
         head.append("QUICK MODE: small inputs, one run each (a smoke test); the figures mean nothing.")
     for h in head:
@@ -429,8 +577,10 @@ def report(res: dict, markdown: bool) -> str:
         out.append("")
     title = (lambda s: out.extend([f"**{s}**", ""])) if markdown else (lambda s: out.extend([s, ""]))
     if res.get("side"):
-        title(f"Side by side: ours and the reference alternating, {res['runs']} runs each (ours --format xlsx, "
-              "coloured; the reference its xlsx, uncoloured); peak = the larger of peak RSS and tree PSS")
+        title(
+            f"Side by side: ours and the reference alternating, {res['runs']} runs each (ours --format xlsx, "
+            "coloured; the reference its xlsx, uncoloured); peak = the larger of peak RSS and tree PSS"
+        )
         out.extend(render_table(SIDE_HEADER, side_rows(res["side"]), markdown, 4))
         out.append("")
         if not markdown:
@@ -452,8 +602,10 @@ def report(res: dict, markdown: bool) -> str:
         out.append("")
     if res.get("phases"):
         p = res["phases"]
-        title(f"Where the time goes: the 1M-row csv run (bench/phases.py, median of {len(p['runs'])}; load "
-              f"{min(p['loads']):.2f}-{max(p['loads']):.2f} at the starts)")
+        title(
+            f"Where the time goes: the 1M-row csv run (bench/phases.py, median of {len(p['runs'])}; load "
+            f"{min(p['loads']):.2f}-{max(p['loads']):.2f} at the starts)"
+        )
         rows = [[name, f"{w:.2f}", f"{c:.2f}", f"{s:.0%}"] for name, w, c, s in phases.phase_rows(p)]
         out.extend(render_table(PHASE_HEADER, rows, markdown, 1))
         out.append("")
@@ -472,14 +624,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=None, help="runs per tool and variant (default 3; 1 with --quick)")
     ap.add_argument("--ref", default=DEFAULT_REF, help="the reference's msprobe (default $MSPROBE_REF or %(default)s)")
     ap.add_argument("--skip-ref", action="store_true", help="never run the reference")
-    ap.add_argument("--ref-big", action="store_true",
-                    help="also run the reference once on the 1M-row pair (~40 min) and the 2 GB tensor pair")
+    ap.add_argument(
+        "--ref-big",
+        action="store_true",
+        help="also run the reference once on the 1M-row pair (~40 min) and the 2 GB tensor pair",
+    )
     ap.add_argument("--ref-cache", default=run_all.DEFAULT_CACHE, help="run_all.py's reference cache")
     ap.add_argument("--markdown", action="store_true", help="Markdown output (for bench/README.md)")
     ap.add_argument("--json", help="also write every figure and run to this JSON file")
     ap.add_argument("--quick", action="store_true", help="smoke test: small inputs, one run each (< 1 minute)")
-    ap.add_argument("--sections", default="side,big,phases",
-                    help="comma list of side (ours and the reference), big (1M/2 GB goals, start-up), phases")
+    ap.add_argument(
+        "--sections",
+        default="side,big,phases",
+        help="comma list of side (ours and the reference), big (1M/2 GB goals, start-up), phases",
+    )
     ap.add_argument("--data-root", default=DEFAULT_ROOT, help="parent of the input folders (default %(default)s)")
     ap.add_argument("--workdir", default=None, help=f"outputs and logs (default {DEFAULT_WORKDIR}[_quick])")
     ap.add_argument("--python", default=sys.executable, help="interpreter for our tool (default this one)")
@@ -513,9 +671,17 @@ def main(argv: list[str] | None = None) -> int:
     a.gen_python = a.gen_python or torch_python([sys.executable, ref_py])
     os.makedirs(a.workdir, exist_ok=True)
     ours = [a.python, "-m", "msprobe_compare"]
-    res: dict = {"date_start": now_utc(), "machine": machine_line(machine_info()), "load_start": loadavg(),
-                 "ours": shlex.join(ours), "src": a.src, "ref": ref, "ref_version": run_all.ref_version(a.ref),
-                 "quick": a.quick, "runs": a.runs}
+    res: dict = {
+        "date_start": now_utc(),
+        "machine": machine_line(machine_info()),
+        "load_start": loadavg(),
+        "ours": shlex.join(ours),
+        "src": a.src,
+        "ref": ref,
+        "ref_version": run_all.ref_version(a.ref),
+        "quick": a.quick,
+        "runs": a.runs,
+    }
     if "side" in a.sections:
         res["side"] = side_by_side(a, ours, ref)
     if "big" in a.sections:
@@ -533,8 +699,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1, default=str)
-    failed = [c[t] for c in (res.get("side") or {}).values() for t in ("ours", "reference")
-              if c.get(t) and not c[t]["ok"]]
+    failed = [
+        c[t] for c in (res.get("side") or {}).values() for t in ("ours", "reference") if c.get(t) and not c[t]["ok"]
+    ]
     failed += [s for s in ((res.get("big") or {}).get("variants") or {}).values() if not s["ok"]]
     return 1 if failed else 0
 

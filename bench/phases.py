@@ -19,6 +19,7 @@ times less), so the load average is printed too.
 
 Usage: python3 bench/phases.py --data DIR [--format csv] [--repeat 3] [--src DIR] [--keep OUT]
 """
+
 import argparse
 import json
 import os
@@ -69,6 +70,7 @@ def child(argv, result_path, started):
             finally:
                 wall[phase] += time.perf_counter() - w
                 cpu[phase] += _cpu() - c
+
         return wrapper
 
     for name, phase in STAGES.items():
@@ -100,8 +102,10 @@ def main():
         child(rest[1:] if rest[:1] == ["--"] else rest, args.child, args.started)
         return
     res = measure_phases(args.data, args.format, args.repeat, args.src, args.python, args.keep)
-    print(f"{args.data}, --format {args.format}: median of {len(res['runs'])} run(s); load average "
-          f"{min(res['loads']):.2f}-{max(res['loads']):.2f} at the starts")
+    print(
+        f"{args.data}, --format {args.format}: median of {len(res['runs'])} run(s); load average "
+        f"{min(res['loads']):.2f}-{max(res['loads']):.2f} at the starts"
+    )
     print("| phase | wall s | CPU s | share of wall |")
     print("|---|---:|---:|---:|")
     for p, w, c, share in phase_rows(res):

@@ -35,11 +35,19 @@ def main() -> None:
     ap.add_argument("--pair", type=Path, default=Path("/var/tmp/msprobe_bench_stats_1m"),
                     help="a gen_stats.py folder holding compare.json (default: the stats_1m case's folder)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--format", default="csv", help="the compare's --format (default: csv); 'default': none given, "
-                    "the formats a user's run writes (xlsx and html)")
+    ap.add_argument(
+        "--format",
+        default="csv",
+        help="the compare's --format (default: csv); 'default': none given, "
+        "the formats a user's run writes (xlsx and html)",
+    )
     ap.add_argument("--base", type=Path, help="another src/ folder: a third variant, the analysis on there")
-    ap.add_argument("--sample", type=float, default=0.0,
-                    help="sample the tree's summed Pss every SECONDS (default 0: peak RSS from os.wait4, no sampling)")
+    ap.add_argument(
+        "--sample",
+        type=float,
+        default=0.0,
+        help="sample the tree's summed Pss every SECONDS (default 0: peak RSS from os.wait4, no sampling)",
+    )
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="rootcause_ab_"))
     argv = ["-f", "pytorch", "compare", "-i", str(args.pair / "compare.json"), "-o", str(out), "-s"] + (
@@ -71,6 +79,7 @@ def main() -> None:
               f"{max(x[2] for x in runs[v]):.0f}); best wall {min(x[1] for x in runs[v]):.2f} s")  # fmt: skip
     for v in variants[1:]:
         print(f"{v}/off: cpu {med[v][0] / med['off'][0]:.3f}, wall {med[v][1] / med['off'][1]:.3f} (medians)")
+
 
 if __name__ == "__main__":
     main()

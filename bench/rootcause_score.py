@@ -77,8 +77,9 @@ def verdict(truth: list[str], origins: list[str], suspects: list[str], within: s
     if not truth:
         return "FALSE-ORIGIN" if origins else ("FALSE-SUSPECT" if suspects else "clean")
     if origins:  # a boundary origin names the module its gap lies in as well; a merged row (pair/aligned.py) its parts
-        return "right" if origins[0] in truth or within in truth or set(origins[0].split(";")) & set(truth) \
-            else "WRONG-OP"
+        return (
+            "right" if origins[0] in truth or within in truth or set(origins[0].split(";")) & set(truth) else "WRONG-OP"
+        )
     if suspects:
         return "right-as-suspect" if suspects[0] in truth else "WRONG-OP"
     return "MISSED"
@@ -126,9 +127,11 @@ def main() -> int:
     clean = sum(r[3] == "clean" for r in noise)
     wrong = sum(r[3] == "WRONG-OP" for r in bugs)
     missed = sum(r[3] == "MISSED" for r in bugs)
-    print(f"SUMMARY {a.archive.name}: first origins right {right}/{len(bugs)} (right as suspect {as_suspect}, "
-          f"missed {missed}); noise-only clean {clean}/{len(noise)}; wrong op named {wrong}; "
-          f"{len(rows)} runs in {time.perf_counter() - start:.0f} s")
+    print(
+        f"SUMMARY {a.archive.name}: first origins right {right}/{len(bugs)} (right as suspect {as_suspect}, "
+        f"missed {missed}); noise-only clean {clean}/{len(noise)}; wrong op named {wrong}; "
+        f"{len(rows)} runs in {time.perf_counter() - start:.0f} s"
+    )
     return 0
 
 

@@ -33,6 +33,7 @@ Usage: python3 bench/run_all.py [--cases stats_200k,stats_1m,tensor_2g,ranks8] [
            [--refresh-ref] [--json OUT] [--markdown] [--quick] [--data CASE=DIR ...] [--data-root DIR]
            [--workdir DIR] [--ref-cache FILE] [--import-ref-runs DIR] [--ours CMD] [--ref PATH] [--jobs N]
 """
+
 import argparse
 import datetime
 import glob
@@ -59,14 +60,36 @@ DEFAULT_FORMATS = ("xlsx", "html")  # our tool's default --format
 GB = 1e9
 
 CASES = {
-    "stats_200k": {"kind": "stats", "folder": "msprobe_bench_stats_200k", "entries": 200_000, "quick": 4_000,
-                   "variants": ["xlsx", "default"]},
-    "stats_1m": {"kind": "stats", "folder": "msprobe_bench_stats_1m", "entries": 281_300, "quick": 5_000,
-                 "variants": ["csv", "jsonl", "xlsx", "default"], "once": ["default"]},
-    "tensor_2g": {"kind": "tensor", "folder": "msprobe_bench_tensors_2g", "gb": 2.0, "quick": 0.05,
-                  "variants": ["default"]},
-    "ranks8": {"kind": "ranks", "folder": "msprobe_bench_ranks8", "ranks": 8, "entries": 25_000,
-               "quick": (2, 2_000), "variants": ["default"]},
+    "stats_200k": {
+        "kind": "stats",
+        "folder": "msprobe_bench_stats_200k",
+        "entries": 200_000,
+        "quick": 4_000,
+        "variants": ["xlsx", "default"],
+    },
+    "stats_1m": {
+        "kind": "stats",
+        "folder": "msprobe_bench_stats_1m",
+        "entries": 281_300,
+        "quick": 5_000,
+        "variants": ["csv", "jsonl", "xlsx", "default"],
+        "once": ["default"],
+    },
+    "tensor_2g": {
+        "kind": "tensor",
+        "folder": "msprobe_bench_tensors_2g",
+        "gb": 2.0,
+        "quick": 0.05,
+        "variants": ["default"],
+    },
+    "ranks8": {
+        "kind": "ranks",
+        "folder": "msprobe_bench_ranks8",
+        "ranks": 8,
+        "entries": 25_000,
+        "quick": (2, 2_000),
+        "variants": ["default"],
+    },
 }
 TARGET_NOTE = "2 GB = 2e9 bytes; peak = larger of peak RSS and tree PSS"
 
@@ -101,8 +124,9 @@ def generate(case, spec, folder, quick):
         subprocess.run(cmd, check=True)
     else:
         ranks, entries = spec["quick"] if quick else (spec["ranks"], spec["entries"])
-        print(f"[{case}] generating {ranks} ranks x gen_stats.py --entries {entries} --seed r+1 into {folder}",
-              flush=True)
+        print(
+            f"[{case}] generating {ranks} ranks x gen_stats.py --entries {entries} --seed r+1 into {folder}", flush=True
+        )
         gen_ranks(folder, ranks, entries)
     return time.perf_counter() - t0
 
@@ -123,19 +147,46 @@ def gen_ranks(folder, ranks, entries):
     rows = []
     for r in range(ranks):
         tmp = os.path.join(folder, f"tmp{r}")
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_stats.py"), "--entries", str(entries),
-                        "--seed", str(r + 1), "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(HERE, "gen_stats.py"),
+                "--entries",
+                str(entries),
+                "--seed",
+                str(r + 1),
+                "--out",
+                tmp,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         with open(os.path.join(tmp, "meta.json")) as f:
             rows.append(json.load(f)["rows_npu"])
         for side in ("npu", "bench"):
             os.rename(os.path.join(tmp, side, "step0", "rank"), os.path.join(folder, side, "step0", f"rank{r}"))
         shutil.rmtree(tmp)
     with open(os.path.join(folder, "meta.json"), "w") as f:
-        json.dump({"ranks": ranks, "entries_per_rank": entries, "seeds": list(range(1, ranks + 1)),
-                   "rows_npu": sum(rows), "rows_per_rank": rows}, f, indent=1)
+        json.dump(
+            {
+                "ranks": ranks,
+                "entries_per_rank": entries,
+                "seeds": list(range(1, ranks + 1)),
+                "rows_npu": sum(rows),
+                "rows_per_rank": rows,
+            },
+            f,
+            indent=1,
+        )
     with open(os.path.join(folder, "compare.json"), "w") as f:
-        json.dump({"npu_path": os.path.join(folder, "npu", "step0"),
-                   "bench_path": os.path.join(folder, "bench", "step0"), "is_print_compare_log": True}, f)
+        json.dump(
+            {
+                "npu_path": os.path.join(folder, "npu", "step0"),
+                "bench_path": os.path.join(folder, "bench", "step0"),
+                "is_print_compare_log": True,
+            },
+            f,
+        )
 
 
 def _rank_dirs(folder, side="npu"):
@@ -148,6 +199,7 @@ def _leaf_rows(dump_json):
     """Result rows of one dump.json (leaves of its entries), parsed."""
     sys.path.insert(0, HERE)
     from gen_stats import leaf_count
+
     with open(dump_json) as f:  # json, not orjson: dumps hold NaN/Infinity literals
         data = json.load(f)["data"]
     return sum(leaf_count(v) for v in data.values())
@@ -175,8 +227,10 @@ def case_inputs(kind, folder):
 
 def dump_jsons(folder):
     """All dump.json files of a pair (both sides, every rank), sorted."""
-    return sorted(glob.glob(os.path.join(folder, "npu", "**", "dump.json"), recursive=True)
-                  + glob.glob(os.path.join(folder, "bench", "**", "dump.json"), recursive=True))
+    return sorted(
+        glob.glob(os.path.join(folder, "npu", "**", "dump.json"), recursive=True)
+        + glob.glob(os.path.join(folder, "bench", "**", "dump.json"), recursive=True)
+    )
 
 
 def fingerprint(kind, folder):
@@ -226,9 +280,10 @@ def save_cache(path, cache):
 def ref_version(ref):
     """Version of mindstudio-probe in the reference's virtualenv (None when not found)."""
     venv = os.path.dirname(os.path.dirname(os.path.realpath(ref))) if ref else None
-    for d in glob.glob(os.path.join(venv or "/nonexistent", "lib", "python*", "site-packages",
-                                    "mindstudio_probe-*.dist-info")):
-        return os.path.basename(d)[len("mindstudio_probe-"):-len(".dist-info")]
+    for d in glob.glob(
+        os.path.join(venv or "/nonexistent", "lib", "python*", "site-packages", "mindstudio_probe-*.dist-info")
+    ):
+        return os.path.basename(d)[len("mindstudio_probe-") : -len(".dist-info")]
     return None
 
 
@@ -264,10 +319,17 @@ def parse_time_v(text):
         maxrss = int(fields["Maximum resident set size (kbytes)"])
     except (KeyError, ValueError):
         return None
-    out = {"command": cmd, "user": user, "sys": syst, "cpu": round(user + syst, 2), "wall": wall,
-           "maxrss_kb": maxrss, "cpu_percent": fields.get("Percent of CPU this job got"),
-           "fs_inputs": int(fields["File system inputs"]) if fields.get("File system inputs", "").isdigit() else None,
-           "exit_status": int(fields["Exit status"]) if fields.get("Exit status", "").lstrip("-").isdigit() else None}
+    out = {
+        "command": cmd,
+        "user": user,
+        "sys": syst,
+        "cpu": round(user + syst, 2),
+        "wall": wall,
+        "maxrss_kb": maxrss,
+        "cpu_percent": fields.get("Percent of CPU this job got"),
+        "fs_inputs": int(fields["File system inputs"]) if fields.get("File system inputs", "").isdigit() else None,
+        "exit_status": int(fields["Exit status"]) if fields.get("Exit status", "").lstrip("-").isdigit() else None,
+    }
     for ln in lines[:start][-5:]:
         if "Command terminated by signal" in ln:
             out["signal"] = ln.strip().rsplit(" ", 1)[-1]
@@ -310,16 +372,34 @@ def import_ref_runs(run_dir, cache_path, ref=DEFAULT_REF, log=print):
         fp = fingerprint(CASES[case]["kind"], folder)
         key = cache_key(case, fp)
         cache["entries"][key] = {
-            "case": case, "key": key, "fingerprint": fp, "input_dir": folder, "source": f"import:{d}",
-            "date": start, "end": end, "machine": machine_info(), "machine_note": "recorded at import",
-            "ref_version": ref_version(ref), "command": tv["command"], "wall": tv["wall"], "cpu": tv["cpu"],
-            "user": tv["user"], "sys": tv["sys"], "cpu_percent": tv["cpu_percent"], "maxrss_kb": tv["maxrss_kb"],
-            "tree_pss_kb": None, "rc": 0, "ok": True, "cache_mode": "uncontrolled",
+            "case": case,
+            "key": key,
+            "fingerprint": fp,
+            "input_dir": folder,
+            "source": f"import:{d}",
+            "date": start,
+            "end": end,
+            "machine": machine_info(),
+            "machine_note": "recorded at import",
+            "ref_version": ref_version(ref),
+            "command": tv["command"],
+            "wall": tv["wall"],
+            "cpu": tv["cpu"],
+            "user": tv["user"],
+            "sys": tv["sys"],
+            "cpu_percent": tv["cpu_percent"],
+            "maxrss_kb": tv["maxrss_kb"],
+            "tree_pss_kb": None,
+            "rc": 0,
+            "ok": True,
+            "cache_mode": "uncontrolled",
             "fs_input_bytes": tv["fs_inputs"] * 512 if tv["fs_inputs"] is not None else None,
         }
         imported.append(key)
-        log(f"  {case}: imported {key} ({tv['wall']:.1f} s wall, {tv['cpu']:.1f} s CPU, "
-            f"{tv['maxrss_kb'] / 2**20:.2f} GiB peak RSS; started {start})")
+        log(
+            f"  {case}: imported {key} ({tv['wall']:.1f} s wall, {tv['cpu']:.1f} s CPU, "
+            f"{tv['maxrss_kb'] / 2**20:.2f} GiB peak RSS; started {start})"
+        )
     save_cache(cache_path, cache)
     return imported
 
@@ -341,19 +421,36 @@ def measure(tool_cmd, info, flags, formats, label, a, timeout, warm):
     work = a.case_work
     out = os.path.join(work, f"out_{label}")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = tool_cmd + ["-f", info["framework"], "compare", "-i", os.path.join(info["dir"], "compare.json"),
-                      "-o", out, "-s", *flags]
+    cmd = tool_cmd + [
+        "-f",
+        info["framework"],
+        "compare",
+        "-i",
+        os.path.join(info["dir"], "compare.json"),
+        "-o",
+        out,
+        "-s",
+        *flags,
+    ]
     if warm:
         warm_read(info["dir"])
     log = os.path.join(work, f"log_{label}.txt")
     load0, started = load1(), now_utc()
     print(f"  running {label}: {shlex.join(cmd)}", flush=True)
     r = run_child(cmd, work, log, timeout, sample=0.1)
-    r.update(cmd=shlex.join(cmd), log=log, load_before=load0, date=started,
-             ok=r["rc"] == 0 and outputs_ok(out, formats, info["ranks"]))
+    r.update(
+        cmd=shlex.join(cmd),
+        log=log,
+        load_before=load0,
+        date=started,
+        ok=r["rc"] == 0 and outputs_ok(out, formats, info["ranks"]),
+    )
     if r["ok"]:
-        print(f"    {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, peak RSS {r['maxrss_kb'] / 1024:.0f} MiB, "
-              f"tree PSS {r['tree_pss_kb'] / 1024:.0f} MiB (load {load0:.2f} before)", flush=True)
+        print(
+            f"    {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, peak RSS {r['maxrss_kb'] / 1024:.0f} MiB, "
+            f"tree PSS {r['tree_pss_kb'] / 1024:.0f} MiB (load {load0:.2f} before)",
+            flush=True,
+        )
     else:
         why = "outputs missing" if r["rc"] == 0 else f"exit {r['rc']}"
         print(f"    FAILED ({why}); last lines of {log}:\n{tail(log)}", flush=True)
@@ -377,9 +474,14 @@ def summarize_variant(runs, info, kind):
     res = {"ok": bool(ok) and len(ok) == len(runs), "runs": runs}
     if ok:
         best = min(ok, key=lambda r: r["wall"])
-        res.update(wall=best["wall"], cpu=best["cpu"], cmd=best["cmd"],
-                   maxrss_kb=max(r["maxrss_kb"] for r in ok), tree_pss_kb=max(r["tree_pss_kb"] for r in ok),
-                   throughput=throughput(info, kind, best["wall"]))
+        res.update(
+            wall=best["wall"],
+            cpu=best["cpu"],
+            cmd=best["cmd"],
+            maxrss_kb=max(r["maxrss_kb"] for r in ok),
+            tree_pss_kb=max(r["tree_pss_kb"] for r in ok),
+            throughput=throughput(info, kind, best["wall"]),
+        )
         res["peak_bytes"] = peak_bytes(res)
     return res
 
@@ -389,8 +491,11 @@ def ratios(ref, ours):
     if not (ref and ref.get("ok") and ours.get("wall")):
         return None
     rp, op = peak_bytes(ref), ours.get("peak_bytes")
-    return {"wall": ref["wall"] / ours["wall"], "cpu": ref["cpu"] / max(ours["cpu"], 1e-9),
-            "peak": rp / op if rp and op else None}
+    return {
+        "wall": ref["wall"] / ours["wall"],
+        "cpu": ref["cpu"] / max(ours["cpu"], 1e-9),
+        "peak": rp / op if rp and op else None,
+    }
 
 
 def run_case(case, folder, a, ours, ref, cache):
@@ -406,10 +511,15 @@ def run_case(case, folder, a, ours, ref, cache):
     res["fingerprint"], res["key"] = fp, cache_key(case, fp)
     warm = kind == "tensor"
     res["cache_mode"] = "warm" if warm else None
-    size = (f"{info['tensor_bytes'] / GB:.2f} GB of tensor files in {info['tensor_files']} files"
-            if kind == "tensor" else f"{info['rows']:,} result rows")
-    print(f"[{case}] {folder}: {size}, {info['ranks']} rank(s), dump.json {info['dump_json_bytes'] / 1e6:.0f} MB",
-          flush=True)
+    size = (
+        f"{info['tensor_bytes'] / GB:.2f} GB of tensor files in {info['tensor_files']} files"
+        if kind == "tensor"
+        else f"{info['rows']:,} result rows"
+    )
+    print(
+        f"[{case}] {folder}: {size}, {info['ranks']} rank(s), dump.json {info['dump_json_bytes'] / 1e6:.0f} MB",
+        flush=True,
+    )
     a.case_work = os.path.join(a.workdir, case)
     os.makedirs(a.case_work, exist_ok=True)
     jobs = ["-j", str(a.jobs)] if a.jobs else []
@@ -425,11 +535,25 @@ def run_case(case, folder, a, ours, ref, cache):
     entry = cache["entries"].get(res["key"])
     if ref and not a.skip_ref and (entry is None or a.refresh_ref):
         r = measure([ref], info, [], ("xlsx",), "ref", a, a.ref_timeout, warm)
-        entry = {"case": case, "key": res["key"], "fingerprint": fp, "input_dir": folder, "source": "run_all",
-                 "date": r["date"], "machine": machine_info(), "ref_version": ref_version(ref),
-                 "command": r["cmd"], "wall": r["wall"], "cpu": r["cpu"], "maxrss_kb": r["maxrss_kb"],
-                 "tree_pss_kb": r["tree_pss_kb"], "rc": r["rc"], "ok": r["ok"], "load_before": r["load_before"],
-                 "cache_mode": "warm" if warm else None}
+        entry = {
+            "case": case,
+            "key": res["key"],
+            "fingerprint": fp,
+            "input_dir": folder,
+            "source": "run_all",
+            "date": r["date"],
+            "machine": machine_info(),
+            "ref_version": ref_version(ref),
+            "command": r["cmd"],
+            "wall": r["wall"],
+            "cpu": r["cpu"],
+            "maxrss_kb": r["maxrss_kb"],
+            "tree_pss_kb": r["tree_pss_kb"],
+            "rc": r["rc"],
+            "ok": r["ok"],
+            "load_before": r["load_before"],
+            "cache_mode": "warm" if warm else None,
+        }
         if r["rc"] != "timeout":  # a timeout depends on --ref-timeout: not worth keeping
             cache["entries"][res["key"]] = entry
             save_cache(a.ref_cache, cache)
@@ -437,8 +561,10 @@ def run_case(case, folder, a, ours, ref, cache):
     elif entry is not None:
         res["ref_status"] = "cached"
         state = "" if entry.get("ok") else f", FAILED (exit {entry.get('rc')}; --refresh-ref runs it again)"
-        print(f"  reference: cached {entry['source']} from {entry['date']} ({entry['wall']:.1f} s wall{state})",
-              flush=True)
+        print(
+            f"  reference: cached {entry['source']} from {entry['date']} ({entry['wall']:.1f} s wall{state})",
+            flush=True,
+        )
     else:
         res["ref_status"] = "skipped" if a.skip_ref else "not installed"
     res["ref"] = entry
@@ -461,18 +587,35 @@ def targets(cases):
         return (cases.get(case, {}).get("variants") or {}).get(v) or {}
 
     def check(name, value, ok, fmt):
-        out.append({"target": name, "value": fmt(value) if value is not None else "-",
-                    "status": "n/a" if value is None else ("met" if ok(value) else "NOT met")})
+        out.append(
+            {
+                "target": name,
+                "value": fmt(value) if value is not None else "-",
+                "status": "n/a" if value is None else ("met" if ok(value) else "NOT met"),
+            }
+        )
 
     for v, limit in (("csv", 15), ("jsonl", 15), ("xlsx", 60)):
-        check(f"stats_1m --format {v} wall < {limit} s", var("stats_1m", v).get("wall"), lambda x, m=limit: x < m,
-              lambda x: f"{x:.1f} s")
+        check(
+            f"stats_1m --format {v} wall < {limit} s",
+            var("stats_1m", v).get("wall"),
+            lambda x, m=limit: x < m,
+            lambda x: f"{x:.1f} s",
+        )
     peaks = [var("stats_1m", v).get("peak_bytes") for v in ("csv", "jsonl", "xlsx")]
     peaks = [p for p in peaks if p]
-    check("stats_1m peak memory < 2 GB (csv, jsonl, xlsx)", max(peaks) if peaks else None, lambda x: x < 2 * GB,
-          lambda x: f"{x / GB:.2f} GB")
-    check("tensor_2g throughput >= 1 GB/s (warm)", var("tensor_2g", "default").get("throughput"),
-          lambda x: x >= 1.0, lambda x: f"{x:.2f} GB/s")
+    check(
+        "stats_1m peak memory < 2 GB (csv, jsonl, xlsx)",
+        max(peaks) if peaks else None,
+        lambda x: x < 2 * GB,
+        lambda x: f"{x / GB:.2f} GB",
+    )
+    check(
+        "tensor_2g throughput >= 1 GB/s (warm)",
+        var("tensor_2g", "default").get("throughput"),
+        lambda x: x >= 1.0,
+        lambda x: f"{x:.2f} GB/s",
+    )
     rat = var("tensor_2g", "default").get("ratios") or {}
     check("tensor_2g ratio >= 30x (reference wall / ours)", rat.get("wall"), lambda x: x >= 30, lambda x: f"{x:.1f}x")
     return out
@@ -494,56 +637,102 @@ def table_rows(cases):
         for v, r in c["variants"].items():
             rat = r.get("ratios") or {}
             tp = _f(r.get("throughput"), ".2f" if unit == "GB/s" else ",.0f")
-            rows.append([case, f"ours {v}", size, "ok" if r["ok"] else "FAIL", _f(r.get("wall"), ".2f"),
-                         _f(r.get("cpu"), ".2f"), f"{tp} {unit}" if r.get("throughput") else "-",
-                         _f((r.get("maxrss_kb") or 0) / 1024 or None, ".0f"),
-                         _f((r.get("tree_pss_kb") or 0) / 1024 or None, ".0f"),
-                         _f(rat.get("wall"), ".1f") + ("x" if rat.get("wall") else ""),
-                         _f(rat.get("cpu"), ".1f") + ("x" if rat.get("cpu") else ""),
-                         _f(rat.get("peak"), ".1f") + ("x" if rat.get("peak") else "")])
+            rows.append(
+                [
+                    case,
+                    f"ours {v}",
+                    size,
+                    "ok" if r["ok"] else "FAIL",
+                    _f(r.get("wall"), ".2f"),
+                    _f(r.get("cpu"), ".2f"),
+                    f"{tp} {unit}" if r.get("throughput") else "-",
+                    _f((r.get("maxrss_kb") or 0) / 1024 or None, ".0f"),
+                    _f((r.get("tree_pss_kb") or 0) / 1024 or None, ".0f"),
+                    _f(rat.get("wall"), ".1f") + ("x" if rat.get("wall") else ""),
+                    _f(rat.get("cpu"), ".1f") + ("x" if rat.get("cpu") else ""),
+                    _f(rat.get("peak"), ".1f") + ("x" if rat.get("peak") else ""),
+                ]
+            )
         e = c.get("ref")
         if e:
             tp = _f(e.get("throughput"), ".3f" if unit == "GB/s" else ",.0f")
-            src = "imported" if e["source"].startswith("import") else ("cached" if c["ref_status"] == "cached"
-                                                                       else "run")
-            rows.append([case, f"reference ({src} {e['date'][:10]})", size, "ok" if e.get("ok") else "FAIL",
-                         _f(e.get("wall"), ".2f"), _f(e.get("cpu"), ".2f"),
-                         f"{tp} {unit}" if e.get("throughput") else "-",
-                         _f((e.get("maxrss_kb") or 0) / 1024 or None, ".0f"),
-                         _f((e.get("tree_pss_kb") or 0) / 1024 or None, ".0f"), "", "", ""])
+            src = (
+                "imported" if e["source"].startswith("import") else ("cached" if c["ref_status"] == "cached" else "run")
+            )
+            rows.append(
+                [
+                    case,
+                    f"reference ({src} {e['date'][:10]})",
+                    size,
+                    "ok" if e.get("ok") else "FAIL",
+                    _f(e.get("wall"), ".2f"),
+                    _f(e.get("cpu"), ".2f"),
+                    f"{tp} {unit}" if e.get("throughput") else "-",
+                    _f((e.get("maxrss_kb") or 0) / 1024 or None, ".0f"),
+                    _f((e.get("tree_pss_kb") or 0) / 1024 or None, ".0f"),
+                    "",
+                    "",
+                    "",
+                ]
+            )
         else:
             rows.append([case, f"reference ({c['ref_status']})", size, "-", "-", "-", "-", "-", "-", "", "", ""])
     return rows
 
 
-HEADER = ["case", "run", "size", "status", "wall s", "CPU s", "throughput", "peak RSS MiB", "tree PSS MiB",
-          "wall ref/ours", "CPU ref/ours", "peak ref/ours"]
+HEADER = [
+    "case",
+    "run",
+    "size",
+    "status",
+    "wall s",
+    "CPU s",
+    "throughput",
+    "peak RSS MiB",
+    "tree PSS MiB",
+    "wall ref/ours",
+    "CPU ref/ours",
+    "peak ref/ours",
+]
 
 
 def notes(results):
     """Context lines: date, machine, load, cache modes, reference sources."""
     m = results["machine"]
-    loads = [r.get("load_before") for c in results["cases"].values() for v in c["variants"].values()
-             for r in v["runs"]]
+    loads = [r.get("load_before") for c in results["cases"].values() for v in c["variants"].values() for r in v["runs"]]
     loads = [x for x in loads if x is not None and not math.isnan(x)]
-    lines = [f"Date: {results['date']} (UTC). Machine: {machine_line(m)}."
-             + (f" Reference: mindstudio-probe {results['ref_version']}." if results.get("ref_version") else ""),
-             f"Load average (1 min): {_f(results['load_start'], '.2f')} at start, {_f(results['load_end'], '.2f')} "
-             f"at end" + (f", {min(loads):.2f}-{max(loads):.2f} before our runs." if loads else ".")]
+    lines = [
+        f"Date: {results['date']} (UTC). Machine: {machine_line(m)}."
+        + (f" Reference: mindstudio-probe {results['ref_version']}." if results.get("ref_version") else ""),
+        f"Load average (1 min): {_f(results['load_start'], '.2f')} at start, {_f(results['load_end'], '.2f')} "
+        f"at end" + (f", {min(loads):.2f}-{max(loads):.2f} before our runs." if loads else "."),
+    ]
     if results.get("quick"):
         lines.append("QUICK MODE: small inputs (smoke test); the figures and targets are not meaningful.")
     for case, c in results["cases"].items():
         e = c.get("ref")
         if c["kind"] == "tensor":
             rc = e.get("cache_mode") if e else None
-            lines.append(f"{case}: page cache warm for ours (tensor files read once before each run); reference: "
-                         + ({"warm": "warm", None: "-"}.get(rc, "not controlled (imported run"
-                            + (f"; it read {e['fs_input_bytes'] / GB:.2f} GB from disk" if e.get('fs_input_bytes')
-                               else "") + ")") if e else "not measured") + ".")
+            lines.append(
+                f"{case}: page cache warm for ours (tensor files read once before each run); reference: "
+                + (
+                    {"warm": "warm", None: "-"}.get(
+                        rc,
+                        "not controlled (imported run"
+                        + (f"; it read {e['fs_input_bytes'] / GB:.2f} GB from disk" if e.get("fs_input_bytes") else "")
+                        + ")",
+                    )
+                    if e
+                    else "not measured"
+                )
+                + "."
+            )
         if e:
             src = "run by run_all.py" if e["source"] == "run_all" else e["source"]
-            lines.append(f"{case}: reference ({src}) started {e['date']}: `{e['command']}`"
-                         + (f" (exit {e['rc']})" if not e.get("ok") else ""))
+            lines.append(
+                f"{case}: reference ({src}) started {e['date']}: `{e['command']}`"
+                + (f" (exit {e['rc']})" if not e.get("ok") else "")
+            )
     return lines
 
 
@@ -601,13 +790,17 @@ def main(argv=None):
     ap.add_argument("--skip-ref", action="store_true", help="never run the reference (cached results still shown)")
     ap.add_argument("--refresh-ref", action="store_true", help="run the reference even when cached")
     ap.add_argument("--ref-cache", default=DEFAULT_CACHE, help=f"reference-results cache (default {DEFAULT_CACHE})")
-    ap.add_argument("--import-ref-runs", metavar="DIR",
-                    help="import DIR/<case>/{log.txt,rc,start,end} reference runs into the cache, then exit "
-                         "(unless --cases is given)")
+    ap.add_argument(
+        "--import-ref-runs",
+        metavar="DIR",
+        help="import DIR/<case>/{log.txt,rc,start,end} reference runs into the cache, then exit "
+        "(unless --cases is given)",
+    )
     ap.add_argument("--json", help="write all results to this JSON file")
     ap.add_argument("--markdown", action="store_true", help="print the summary as Markdown (for bench/README.md)")
-    ap.add_argument("--quick", action="store_true",
-                    help="small inputs for a smoke test (5k entries, 0.05 GB tensors, 2 ranks x 2k)")
+    ap.add_argument(
+        "--quick", action="store_true", help="small inputs for a smoke test (5k entries, 0.05 GB tensors, 2 ranks x 2k)"
+    )
     ap.add_argument("--data", action="append", metavar="CASE=DIR", help="input folder of a case (repeatable)")
     ap.add_argument("--data-root", help=f"parent of the default input folders (default {DEFAULT_ROOT})")
     ap.add_argument("--workdir", help=f"outputs and logs (default {DEFAULT_WORKDIR}[_quick])")
@@ -639,9 +832,18 @@ def main(argv=None):
     a.ref_cache = os.path.abspath(a.ref_cache)
     cache = load_cache(a.ref_cache)
 
-    results = {"date": now_utc(), "machine": machine_info(), "load_start": load1(), "quick": a.quick,
-               "ours": shlex.join(ours), "ref": ref, "ref_version": ref_version(ref_path),
-               "ref_cache": a.ref_cache, "repeat": a.repeat, "cases": {}}
+    results = {
+        "date": now_utc(),
+        "machine": machine_info(),
+        "load_start": load1(),
+        "quick": a.quick,
+        "ours": shlex.join(ours),
+        "ref": ref,
+        "ref_version": ref_version(ref_path),
+        "ref_cache": a.ref_cache,
+        "repeat": a.repeat,
+        "cases": {},
+    }
     for case in cases:
         spec = CASES[case]
         folder = data.get(case) or os.path.join(root, ("msprobe_bench_quick_" + case) if a.quick else spec["folder"])

@@ -24,6 +24,7 @@ The case defaults to examples/pytorch_mlp_bug_stat (103 rows); `--case DIR` take
 Usage: python3 bench/start.py [--repeat 15] [--src main=OTHER/src --src new=src] [--case DIR] [--python PY]
                               [--instructions]
 """
+
 import argparse
 import os
 import resource
@@ -62,7 +63,7 @@ def import_total(cmd, cwd, env):
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        _, cumulative, name = line[len("import time:"):].split("|")
+        _, cumulative, name = line[len("import time:") :].split("|")
         if not name.startswith("  "):  # depth 0: imported by the program itself, children included
             total += int(cumulative)
     return total / 1e6
@@ -121,8 +122,10 @@ def main():
     print(f"{machine_line(machine_info())}; load average {min(loads):.2f}-{max(loads):.2f} during the runs")
     print(f"case: {args.case}; {args.repeat} runs per variant, round-robin")
     numpy_cpu = statistics.median(cpus["the same, OPENBLAS_NUM_THREADS=1"])
-    print("| variant | median wall s | best wall s | median CPU s | import total s | wall over -c pass | "
-          "wall over pinned numpy | CPU over pinned numpy |")
+    print(
+        "| variant | median wall s | best wall s | median CPU s | import total s | wall over -c pass | "
+        "wall over pinned numpy | CPU over pinned numpy |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, *_ in variants:
         med = statistics.median(walls[name])

@@ -84,13 +84,35 @@ def run_cli(tmp_path, capfd):
 # The fast subset (`pytest -m "not slow"`, CONTRIBUTING.md): these modules are the slow ones (differential runs of
 # generated inputs, real dumps of other projects, fresh virtualenvs, the browser); each module, not each test, so
 # that a new test of a slow module is slow too.
-SLOW_MODULES = frozenset({
-    "test_coexist.py", "test_external.py", "test_bench_run_all.py", "test_bench_limits.py", "test_ray.py",
-    "test_rowwalk.py", "test_stream.py", "test_fuzz_parsers.py", "test_layouts.py", "test_tensorkernel.py",
-    "test_tensor_metrics.py", "test_html_browser.py", "test_float_texts.py", "test_noise.py", "test_noise_wide.py",
-    "test_noise_ms.py", "test_align_impl.py", "test_hostile.py", "test_docs.py", "test_legacy_parse.py",
-    "test_multirank.py", "test_parallel.py", "test_fast_exit.py", "test_startup.py", "test_hostile_native.py",
-})
+SLOW_MODULES = frozenset(
+    {
+        "test_coexist.py",
+        "test_external.py",
+        "test_bench_run_all.py",
+        "test_bench_limits.py",
+        "test_ray.py",
+        "test_rowwalk.py",
+        "test_stream.py",
+        "test_fuzz_parsers.py",
+        "test_layouts.py",
+        "test_tensorkernel.py",
+        "test_tensor_metrics.py",
+        "test_html_browser.py",
+        "test_float_texts.py",
+        "test_noise.py",
+        "test_noise_wide.py",
+        "test_noise_ms.py",
+        "test_align_impl.py",
+        "test_hostile.py",
+        "test_docs.py",
+        "test_legacy_parse.py",
+        "test_multirank.py",
+        "test_parallel.py",
+        "test_fast_exit.py",
+        "test_startup.py",
+        "test_hostile_native.py",
+    }
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -142,5 +142,3 @@ def reference_parse_one(v: float) -> float:
     if v - v != 0.0:  # NaN / inf pass through
         return v
     return _parse_repr(float.__repr__(v))
-
-

@@ -29,8 +29,10 @@ def assert_same_bytes(got: bytes, want: bytes, what: str = "") -> None:
         return
     at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
     lo, hi = max(0, at - 80), at + 80
-    raise AssertionError(f"{what + ': ' if what else ''}{len(got)} and {len(want)} bytes, first difference at byte "
-                         f"{at}:\n  got  {got[lo:hi]!r}\n  want {want[lo:hi]!r}")
+    raise AssertionError(
+        f"{what + ': ' if what else ''}{len(got)} and {len(want)} bytes, first difference at byte "
+        f"{at}:\n  got  {got[lo:hi]!r}\n  want {want[lo:hi]!r}"
+    )
 
 
 def read_xlsx(path: Path) -> tuple[list[str], list[list[Any]], list[str]]:

@@ -59,8 +59,9 @@ class Run(Dump):
         (folder / "stack.json").write_text("{}")
 
 
-def make(root: Path, bug: float = 1.0, seed: int = 11, tp: int = 2, pp: int = 1, with_ends: bool = False,
-         dp: int = 1) -> Path:
+def make(
+    root: Path, bug: float = 1.0, seed: int = 11, tp: int = 2, pp: int = 1, with_ends: bool = False, dp: int = 1
+) -> Path:
     """root/npu/step0/rank{0..tp*pp-1} (Megatron-style: tensor-parallel ranks `tp`, pipeline stages `pp`, a stage's
     layers on its ranks, numbered from 0 in each stage, rank = stage * tp + tensor rank) and
     root/bench/step0/rank0 (HF-style); `bug` scales the npu's layer 1 MLP output (from its linear_fc2 on).
@@ -112,7 +113,7 @@ def make(root: Path, bug: float = 1.0, seed: int = 11, tp: int = 2, pp: int = 1,
         j = i - stage * (L // pp)  # a stage numbers its own layers from 0, as Megatron's module names do
         layer = f"Module.decoder.layers.{j}.TransformerLayer.forward.0"
         attn, mlp = (f"Module.decoder.layers.{j}.{p}.forward.0" for p in ("self_attention.SelfAttention", "mlp.MLP"))
-        for r, run in enumerate(mg[stage * tp:(stage + 1) * tp]):
+        for r, run in enumerate(mg[stage * tp : (stage + 1) * tp]):
             run.module(f"decoder.layers.{j}.input_layernorm", "RMSNorm", [like(x, sbh(H))], [like(n1, sbh(H))],
                        {"weight": wn1}, layer)  # fmt: skip
             qkv = cat([like(q[r], sbh(H // tp)), like(k[r], sbh(H // 2 // tp)), like(v[r], sbh(H // 2 // tp))],
@@ -136,7 +137,7 @@ def make(root: Path, bug: float = 1.0, seed: int = 11, tp: int = 2, pp: int = 1,
     if with_ends:  # the final norm, on the last stage's ranks
         wf, y = ends.t([H], 0.5), ends.t(bsh(H))
         hf.module("model.norm", "LlamaRMSNorm", [x], [y], {"weight": wf}, None)
-        for run in mg[(pp - 1) * tp:]:
+        for run in mg[(pp - 1) * tp :]:
             run.module("decoder.final_layernorm", "RMSNorm", [like(x, sbh(H), bug)], [like(y, sbh(H), bug)],
                        {"weight": wf}, None)  # fmt: skip
     hf.write(root / "bench" / "step0" / "rank0")
@@ -176,7 +177,8 @@ def test_tp2_training_run_against_tp1_of_other_code_is_aligned(tmp_path: Path, r
     merged = ";".join(f"Module.model.layers.0.self_attn.{p}_proj.Linear.forward.0.output.0" for p in "qkv")
     qkv = "Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0.output.0"
     assert any(name == qkv and merged in line for name, line in rows.items()) or any(
-        merged in name and qkv in line for name, line in rows.items()), "linear_qkv (TP=2) not paired with q;k;v"
+        merged in name and qkv in line for name, line in rows.items()
+    ), "linear_qkv (TP=2) not paired with q;k;v"
     doc = next(run.out_dir.glob("module_alignment_dp0_*.yaml")).read_text()
     assert "decoder.layers.1.mlp.linear_fc1" in doc and "model.layers.1.mlp.gate_proj;model.layers.1.mlp.up_proj" in doc
     headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
@@ -254,7 +256,9 @@ def test_real_tp2_runs_against_tp1_runs_of_other_code(tp_cases: Path, name: str,
     side = "npu" if spec["npu_tp"] > 1 else "bench"
     assert f"{side} rank0+rank1 combined on their own" in run.out
     paired = next(line for line in run.out.splitlines() if "module boundaries paired" in line)
-    assert " 31 module boundaries paired (6 merged" in paired or spec["npu"] == "vllm" or spec["bench"] == "vllm", paired
+    assert " 31 module boundaries paired (6 merged" in paired or spec["npu"] == "vllm" or spec["bench"] == "vllm", (
+        paired
+    )
     headline = next(line for line in run.out.splitlines() if "Root cause:" in line)
     if spec["bug"] == "none":
         assert "Root cause: no origin" in headline, headline

@@ -23,29 +23,77 @@ def limits():
 
 def _summary(wall: float, cpu: float, peak_mib: float, n: int = 3) -> dict:
     runs = [{"ok": True, "wall": wall, "cpu": cpu, "peak_bytes": peak_mib * 2**20}] * n
-    return {"ok": True, "n": n, "wall": wall, "wall_min": wall * 0.9, "wall_max": wall * 1.1, "cpu": cpu,
-            "peak_bytes": peak_mib * 2**20, "runs": runs}
+    return {
+        "ok": True,
+        "n": n,
+        "wall": wall,
+        "wall_min": wall * 0.9,
+        "wall_max": wall * 1.1,
+        "cpu": cpu,
+        "peak_bytes": peak_mib * 2**20,
+        "runs": runs,
+    }
 
 
 def _results(limits, csv: float = 5.0, compact: float = 5.5, xlsx: float = 13.0, peak_mib: float = 900.0) -> dict:
-    big = {"dirs": {}, "infos": {"tensor_2g": {"tensor_bytes": 4.5e9}},
-           "variants": {"1M csv": _summary(csv, 7.0, peak_mib), "1M compact csv": _summary(compact, 7.2, 800),
-                        "1M xlsx": _summary(xlsx, 15.0, 700), "2 GB tensors": _summary(0.9, 1.6, 500)},
-           "ref": {"stats_1m": {"status": "cached", "source": "run_all", "date": "2026-11-30T08:00:00Z",
-                                "ok": True, "wall": 2400.0, "cpu": 2300.0, "maxrss_kb": 6 * 2**20,
-                                "tree_pss_kb": 0},
-                   "tensor_2g": None}}
-    side = {"small": {"dir": "x", "rows": 103, "tensor_bytes": None, "ours": _summary(0.25, 0.25, 40),
-                      "reference": _summary(4.0, 3.9, 400)}}
+    big = {
+        "dirs": {},
+        "infos": {"tensor_2g": {"tensor_bytes": 4.5e9}},
+        "variants": {
+            "1M csv": _summary(csv, 7.0, peak_mib),
+            "1M compact csv": _summary(compact, 7.2, 800),
+            "1M xlsx": _summary(xlsx, 15.0, 700),
+            "2 GB tensors": _summary(0.9, 1.6, 500),
+        },
+        "ref": {
+            "stats_1m": {
+                "status": "cached",
+                "source": "run_all",
+                "date": "2026-11-30T08:00:00Z",
+                "ok": True,
+                "wall": 2400.0,
+                "cpu": 2300.0,
+                "maxrss_kb": 6 * 2**20,
+                "tree_pss_kb": 0,
+            },
+            "tensor_2g": None,
+        },
+    }
+    side = {
+        "small": {
+            "dir": "x",
+            "rows": 103,
+            "tensor_bytes": None,
+            "ours": _summary(0.25, 0.25, 40),
+            "reference": _summary(4.0, 3.9, 400),
+        }
+    }
     side["small"]["ratios"] = {"wall": 16.0, "cpu": 3.9 / 0.25, "peak_bytes": 10.0}
     st = {"wall": 0.16, "wall_min": 0.13, "cpu": 0.16, "n": 15}
-    p = {"wall": dict.fromkeys(("start-up", "read", "pair", "measure", "judge", "write", "other"), 1.0),
-         "cpu": dict.fromkeys(("start-up", "read", "pair", "measure", "judge", "write", "other"), 0.5),
-         "runs": [{}], "loads": [0.5]}
-    return {"date_start": "d0", "date_end": "d1", "machine": "2 vCPU", "load_start": "0.10, 0.20, 0.30",
-            "load_end": "0.40, 0.50, 0.60", "ours": "py -m msprobe_compare", "src": "src", "ref": "ref/msprobe",
-            "ref_version": "8.3.3", "quick": False, "runs": 3, "side": side, "big": big, "startup": st,
-            "goals": limits.goal_rows(big, st), "phases": p}
+    p = {
+        "wall": dict.fromkeys(("start-up", "read", "pair", "measure", "judge", "write", "other"), 1.0),
+        "cpu": dict.fromkeys(("start-up", "read", "pair", "measure", "judge", "write", "other"), 0.5),
+        "runs": [{}],
+        "loads": [0.5],
+    }
+    return {
+        "date_start": "d0",
+        "date_end": "d1",
+        "machine": "2 vCPU",
+        "load_start": "0.10, 0.20, 0.30",
+        "load_end": "0.40, 0.50, 0.60",
+        "ours": "py -m msprobe_compare",
+        "src": "src",
+        "ref": "ref/msprobe",
+        "ref_version": "8.3.3",
+        "quick": False,
+        "runs": 3,
+        "side": side,
+        "big": big,
+        "startup": st,
+        "goals": limits.goal_rows(big, st),
+        "phases": p,
+    }
 
 
 def test_arguments(limits):
@@ -98,7 +146,6 @@ def test_report_markdown(limits):
 def test_report_plain_alignment(limits):
     lines = limits.report(_results(limits), markdown=False).splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("phase"))
-    body = lines[head + 2:head + 10]
-    assert [ln.split()[0] for ln in body] == ["start-up", "read", "pair", "measure", "judge", "write", "other",
-                                             "total"]
+    body = lines[head + 2 : head + 10]
+    assert [ln.split()[0] for ln in body] == ["start-up", "read", "pair", "measure", "judge", "write", "other", "total"]
     assert len({len(ln) for ln in body}) == 1  # numbers right-aligned to one width

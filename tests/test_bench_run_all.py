@@ -47,8 +47,14 @@ def make_pair(folder: Path, npu_text: str, bench_text: str, ranks: int = 0) -> P
             d = folder / side / "step0" / name
             d.mkdir(parents=True, exist_ok=True)
             (d / "dump.json").write_text(text)
-    (folder / "compare.json").write_text(json.dumps({"npu_path": str(folder / "npu/step0/rank/dump.json"),
-                                                     "bench_path": str(folder / "bench/step0/rank/dump.json")}))
+    (folder / "compare.json").write_text(
+        json.dumps(
+            {
+                "npu_path": str(folder / "npu/step0/rank/dump.json"),
+                "bench_path": str(folder / "bench/step0/rank/dump.json"),
+            }
+        )
+    )
     return folder
 
 
@@ -118,9 +124,24 @@ def test_import_ref_runs(run_all, tmp_path):
 def test_quick_run_writes_json(tmp_path):
     out = tmp_path / "results.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, str(BENCH / "run_all.py"), "--quick", "--skip-ref", "--cases", "stats_1m,ranks8",
-           "--json", str(out), "--data-root", str(tmp_path / "data"), "--workdir", str(tmp_path / "work"),
-           "--ref-cache", str(tmp_path / "cache.json"), "--ours", f"{sys.executable} -m msprobe_compare"]
+    cmd = [
+        sys.executable,
+        str(BENCH / "run_all.py"),
+        "--quick",
+        "--skip-ref",
+        "--cases",
+        "stats_1m,ranks8",
+        "--json",
+        str(out),
+        "--data-root",
+        str(tmp_path / "data"),
+        "--workdir",
+        str(tmp_path / "work"),
+        "--ref-cache",
+        str(tmp_path / "cache.json"),
+        "--ours",
+        f"{sys.executable} -m msprobe_compare",
+    ]
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     failed = [ln for ln in p.stdout.splitlines() if "FAILED" in ln or ln.startswith("    ")]
     assert p.returncode == 0, "\n".join(failed) + "\n" + p.stdout[-2000:] + p.stderr[-3000:]

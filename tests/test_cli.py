@@ -50,10 +50,16 @@ def test_installed_entry_points_exit_codes():
         (("-f", "pytorch"), "usage: msprobe [-h]", "the following arguments are required: {compare,merge_result}"),
         (("compare",), "usage: msprobe compare [-h] -i INPUT_PATH", "required: -i/--input_path"),
         (("-f", "pytorch", "compare"), "usage: msprobe compare", "required: -i/--input_path"),
-        (("compare", "-i", "x.json"), "usage: msprobe",
-         "-f/--framework is required before the subcommand: msprobe -f {pytorch,mindspore} compare -i x.json"),
-        (("merge_result", "-i", "d", "-config", "c.yaml"), "usage: msprobe",
-         "-f/--framework is required before the subcommand"),
+        (
+            ("compare", "-i", "x.json"),
+            "usage: msprobe",
+            "-f/--framework is required before the subcommand: msprobe -f {pytorch,mindspore} compare -i x.json",
+        ),
+        (
+            ("merge_result", "-i", "d", "-config", "c.yaml"),
+            "usage: msprobe",
+            "-f/--framework is required before the subcommand",
+        ),
         (("-f", "tensorflow", "compare", "-i", "x.json"), "usage: msprobe", "invalid choice: 'tensorflow'"),
     ],
 )
@@ -85,8 +91,10 @@ def test_top_level_help_names_the_framework_and_subcommands(capfd):
     "argv,fixed",
     [
         (("compare", "-f", "pytorch", "-i", "x.json"), "msprobe -f pytorch compare -i x.json"),
-        (("compare", "-i", "x.json", "-o", "out dir", "--framework", "mindspore", "-s"),
-         "msprobe -f mindspore compare -i x.json -o 'out dir' -s"),
+        (
+            ("compare", "-i", "x.json", "-o", "out dir", "--framework", "mindspore", "-s"),
+            "msprobe -f mindspore compare -i x.json -o 'out dir' -s",
+        ),
         (("compare", "--framework=pytorch", "-i", "x.json"), "msprobe -f pytorch compare -i x.json"),
         (("compare", "-f", "tensorflow", "-i", "x.json"), "msprobe -f {pytorch,mindspore} compare -i x.json"),
         (("-f", "pytorch", "compare", "-i", "x.json", "-f", "pytorch"), "msprobe -f pytorch compare -i x.json"),
@@ -164,6 +172,7 @@ def test_bench_side_of_another_framework_warns(run_cli, tmp_path):
     run = run_cli(tmp_path, "pytorch")
     warnings = _warnings(run.out)
     assert len(warnings) == 1, run.out
-    assert "the bench dump's framework is 'mindspore' but -f is 'pytorch', whose bench dump should be pytorch" in (
-        warnings[0]
+    assert (
+        "the bench dump's framework is 'mindspore' but -f is 'pytorch', whose bench dump should be pytorch"
+        in (warnings[0])
     )

@@ -44,8 +44,10 @@ def test_relative_paths_are_read_against_the_working_directory(tmp_path, monkeyp
         ({"npu_path": "", "bench_path": "b"}, "'npu_path' is missing"),
         ({"npu_path": 3, "bench_path": "b"}, "'npu_path' must be a path string, got int"),
         ({"npu_path": "npu/rank0", "bench_path": "bench/rank0", "stack_path": 1}, "'stack_path' must be a path"),
-        ({"npu_path": "npu/rank0", "bench_path": "bench/rank0", "is_print_compare_log": "yes"},
-         "'is_print_compare_log' must be true or false"),
+        (
+            {"npu_path": "npu/rank0", "bench_path": "bench/rank0", "is_print_compare_log": "yes"},
+            "'is_print_compare_log' must be true or false",
+        ),
         ({"npu_path": "npu/rank0", "bench_path": "bench/rank0", "npu_parallel": "tp=0"}, "npu_parallel"),
     ],
 )
@@ -180,9 +182,11 @@ def test_a_dump_json_given_as_compare_json_says_so(tmp_path, run_cli, layout):
     run = run_cli(tmp_path, "pytorch", input_name="dump.json")
     assert run.code == 1
     (error,) = [line for line in run.out.splitlines() if "[ERROR]" in line]
-    assert ("[ERROR] dump.json: this is a dump.json, not a compare.json (which names the two dumps, e.g. "
-            '{"npu_path": "dump.json", "bench_path": "<bench>/dump.json"}); or compare two dumps directly: '
-            "msprobe compare -tp dump.json -gp <bench>/dump.json") in error
+    assert (
+        "[ERROR] dump.json: this is a dump.json, not a compare.json (which names the two dumps, e.g. "
+        '{"npu_path": "dump.json", "bench_path": "<bench>/dump.json"}); or compare two dumps directly: '
+        "msprobe compare -tp dump.json -gp <bench>/dump.json"
+    ) in error
     assert "'npu_path' is missing" not in run.out and "Traceback" not in run.out + run.err
 
 

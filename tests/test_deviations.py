@@ -60,7 +60,9 @@ def _write_pair(folder: Path, npu: dict, bench: dict) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         (d / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
     cfg = folder / "compare.json"
-    cfg.write_text(json.dumps({"npu_path": str(folder / "npu/dump.json"), "bench_path": str(folder / "bench/dump.json")}))
+    cfg.write_text(
+        json.dumps({"npu_path": str(folder / "npu/dump.json"), "bench_path": str(folder / "bench/dump.json")})
+    )
     return cfg
 
 

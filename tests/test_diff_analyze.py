@@ -66,7 +66,8 @@ def test_a_failing_analyze_file_withdraws_the_result_set(run_cli, tmp_path, monk
     run = run_cli(DATA / "pytorch/mlp_bug_stat", "pytorch", "-s", "-da", "--format", "xlsx,csv,html", out_dir=out)
     assert run.code == 1
     assert [line for line in run.out.splitlines() if "[ERROR]" in line][0].endswith(
-        "cannot be written (No space left on device)")
+        "cannot be written (No space left on device)"
+    )
     assert "Compare result is" in run.out  # the set was written, then withdrawn
     assert list(out.iterdir()) == []
     assert "msprobe compare ends successfully." not in run.out

@@ -95,8 +95,12 @@ def test_external_case(run_cli, case_name, kind, compare, coloured):
         assert run.code == 0, run.out
         assert "Compare rank: 0 step: 0 finish." in run.out
         expected = case / "expected" / f"{kind}.0_0.csv"
-        problems = mismatches(run.one("compare_result_0_0_*.xlsx"), expected, colours=coloured,
-                              rewrite=lambda v: v.replace(str(case), ".") if isinstance(v, str) else v)
+        problems = mismatches(
+            run.one("compare_result_0_0_*.xlsx"),
+            expected,
+            colours=coloured,
+            rewrite=lambda v: v.replace(str(case), ".") if isinstance(v, str) else v,
+        )
         assert not problems, "\n".join(problems)
         return
     ref_exit = _ref_exit(case, kind)

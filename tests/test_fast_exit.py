@@ -33,8 +33,21 @@ def test_keep_until_exit_only_inside_the_command():
 def test_command_exit_code_output_and_files(tmp_path, fail_on, code):
     if not EXAMPLE.is_dir():
         pytest.skip("the example dumps are not in this checkout")
-    cmd = [sys.executable, "-m", "msprobe_compare", "-f", "pytorch", "compare", "-i", str(EXAMPLE / "compare.json"),
-           "-o", str(tmp_path), "-s", "--format", "csv"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "msprobe_compare",
+        "-f",
+        "pytorch",
+        "compare",
+        "-i",
+        str(EXAMPLE / "compare.json"),
+        "-o",
+        str(tmp_path),
+        "-s",
+        "--format",
+        "csv",
+    ]
     if fail_on:
         cmd += ["--fail-on", fail_on]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=EXAMPLE,

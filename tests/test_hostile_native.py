@@ -85,7 +85,9 @@ def test_one_entry_with_many_members_of_one_shape_is_linear(tmp_path):
     """64,000 member names of one length, first and last byte (one bit of the 64-bit filter: every name was compared
     with every earlier member, 61 s) against the same rows in a list."""
     names = [f"k{i:06d}k" for i in range(COUNT)]
-    hostile = _dump_pair(tmp_path / "hostile", {"Functional.big.0.forward": {"input_kwargs": dict.fromkeys(names, LEAF)}})
+    hostile = _dump_pair(
+        tmp_path / "hostile", {"Functional.big.0.forward": {"input_kwargs": dict.fromkeys(names, LEAF)}}
+    )
     plain = _dump_pair(tmp_path / "plain", {"Functional.big.0.forward": {"input_args": [LEAF] * COUNT}})
     slow, fast = _timed_compare(hostile), _timed_compare(plain)
     assert slow.seconds < RATIO * fast.seconds, (slow.seconds, fast.seconds)
@@ -486,11 +488,14 @@ def test_an_escaped_lone_surrogate_still_reads_as_the_replacement_character(fixt
 
 
 # -- differential harnesses: truncation at every byte, byte mutations ------------------------------------------------
-SMALL = {"Functional.linear.0.forward": {"input_args": [dict(LEAF, Max=2.5e-7, shape=[16, 32]),
-                                                        {"type": "int", "value": 3}],
-                                         "input_kwargs": {"bias": None, "": {"type": "str", "value": ""}},
-                                         "output": [dict(LEAF, Min=-1, md5="0123abcd")]},
-         "Module.fc.Linear.forward.0": {"input_args": [{"type": "torch.Size", "value": [2, 3]}], "output": [LEAF]}}
+SMALL = {
+    "Functional.linear.0.forward": {
+        "input_args": [dict(LEAF, Max=2.5e-7, shape=[16, 32]), {"type": "int", "value": 3}],
+        "input_kwargs": {"bias": None, "": {"type": "str", "value": ""}},
+        "output": [dict(LEAF, Min=-1, md5="0123abcd")],
+    },
+    "Module.fc.Linear.forward.0": {"input_args": [{"type": "torch.Size", "value": [2, 3]}], "output": [LEAF]},
+}
 
 
 def _small_dump(indent: int | None) -> bytes:

@@ -51,10 +51,10 @@ def imports(path: Path, known: set[str]) -> list[tuple[str, int, bool]]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             base = node.module
-            names = [f"{base}.{a.name}" if f"{base}.{a.name}"[len(PKG) + 1:] in known else base for a in node.names]
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}"[len(PKG) + 1 :] in known else base for a in node.names]
         for name in names:
             if name == PKG or name.startswith(PKG + "."):
-                found.append((name[len(PKG) + 1:], node.lineno, id(node) in top_level))
+                found.append((name[len(PKG) + 1 :], node.lineno, id(node) in top_level))
     return found
 
 
@@ -83,7 +83,7 @@ def test_no_cycles() -> None:
         stack.append(m)
         for t in edges.get(m, []):
             if state.get(t) == 1:
-                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+                cycles.append(" -> ".join(stack[stack.index(t) :] + [t]))
             elif t not in state:
                 visit(t)
         stack.pop()
@@ -119,7 +119,9 @@ def test_judge_writes_nothing_onto_other_objects() -> None:
             targets = (node.targets if isinstance(node, ast.Assign)
                        else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])  # fmt: skip
             for t in targets:
-                if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "cls")):
+                if isinstance(t, ast.Attribute) and not (
+                    isinstance(t.value, ast.Name) and t.value.id in ("self", "cls")
+                ):
                     bad.append(f"{path.name}:{node.lineno}: {ast.unparse(t)}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
                 bad.append(f"{path.name}:{node.lineno}: setattr")
@@ -146,7 +148,7 @@ HAND_PARSES = {
     "load.rows": "the phase codes of millions of rows: vectorised string passes, twin of _noise.phase_flags",
     "load.parallel_layout": "plain_class_name rewrites row names (not entries) at their last direction part",
     "pair.align": "module calls and inner API calls of 1M-row dumps in one rpartition pass over the module entries "
-                  "(parse_entry per entry costs about 0.3 s more there, bench/align_1m.py)",
+    "(parse_entry per entry costs about 0.3 s more there, bench/align_1m.py)",
     "pair.aligned": "the direction of a merged group's parts as the words of its own records",
     "pair.calls": "call_key(s): twin of _sharednames' counter removal over whole name lists",
     "pair.param_grad": "the two dumpers' parameters_grad spellings, rewritten in place",
@@ -195,8 +197,11 @@ def test_api_prefixes_have_one_table() -> None:
             if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
                 texts = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
                 prefixes = texts & API_PREFIX_WORDS
-                if len(prefixes) > 1 and prefixes != allowed.get(m) or any(
-                        t.startswith(("Distributed.", "Communication.", "Primitive.")) for t in texts):
+                if (
+                    len(prefixes) > 1
+                    and prefixes != allowed.get(m)
+                    or any(t.startswith(("Distributed.", "Communication.", "Primitive.")) for t in texts)
+                ):
                     bad.append(f"{m}:{node.lineno}: {sorted(texts)[:4]}")
             if isinstance(node, ast.Name) and node.id == "api_call_pattern":
                 bad.append(f"{m}:{node.lineno}: api_call_pattern (use load.names.parse_entry)")
@@ -209,7 +214,9 @@ def test_entry_names_are_parsed_in_load_names() -> None:
     reason; a module listed there that no longer parses by hand must leave the list."""
     found = {m for m, path in modules().items() if any(_DIRECTION_WORD.search(v) for _, v in _strings(path))}
     assert not found - set(HAND_PARSES), f"parse names with load.names.parse_entry: {sorted(found - set(HAND_PARSES))}"
-    assert not set(HAND_PARSES) - found, f"no hand parse left: remove {sorted(set(HAND_PARSES) - found)} from HAND_PARSES"
+    assert not set(HAND_PARSES) - found, (
+        f"no hand parse left: remove {sorted(set(HAND_PARSES) - found)} from HAND_PARSES"
+    )
 
 
 def test_layout_rules_are_codes() -> None:

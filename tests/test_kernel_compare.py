@@ -20,8 +20,16 @@ from parity import read_csv, read_xlsx, same
 
 DATA = Path(__file__).parent / "data" / "ms_kernel"
 MAPPED = "Default_Tile-op15"  # the mapping.csv case (D17)
-METRIC_COLUMNS = {"Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-                  "Five Thousandths Err Ratio", "Accuracy Reached or Not", "Err_message"}
+METRIC_COLUMNS = {
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "Accuracy Reached or Not",
+    "Err_message",
+}
 
 
 def _ours(path: Path, case: Path, prefix: str = "./") -> tuple[list[str], list[list[Any]]]:
@@ -143,8 +151,12 @@ def test_single_point_nan_at_the_same_places_is_equal_d18(run_cli):
     with open(run.one("layer2/result.csv"), newline="") as f:
         rows = {r["Name"]: r for r in csv.DictReader(f)}
     div = rows["div_0"]
-    assert (div["Cosine"], div["MaxAbsErr"], div["Accuracy Reached or Not"], div["Err_message"]) == \
-        ("1.0", "0.0", "Yes", "")
+    assert (div["Cosine"], div["MaxAbsErr"], div["Accuracy Reached or Not"], div["Err_message"]) == (
+        "1.0",
+        "0.0",
+        "Yes",
+        "",
+    )
     assert div["NPU max"] == ""  # the statistics of data holding NaN are NaN (empty), as the reference's
 
 

@@ -29,8 +29,10 @@ from msprobe_compare.errors import OptionError, UsageError
         ({"output_dir": ""}, "option 'output_dir' must be a path"),
         ({"data_mapping": ["a.yaml"]}, "option 'data_mapping' must be a path, got list"),
         ({"framework": "mindspore", "cell_mapping": 1.5}, "option 'cell_mapping' must be a YAML path, True or None"),
-        ({"cell_mapping": True}, "option 'cell_mapping' maps MindSpore names to PyTorch ones; it needs framework "
-                                 "'mindspore', not 'pytorch'"),  # fmt: skip
+        (
+            {"cell_mapping": True},
+            "option 'cell_mapping' maps MindSpore names to PyTorch ones; it needs framework 'mindspore', not 'pytorch'",
+        ),  # fmt: skip
         ({"layer_mapping": "lm.yaml"}, "option 'layer_mapping' maps MindSpore names"),
         ({"ray": 3}, "option 'ray' must be True, an address string or None, got int 3"),
     ],
@@ -72,8 +74,11 @@ def test_pool_option_and_its_environment_default(monkeypatch):
     [
         ("fork", None, "option 'pool' must be one of auto, thread, process, got str 'fork'"),
         (2, None, "option 'pool' must be one of auto, thread, process, got int 2"),
-        (None, "threads", "environment variable MSPROBE_COMPARE_POOL must be one of auto, thread, process, "
-                          "got str 'threads'"),
+        (
+            None,
+            "threads",
+            "environment variable MSPROBE_COMPARE_POOL must be one of auto, thread, process, got str 'threads'",
+        ),
     ],
 )
 def test_bad_pool(pool, env, message, monkeypatch):

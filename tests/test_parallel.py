@@ -54,12 +54,18 @@ def test_megatron_rank_order():
 
 
 def test_parallel_class_names_map_to_plain_ones():
-    assert plain_class_name("Module.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0") == \
-        "Module.blocks.0.mlp.fc1.Linear.forward.0.output.0"
-    assert plain_class_name("Module.fc2.RowParallelLinear.parameters_grad.weight") == \
-        "Module.fc2.Linear.parameters_grad.weight"
-    assert plain_class_name("Module.emb.VocabParallelEmbedding.backward.0.input.0") == \
-        "Module.emb.Embedding.backward.0.input.0"
+    assert (
+        plain_class_name("Module.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0")
+        == "Module.blocks.0.mlp.fc1.Linear.forward.0.output.0"
+    )
+    assert (
+        plain_class_name("Module.fc2.RowParallelLinear.parameters_grad.weight")
+        == "Module.fc2.Linear.parameters_grad.weight"
+    )
+    assert (
+        plain_class_name("Module.emb.VocabParallelEmbedding.backward.0.input.0")
+        == "Module.emb.Embedding.backward.0.input.0"
+    )
     assert plain_class_name("Cell.fc1.ColumnParallelLinear.forward.0.output.0") == "Cell.fc1.Linear.forward.0.output.0"
     assert plain_class_name("Functional.linear.0.forward.output.0") == "Functional.linear.0.forward.output.0"
 
@@ -86,9 +92,21 @@ def test_detection_from_shapes():
 
 def _table(rows):
     """A one-entry RowTable of tensor output rows [(shape, (max, min, mean, norm))]."""
-    body = {"output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": float(s[0]),
-                        "Min": float(s[1]), "Mean": float(s[2]), "Norm": float(s[3]), "requires_grad": False}
-                       for shape, s in rows]}
+    body = {
+        "output": [
+            {
+                "type": "torch.Tensor",
+                "dtype": "torch.float32",
+                "shape": shape,
+                "Max": float(s[0]),
+                "Min": float(s[1]),
+                "Mean": float(s[2]),
+                "Norm": float(s[3]),
+                "requires_grad": False,
+            }
+            for shape, s in rows
+        ]
+    }
     return flatten(None, [("Functional.x.0.forward", body)])
 
 
@@ -100,16 +118,21 @@ def test_split_statistics_combine_exactly():
     vals, kinds = P.combine_split(tables, [0, 0], [p.shape for p in parts])
     assert np.all(kinds == StatKind.NUMBER)
     assert vals[0] == whole.max() and vals[1] == whole.min()
-    assert math.isclose(vals[2], whole.mean(), rel_tol=1e-12) and math.isclose(vals[3], np.linalg.norm(whole),
-                                                                                 rel_tol=1e-12)
+    assert math.isclose(vals[2], whole.mean(), rel_tol=1e-12) and math.isclose(
+        vals[3], np.linalg.norm(whole), rel_tol=1e-12
+    )
 
 
 def test_partial_sums_combine_only_the_mean():
     a, b = np.array([1.0, -2.0, 3.0]), np.array([0.5, 4.0, -1.0])
     tables = [_table([([3], (x.max(), x.min(), x.mean(), np.linalg.norm(x)))]) for x in (a, b)]
     vals, kinds = P.combine_partial(tables, [0, 0])
-    assert kinds.tolist() == [StatKind.NONE, StatKind.NUMBER, StatKind.NONE, StatKind.NONE][:0] or \
-        kinds.tolist() == [StatKind.NONE, StatKind.NONE, StatKind.NUMBER, StatKind.NONE]
+    assert kinds.tolist() == [StatKind.NONE, StatKind.NUMBER, StatKind.NONE, StatKind.NONE][:0] or kinds.tolist() == [
+        StatKind.NONE,
+        StatKind.NONE,
+        StatKind.NUMBER,
+        StatKind.NONE,
+    ]
     assert math.isclose(vals[2], (a + b).mean())
 
 
@@ -145,8 +168,9 @@ def test_every_sharded_row_is_combined_as_truth_says(case):
             assert npu.split_dim[i] == t["split_dim"], name
         assert match[i] >= 0 and bench.table.names[match[i]] == t["bench"], name
         assert npu.disagree[i] is None, name
-    entries = {npu.table.entries[npu.table.entry_index[i]] for i, rule in enumerate(npu.rule)
-               if rule.startswith("npu_only")}
+    entries = {
+        npu.table.entries[npu.table.entry_index[i]] for i, rule in enumerate(npu.rule) if rule.startswith("npu_only")
+    }
     assert entries == set(truth["npu_only_entries"])
 
 
@@ -159,8 +183,11 @@ def test_combined_statistics_equal_the_single_run(case):
     if truth["origin"]:  # rows after the bug differ by design: check only rows before it
         first = npu.table.entries.index("Functional.linear.10.forward")
         entries = npu.table.entries
-        bug_rows = {i for i in range(len(npu.table)) if npu.table.entry_index[i] >= first
-                    or entries[npu.table.entry_index[i]].endswith("parameters_grad")}  # gradients come after it
+        bug_rows = {
+            i
+            for i in range(len(npu.table))
+            if npu.table.entry_index[i] >= first or entries[npu.table.entry_index[i]].endswith("parameters_grad")
+        }  # gradients come after it
     checked = 0
     for i, rule in enumerate(npu.rule):
         if rule not in ("split", "partial_sum") or i in bug_rows:
@@ -206,8 +233,10 @@ def test_same_computation_gives_no_origin(run_cli):
 def test_bug_on_one_rank_names_the_rank(run_cli):
     run = run_cli(BUG, "pytorch", "--format", "csv", "-da")
     assert run.code == 0, run.out
-    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1 diverges; " \
-           "rank0 first sees it at Distributed.all_reduce.3.forward)" in computed(run.out)
+    assert (
+        "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1 diverges; "
+        "rank0 first sees it at Distributed.all_reduce.3.forward)" in computed(run.out)
+    )
     advisor = run.one("advisor_dp0_*.txt").read_text()
     assert "1. [computation, forward] rank1:Functional.linear.10.forward" in advisor
     analyze = json.loads(run.one("diff_analyze_*.json").read_text())
@@ -271,7 +300,9 @@ def test_a_bias_added_after_the_all_reduce(tmp_path):
     paired by their module and their place in it, so later adds keep their partners) and an F.linear without the
     bias (its output is another quantity than the bench F.linear's: not compared)."""
     result = _compare(tmp_path, "n2rbbug", "b1rb")
-    assert computed(result.first_origin).startswith("dp0: rank1:Functional.linear.10.forward: inputs agree, outputs differ")
+    assert computed(result.first_origin).startswith(
+        "dp0: rank1:Functional.linear.10.forward: inputs agree, outputs differ"
+    )
     cols = result.ranks["dp0"].columns
     k = cols["NPU Name"].index("Functional.linear.3.forward.output.0")  # o_proj's F.linear, without the bias
     assert cols["Layout Rule"][k].startswith("not compared: the other side's call takes a tensor input")
@@ -313,8 +344,11 @@ def test_own_combined_statistics_equal_the_single_run(tmp_path):
         assert compared > 300
         # every bench row of a call that is not communication has its npu row (pipeline stages at global positions)
         paired = set(match[match >= 0].tolist())
-        lost = [n for k, n in enumerate(b.table.names) if k not in paired and not n.startswith("Distributed.")
-                and b.table.dtype[k] != "None"]
+        lost = [
+            n
+            for k, n in enumerate(b.table.names)
+            if k not in paired and not n.startswith("Distributed.") and b.table.dtype[k] != "None"
+        ]
         # the vocab-parallel lookup: its shifted ids and rows before the all-reduce are rank-local, and the plain
         # embedding passes padding_idx, max_norm, ... that the sharded one does not
         lost = [n for n in lost if not n.startswith("Functional.embedding.0.")]
@@ -381,7 +415,9 @@ def test_mindspore_cells_with_parallel_wrappers(run_cli, tmp_path):
         path.write_text(text)
     run = run_cli(case, "mindspore", "--format", "csv")
     assert run.code == 0, run.out
-    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1" in computed(run.out)
+    assert "Root cause: rank1:Functional.linear.10.forward: inputs agree, outputs differ (only rank1" in computed(
+        run.out
+    )
     rows = {r["NPU Name"]: r for r in _rows(run)}
     fc1 = rows["Cell.blocks.0.mlp.fc1.ColumnParallelLinear.forward.0.output.0"]
     assert fc1["Bench Name"] == "Cell.blocks.0.mlp.fc1.Dense.forward.0.output.0"

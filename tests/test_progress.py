@@ -131,7 +131,7 @@ def test_lines_longer_than_a_pipe_write_stay_whole_under_the_shared_lock(tmp_pat
     for line in lines:
         head = LINE.match(line)
         assert head, line[:80]
-        worker, letters = line[head.end():].split(" ")[0], line[head.end():].split(" ")[1]
+        worker, letters = line[head.end() :].split(" ")[0], line[head.end() :].split(" ")[1]
         assert letters == chr(97 + int(worker[1])) * 30000 and line.endswith(" end"), line[:80]
 
 
@@ -196,7 +196,7 @@ def test_kernel_compare_bar_on_a_terminal(tmp_path):
 
 @needs_pty
 def test_python_api_is_quiet_on_a_terminal(tmp_path):
-    probe = (f"import msprobe_compare; msprobe_compare.compare_json('compare.json', {str(tmp_path / 'out')!r})")
+    probe = f"import msprobe_compare; msprobe_compare.compare_json('compare.json', {str(tmp_path / 'out')!r})"
     code, tty, out = _on_terminal([sys.executable, "-c", probe], DATA / "pytorch/mlp_bug_tensor")
     assert code == 0 and tty == "" and out == ""
 

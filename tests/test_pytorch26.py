@@ -154,8 +154,15 @@ def _tensor(**extra):
 def test_md5_as_numbers_and_integer_statistics(run_cli, tmp_path):
     """md5 written as a JSON int or float (unit-test dumps; 26.x xor of a 0-d tensor) is the number's text;
     integer statistics, null Mean/Norm and entries without is_recompute are read."""
-    npu = _dump(tmp_path / "n", {"Torch.a.0.forward": {"input_args": [_tensor(md5=123456), _tensor(md5=2.5)],
-                                                       "output": [_tensor(md5="0x00e306ac8071c97f")]}})
+    npu = _dump(
+        tmp_path / "n",
+        {
+            "Torch.a.0.forward": {
+                "input_args": [_tensor(md5=123456), _tensor(md5=2.5)],
+                "output": [_tensor(md5="0x00e306ac8071c97f")],
+            }
+        },
+    )
     bench = _dump(tmp_path / "b", {"Torch.a.0.forward": {"input_args": [_tensor(md5=123456), _tensor(md5=2.25)],
                                                          "output": [_tensor(md5="0x00e306ac8071c97f")],
                                                          "is_recompute": False}})  # fmt: skip
@@ -164,7 +171,10 @@ def test_md5_as_numbers_and_integer_statistics(run_cli, tmp_path):
     header, rows, _ = read_xlsx(run.one("compare_result_*.xlsx"))
     col = {c: i for i, c in enumerate(header)}
     assert [(r[col["NPU MD5"]], r[col["BENCH MD5"]], r[col["Result"]]) for r in rows] == [
-        ("123456", "123456", "pass"), ("2.5", "2.25", "Different"), ("0x00e306ac8071c97f",) * 2 + ("pass",)]
+        ("123456", "123456", "pass"),
+        ("2.5", "2.25", "Different"),
+        ("0x00e306ac8071c97f",) * 2 + ("pass",),
+    ]
     stats = {"Max": 7, "Min": -2, "Mean": None, "Norm": None}
     npu = _dump(tmp_path / "n2", {"Torch.a.0.forward": {"input_args": [_tensor(**stats)]}})
     bench = _dump(tmp_path / "b2", {"Torch.a.0.forward": {"input_args": [_tensor(**{**stats, "Max": 9})],
@@ -179,8 +189,9 @@ def test_md5_as_numbers_and_integer_statistics(run_cli, tmp_path):
 def test_step_folder_of_each_dumper_version(run_cli, tmp_path):
     """An 8.3.3 step folder (`rank`) against a 26.2.0 one (`proc<PID>`): one pair, named after the NPU folder."""
     npu = D26 / "mlp_bug_stat/npu/step0"
-    run = run_cli(tmp_path, "pytorch", "-c", input_name=str(_write(tmp_path, npu,
-                                                                    DATA / "pytorch/mlp_same_stat/bench/step0")))
+    run = run_cli(
+        tmp_path, "pytorch", "-c", input_name=str(_write(tmp_path, npu, DATA / "pytorch/mlp_same_stat/bench/step0"))
+    )
     assert run.code == 0, run.out
     proc = next(npu.iterdir()).name
     assert f"process folders paired in sorted order: npu {proc} <-> bench rank" in run.out

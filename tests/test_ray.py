@@ -220,7 +220,7 @@ def test_connect_target(monkeypatch, target, env, expected):
         assert fake.up and backend.workers == 3
         distribute.connect(target)  # already connected: no second init
     assert not fake.up  # the session closed what it opened
-    (address, kwargs), = fake.inits
+    ((address, kwargs),) = fake.inits
     assert address == expected
     if expected == "local":
         assert kwargs["_node_ip_address"] == "127.0.0.1" and kwargs["include_dashboard"] is False

@@ -114,8 +114,12 @@ def _parent_only(pid: int, value: int) -> int:
 @pytest.mark.skipif(not can_fork(), reason="no fork here")
 def test_later_computes_in_a_child_and_sends_back_what_unpack_rebuilds() -> None:
     parent = os.getpid()
-    later = Later.start(lambda: {"pid": os.getpid(), "rows": np.arange(5)}, what="a test value",
-                        pack=lambda v: (v["pid"], v["rows"]), unpack=lambda p: {"pid": p[0], "rows": p[1] * 2})
+    later = Later.start(
+        lambda: {"pid": os.getpid(), "rows": np.arange(5)},
+        what="a test value",
+        pack=lambda v: (v["pid"], v["rows"]),
+        unpack=lambda p: {"pid": p[0], "rows": p[1] * 2},
+    )
     assert later.forked
     value = later.get()
     assert value["pid"] != parent and value["rows"].tolist() == [0, 2, 4, 6, 8]

@@ -111,8 +111,10 @@ def test_the_command_writes_what_main_writes_in_process(tmp_path: Path, run_cli)
 
 
 def test_importing_the_cli_leaves_the_collector_as_it_was() -> None:
-    probe = ("import gc; gc.freeze(); frozen = gc.get_freeze_count(); gc.disable(); import msprobe_compare.cli; "
-             "print(gc.isenabled(), gc.get_freeze_count() > frozen // 2)")  # a caller's frozen objects stay frozen
+    probe = (
+        "import gc; gc.freeze(); frozen = gc.get_freeze_count(); gc.disable(); import msprobe_compare.cli; "
+        "print(gc.isenabled(), gc.get_freeze_count() > frozen // 2)"
+    )  # a caller's frozen objects stay frozen
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120,
                          check=True).stdout.split()  # fmt: skip

@@ -123,7 +123,10 @@ def test_red_rows_are_not_all_pass(run_cli):
     assert "[INFO] No row fails the reference rule (Result column)" in run.out
     assert ("Expert Advice: no row fails the reference rule (Result column), but 75 rows are at error level (red); "
             "the root cause finds 1 origin: see Root cause.") in run.out  # fmt: skip
-    assert "[WARNING] The reference rule reads only the Result column: 75 rows are at error level (red) all the same." in run.out
+    assert (
+        "[WARNING] The reference rule reads only the Result column: 75 rows are at error level (red) all the same."
+        in run.out
+    )
     assert "--fail-on error: failed (75 error row(s)" in run.out
     advisor = run.one("advisor_*.txt").read_text()
     assert advisor.startswith(f"Line: NA\nSuspect Nodes: NA\nExpert Advice: All data in comparison result {MEETS}.\n")
@@ -223,12 +226,24 @@ def test_origin_descriptions_never_claim_what_was_not_compared():
 
     def origin(inputs: float | None, unpaired: int = 0, nonfinite: bool = False, nan_in: bool = False) -> str:
         ev = Evidence("Norm rel. diff", inputs, 0.5, 1e-4, "f.0.forward.output.0")
-        return origin_description(Origin("f.0.forward", OriginKind.COMPUTATION, "forward", None, ev,
-                                         nonfinite=nonfinite, unpaired_inputs=unpaired, unpaired_nonfinite=nan_in))
+        return origin_description(
+            Origin(
+                "f.0.forward",
+                OriginKind.COMPUTATION,
+                "forward",
+                None,
+                ev,
+                nonfinite=nonfinite,
+                unpaired_inputs=unpaired,
+                unpaired_nonfinite=nan_in,
+            )
+        )
 
     assert origin(None) == "f.0.forward: inputs agree, outputs differ"
     assert origin(None, 2) == "f.0.forward: its 2 inputs have no bench counterpart (not compared), outputs differ"
-    assert origin(0.0, 1) == "f.0.forward: its compared inputs agree (1 input without a bench counterpart), outputs differ"
+    assert (
+        origin(0.0, 1) == "f.0.forward: its compared inputs agree (1 input without a bench counterpart), outputs differ"
+    )
     assert origin(0.3, 1) == ("f.0.forward: outputs differ beyond the noise its inputs carry (1 input without a bench "
                               "counterpart, not compared)")  # fmt: skip
     assert origin(0.0, nonfinite=True) == "f.0.forward: NaN/Inf appears in its outputs, its inputs are finite"

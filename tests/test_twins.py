@@ -85,20 +85,28 @@ CASES: dict[str, Case] = {
     "msprobe_compare.pair.exact.first_index": (lambda: (list(NAMES), NAMES[::-1] + ["absent", "é"]), _same),
     "msprobe_compare.pair.calls.call_keys": (lambda: (list(NAMES),), _same),
     "msprobe_compare.pair.calls.children": (
-        lambda: ({"m.forward.0": None, "a.0.forward": "m.forward.0", "é.0.forward": "m.forward.0", "b": None},
-                 {"m.forward.0", "absent"}), _same),  # fmt: skip
+        lambda: (
+            {"m.forward.0": None, "a.0.forward": "m.forward.0", "é.0.forward": "m.forward.0", "b": None},
+            {"m.forward.0", "absent"},
+        ),
+        _same,
+    ),  # fmt: skip
     "msprobe_compare.pair.calls.name_index": (
         lambda: (list(NAMES),),
-        lambda a, b: _same(_index_answers(a, NAMES + ["none", "é"]), _index_answers(b, NAMES + ["none", "é"]))),
+        lambda a, b: _same(_index_answers(a, NAMES + ["none", "é"]), _index_answers(b, NAMES + ["none", "é"])),
+    ),
     "msprobe_compare.load.rows.text_codes": (lambda: (["f32", "f16", "f32", "é", "f16"],), _same),
     "msprobe_compare.load.rows.coded": (lambda: ([*(["[1, 2]", "[3]"] * 3), "".join(["[1, ", "2]"])],), _same),
     "msprobe_compare.load.rows.identity_codes": (lambda: ([shared := ["a"], None, shared, ["a"], None],), _same),
     "msprobe_compare.load.rows.phase_flags": (lambda: (list(NAMES),), _same),
     "msprobe_compare.load.stream._Scanner.container": (
-        lambda: (b' {"a": [1, {"b": "}]\\"x"}], "c": {}} , "tail"',), _same),
+        lambda: (b' {"a": [1, {"b": "}]\\"x"}], "c": {}} , "tail"',),
+        _same,
+    ),
     "msprobe_compare.measure.legacy_parse.reference_parse": (
         lambda: (np.array([0.1, 1e22, -2.2250738585072014e-308, 5e-324, 123456.789, np.nan, -np.inf, 0.3]),),
-        _same),  # fmt: skip
+        _same,
+    ),  # fmt: skip
     "msprobe_compare.render.flat.csv_block": (lambda: (_csv_format(), _csv_columns(), 1, 4, False), _same),
     "msprobe_compare.render.flat.jsonl_block": (lambda: (_jsonl_formats(), _csv_columns(), 0, 4, False), _same),
 }

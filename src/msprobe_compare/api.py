@@ -213,13 +213,19 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
     tolerance = Tolerance.parse(opts.tolerance)
     analysis = None
     if root_cause:  # started before the rows are measured (analyse_later: in-process unless asked to fork)
-        analysis = analyse_later(Measured(mode, npu, bench, match, tensors=tensors), tree[0],
-                                 tree[1] if plain else None, tolerance, tree[2] if plain and len(tree) > 2 else None)
+        analysis = analyse_later(
+            Measured(mode, npu, bench, match, tensors=tensors),
+            tree[0],
+            tree[1] if plain else None,
+            tolerance,
+            tree[2] if plain and len(tree) > 2 else None,
+        )
     measured = measure(mode, npu, bench, match, tensors=tensors, fuzzy=fuzzy)
     verdicts = judge(measured, highlight_on=opts.highlight, auto_analyze=opts.auto_analyze,
                      tolerance=tolerance, rootcause_on=root_cause, analysis=analysis)  # fmt: skip
-    return CompareOutcome.of(measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived,
-                             alignment=alignment)
+    return CompareOutcome.of(
+        measured, verdicts, show_stack=stack_path is not None, derived_mapping=derived, alignment=alignment
+    )
 
 
 def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,

@@ -91,8 +91,10 @@ def _epilog(prog: str) -> str:
     example = f"example: {EXAMPLE.replace('msprobe', prog, 1)}"
     if prog != "msprobe":
         return example
-    return (f"{example}\n\nother subcommands (run_ut, parse, acc_check, ...) are handed to mindstudio-probe when it is "
-            f"installed;\nits own compare: {REFERENCE_COMPARE}\nthis compare alone: {OWN_COMMAND} ...")
+    return (
+        f"{example}\n\nother subcommands (run_ut, parse, acc_check, ...) are handed to mindstudio-probe when it is "
+        f"installed;\nits own compare: {REFERENCE_COMPARE}\nthis compare alone: {OWN_COMMAND} ..."
+    )
 
 
 def _parser(prog: str = "msprobe") -> argparse.ArgumentParser:
@@ -169,8 +171,13 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
                    help="parallel layout of the npu run when it differs from the bench run's, e.g. tp=2,pp=2,dp=2 "
                         "(optional order=tp-dp-pp, fastest first; Megatron's order by default); detected when "
                         "absent")  # fmt: skip
-    p.add_argument("--bench-layout", dest="bench_layout", default=None, metavar="LAYOUT",
-                   help="parallel layout of the bench run (as --npu-layout)")
+    p.add_argument(
+        "--bench-layout",
+        dest="bench_layout",
+        default=None,
+        metavar="LAYOUT",
+        help="parallel layout of the bench run (as --npu-layout)",
+    )
     p.add_argument("--align", choices=("auto", "on", "off"), default="auto",
                    help="runs of different code (a training engine against an inference engine, a port with fused "
                         "kernels): pair their module trees by the tensors they carry; auto: when the trees differ "
@@ -178,11 +185,18 @@ def _add_layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alignment", type=Path, default=None, metavar="FILE",
                    help="a module alignment file (module_alignment_{timestamp}.yaml of an earlier compare, checked "
                         "or corrected): its pairs win over the ones found")  # fmt: skip
-    p.add_argument("--consistent_check", action="store_true",
-                   help="msprobe 26.x: a training engine (npu side, -tp) against the inference engine (bench side, "
-                        "vLLM names), paired by 26.x's name maps for --backend first, then aligned as --align does")
-    p.add_argument("--backend", choices=("fsdp", "megatron"), default=None,
-                   help="--consistent_check: the training engine, fsdp or megatron")
+    p.add_argument(
+        "--consistent_check",
+        action="store_true",
+        help="msprobe 26.x: a training engine (npu side, -tp) against the inference engine (bench side, "
+        "vLLM names), paired by 26.x's name maps for --backend first, then aligned as --align does",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("fsdp", "megatron"),
+        default=None,
+        help="--consistent_check: the training engine, fsdp or megatron",
+    )
     # root cause: the constants of the noise model, see docs/rootcause.md
     p.add_argument("--tolerance", type=_tolerance, default=None, metavar="KEY=VALUE,...",
                    help="root cause: override the noise model's constants, e.g. origin=3,suspect=1.5 "

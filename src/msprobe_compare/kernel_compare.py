@@ -103,8 +103,10 @@ def compare_kernel_dumps(npu_root: Path, bench_root: Path, request: GraphRequest
     bench = rank_step_folders(bench_root, list(request.ranks), list(request.steps))
     common = sorted(set(npu) & set(bench))
     if not common:
+
         def listed(found: dict[tuple[int, int], list[Path]]) -> str:
             return ", ".join(f"rank {r} step {s}" for r, s in found) or "none"
+
         raise InputError(f"no rank/step folder in common with bench_path (npu: {listed(npu)}; bench: "
                          f"{listed(bench)}); a kernel dump holds rank_<R>/<net>/<graph>/<step>/ folders",
                          npu_root)  # fmt: skip

@@ -195,8 +195,9 @@ def combine_replica(plan: LayoutPlan, dp: int, mode_of: Any) -> tuple[P.Combined
     bench_sh = _shards(_group(plan.bench_dumps, plan.bench, bench_dp))
     quiet = Console(quiet=True)
     npu_keys = P.module_local_keys(npu_sh.entries, _parents(plan.npu_dumps, plan.npu, dp, npu_sh, quiet))
-    bench_keys = P.module_local_keys(bench_sh.entries,
-                                     _parents(plan.bench_dumps, plan.bench, bench_dp, bench_sh, quiet))
+    bench_keys = P.module_local_keys(
+        bench_sh.entries, _parents(plan.bench_dumps, plan.bench, bench_dp, bench_sh, quiet)
+    )
     match, decisions = P.pair_logical(npu_sh, bench_sh, npu_keys, bench_keys)
     bench_dec: list[P.Decision | None] = [None] * len(bench_sh)
     for i, j in enumerate(match.tolist()):

@@ -326,8 +326,10 @@ def _directory_result(cfg: CompareConfig, run: RunSummary, console: Console, dif
     return CompareResult(
         output_dir=out_dir,
         diff_analyze=_diff_analyze(out_dir, origins, console) if diff_analyze and out_dir is not None else None,
-        **{k: sum(getattr(r, k) for r in ranks.values()) for k in ("rows", "matched", "red", "yellow", "errors",
-                                                                   "warnings", "excluded", "layout_only")},  # fmt: skip
+        **{
+            k: sum(getattr(r, k) for r in ranks.values())
+            for k in ("rows", "matched", "red", "yellow", "errors", "warnings", "excluded", "layout_only")
+        },  # fmt: skip
         nothing_compared=bool(ranks) and all(r.nothing_compared for r in ranks.values()),
         first_origin=f"{earliest[1]}: {earliest[0][1]}" if earliest else None,
         ranks=ranks,

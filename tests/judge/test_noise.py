@@ -250,7 +250,11 @@ def test_every_rank_of_a_step_folder(cases, run_cli, tmp_path):
     statistics dump cannot separate: each rank's answer as in its single-file compare, the earliest origin named."""
     import shutil
 
-    ranks = {"rank0": "tfm_amp_nobug_stat", "rank1": "tfm_amp_scale1p1_L1_stat", "rank2": "tfm_splitk_scale1p01_L0_stat"}
+    ranks = {
+        "rank0": "tfm_amp_nobug_stat",
+        "rank1": "tfm_amp_scale1p1_L1_stat",
+        "rank2": "tfm_splitk_scale1p01_L0_stat",
+    }
     for side in ("npu", "bench"):
         for rank, name in ranks.items():
             shutil.copytree(cases / name / side / "step0/rank", tmp_path / side / "step0" / rank)
@@ -280,7 +284,9 @@ def test_tensor_mode_elements_beyond_rounding(cases, monkeypatch):
     assert t.beyond_tol[fp32_row] == 2 * 2.0**-24  # measured at its own dtype; the analysis leaves it out
     share, floor, tol = o.rootcause.first.evidence.beyond
     assert (share, tol) == (t.beyond[row], 2 * 2.0**-8) and floor == pytest.approx(0.374, abs=0.002)
-    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in story.evidence_text(o.rootcause.first.evidence)
+    assert "elements with relative error above 0.00781: 0.641 (upstream 0.374)" in story.evidence_text(
+        o.rootcause.first.evidence
+    )
     # the norm ratio alone (2.3x) no longer an origin: the share beyond rounding confirms it
     rc = _outcome(cases / TENSOR_CASE, monkeypatch, "tensor_origin=3").rootcause
     assert [x.entry for x in rc.origins] == ["Functional.linear.21.forward"] and rc.suspects == []
@@ -444,11 +450,21 @@ def test_signature_alignment_leaves_aligned_calls_alone(name, cases, monkeypatch
     assert set(o.rootcause.states) <= {CallState.OK}
 
 
-@pytest.mark.parametrize("name", ["tfm_amp_scale1p1_L1_stat", "tfm_fused_noresidual_L1_stat", "tfm_amp_nan_L0_stat",
-                                  "mlp_amp_nobug_stat", TENSOR_CASE, "more_deep_fp16_scale_1p05_L3_stat"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tfm_amp_scale1p1_L1_stat",
+        "tfm_fused_noresidual_L1_stat",
+        "tfm_amp_nan_L0_stat",
+        "mlp_amp_nobug_stat",
+        TENSOR_CASE,
+        "more_deep_fp16_scale_1p05_L3_stat",
+    ],
+)
 def test_native_row_passes_give_the_numpy_answer(name, cases, monkeypatch):
     """The analysis with the C row passes (`_noise`) and with numpy only: the same states, origins, suspects and
     evidence, number for number."""
+
     def answer():
         rc = _outcome(cases / name, monkeypatch).rootcause
         arrays = tuple(getattr(rc, f).tobytes() for f in ("in_scores", "out_scores", "floors", "ratios"))
@@ -490,8 +506,18 @@ def test_analysis_in_a_forked_child_gives_the_same_answer(name, cases, monkeypat
 
     def answer(rc):
         arrays = tuple(getattr(rc, f).tobytes() for f in ("in_scores", "out_scores", "floors", "ratios"))
-        return (rc.entries, rc.states, repr(rc.origins), repr(rc.suspects), rc.metric, rc.repaired,
-                rc.lowest_precision, rc.parents, rc.tolerance, arrays)
+        return (
+            rc.entries,
+            rc.states,
+            repr(rc.origins),
+            repr(rc.suspects),
+            rc.metric,
+            rc.repaired,
+            rc.lowest_precision,
+            rc.parents,
+            rc.tolerance,
+            arrays,
+        )
 
     here = _outcome(cases / name, monkeypatch)
     assert isinstance(here.analysis, Later) and not here.analysis.forked

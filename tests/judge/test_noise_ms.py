@@ -79,15 +79,27 @@ def test_first_origin_is_the_bug(name, cases, monkeypatch):
 def test_kinds_and_evidence(cases, monkeypatch):
     """How each bug shows: the cell around the scaled Dense (computation), its consumer at level L1 (boundary),
     a differing argument (configuration), a NaN."""
-    first = {n: _rootcause(cases / n, monkeypatch).first for n in (
-        "ms_mlp_fp16_scale1p1_L3_mix_stat", "ms_mlp_fp16_scale1p1_L1_L1_stat", "ms_tfm_fp16_softmaxdim_L0_mix_stat",
-        "ms_mlp_fp16_gelutanh_L4_mix_stat", "ms_tfm_fp16_nan_L1_L1_stat", "ms_mlp_fp16_scale1p1_L3_mix_tensor")}
+    first = {
+        n: _rootcause(cases / n, monkeypatch).first
+        for n in (
+            "ms_mlp_fp16_scale1p1_L3_mix_stat",
+            "ms_mlp_fp16_scale1p1_L1_L1_stat",
+            "ms_tfm_fp16_softmaxdim_L0_mix_stat",
+            "ms_mlp_fp16_gelutanh_L4_mix_stat",
+            "ms_tfm_fp16_nan_L1_L1_stat",
+            "ms_mlp_fp16_scale1p1_L3_mix_tensor",
+        )
+    }
     scale = first["ms_mlp_fp16_scale1p1_L3_mix_stat"]
     assert scale.kind is OriginKind.COMPUTATION and scale.evidence.ratio > 50
-    assert scale.evidence.dtypes == ("Float16", "Float32") and "float16" in story.floor_source_text(scale.evidence.floor_source)
+    assert scale.evidence.dtypes == ("Float16", "Float32") and "float16" in story.floor_source_text(
+        scale.evidence.floor_source
+    )
     assert first["ms_mlp_fp16_scale1p1_L1_L1_stat"].kind is OriginKind.BOUNDARY
     assert first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].kind is OriginKind.CONFIGURATION
-    assert tuple(map(story.arg_text, first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].evidence.args)) == ("input.axis: -2 vs -1",)
+    assert tuple(map(story.arg_text, first["ms_tfm_fp16_softmaxdim_L0_mix_stat"].evidence.args)) == (
+        "input.axis: -2 vs -1",
+    )
     assert first["ms_mlp_fp16_gelutanh_L4_mix_stat"].kind is OriginKind.CONFIGURATION
     assert first["ms_tfm_fp16_nan_L1_L1_stat"].nonfinite
     tensor = first["ms_mlp_fp16_scale1p1_L3_mix_tensor"]

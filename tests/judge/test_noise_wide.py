@@ -113,7 +113,9 @@ def test_the_known_misses_stay_as_documented(cases, monkeypatch):
     [(_, vit, _)] = _units(cases / "wide2_vit_bf16_gradlin_L0_s23_w24_n2_stat")
     rc = _rootcause(vit, monkeypatch)
     assert rc.origins == [] and rc.suspects == []
-    units = dict((rank, (path, truth)) for rank, path, truth in _units(cases / "wide2_dist_bf16_scale_1p1_L0_s11_w48_stat"))
+    units = dict(
+        (rank, (path, truth)) for rank, path, truth in _units(cases / "wide2_dist_bf16_scale_1p1_L0_s11_w48_stat")
+    )
     rank0 = _rootcause(units["rank0"][0], monkeypatch).first
     assert rank0.collective and rank0.entry.startswith("Distributed.all_reduce.")
     assert _rootcause(units["rank1"][0], monkeypatch).first.entry in units["rank1"][1]

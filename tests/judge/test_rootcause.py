@@ -137,7 +137,6 @@ def test_advisor_file_has_root_cause_section(run_cli):
     assert "Root cause: after Module.fc2.Linear.forward.0's output" in run.out
 
 
-
 @pytest.mark.parametrize("case", sorted(BOUNDARIES) + sorted(COMPUTATIONS))
 def test_segment_reductions_equal_the_unordered_path(case, monkeypatch):
     """Per-entry reductions over contiguous row segments (rows in entry order) give what ufunc.at gives."""

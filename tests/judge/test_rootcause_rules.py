@@ -133,8 +133,10 @@ def _layers(n: int, bwd_out: list[float], dtype: str, forward_rel: float = 1e-3,
 
     data: dict = {}
     for k in range(n):
-        data[f"Functional.linear.{k}.forward"] = {"input_args": [t(4.0, forward_rel * k)],
-                                                  "output": [t(5.0, forward_rel * (k + 1))]}
+        data[f"Functional.linear.{k}.forward"] = {
+            "input_args": [t(4.0, forward_rel * k)],
+            "output": [t(5.0, forward_rel * (k + 1))],
+        }
         data[f"Functional.gelu.{k}.forward"] = {"input_args": [t(5.0, forward_rel * (k + 1))],
                                                 "output": [t(3.0, forward_rel * (k + 1))]}  # fmt: skip
     for k in reversed(range(n)):
@@ -344,8 +346,9 @@ def _patch_embedding_pair(tmp_path: Path) -> None:
 
     write_pair(tmp_path, npu, bench)
     (tmp_path / "npu" / "construct.json").write_text(json.dumps(tree(npu, in_attn)))
-    (tmp_path / "bench" / "construct.json").write_text(json.dumps(tree(bench, {"Functional.linear.0.forward",
-                                                                                  "Tensor.permute.0.forward"})))
+    (tmp_path / "bench" / "construct.json").write_text(
+        json.dumps(tree(bench, {"Functional.linear.0.forward", "Tensor.permute.0.forward"}))
+    )
 
 
 def test_a_call_on_one_side_only_inside_a_shared_module_is_one_sided(tmp_path, monkeypatch):
@@ -388,7 +391,10 @@ def _convnet(tmp_path: Path, bug: float = 0.0, at: int = 1) -> None:
             out = math.hypot(carried, noise) + (bug if k == at else 0.0)
             data[f"Functional.conv2d.{k}.forward"] = {"input_args": [t(4.0, carried / 2, carried)],
                                                      "output": [t(6.0, out / 2, out)]}  # fmt: skip
-            data[f"Functional.relu.{k}.forward"] = {"input_args": [t(6.0, out / 2, out)], "output": [t(4.0, out / 2, out)]}
+            data[f"Functional.relu.{k}.forward"] = {
+                "input_args": [t(6.0, out / 2, out)],
+                "output": [t(4.0, out / 2, out)],
+            }
             carried = out
         return data
 
@@ -463,7 +469,10 @@ def _weight_grads(bug_layer: int | None, dtype: str) -> dict:
                                                            "output": [t(0.4, 2.1e-3 * noisy)]}  # fmt: skip
     for k in range(4):
         w = 0.1 if k == bug_layer else 2.2e-3 * noisy
-        data[f"Module.layers.{k}.fc.Linear.parameters_grad"] = {"weight": t(0.3, w), "bias": t(0.01, 0.5 * noisy, (16,))}
+        data[f"Module.layers.{k}.fc.Linear.parameters_grad"] = {
+            "weight": t(0.3, w),
+            "bias": t(0.01, 0.5 * noisy, (16,)),
+        }
     return data
 
 

@@ -90,7 +90,7 @@ def dump_texts(draw: Any) -> bytes:
     for key in draw(st.lists(st.sampled_from(['"Max": ', '"dtype": ', '"type": ', '"input_args": ']), max_size=2)):
         at = text.find(key)  # a key repeated inside an entry: JSON's last-wins on every path
         if at >= 0:
-            text = text[:at] + key + draw(st.sampled_from(['1.5, ', 'null, ', '"x", ', '[], '])) + text[at:]
+            text = text[:at] + key + draw(st.sampled_from(["1.5, ", "null, ", '"x", ', "[], "])) + text[at:]
     raw = text.encode("utf-8", "surrogatepass")
     cut = draw(_mostly(st.none(), st.sampled_from(["truncate", "byte"]), 6))
     if cut == "truncate" and raw:

@@ -172,8 +172,9 @@ def test_odd_entries_in_every_layout_give_the_same_rows(tmp_path: Path, monkeypa
 
 
 @needs_native
-def test_a_wrong_guess_of_the_end_of_data_is_refused_on_both_paths(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_guess_of_the_end_of_data_is_refused_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A multi-line value after "data" larger than the tail window deceives the guess of where "data" ends: the
     text path refuses it with the general path's words, never misreads it."""
     monkeypatch.setattr(stream, "TAIL", 16)

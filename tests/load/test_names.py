@@ -46,7 +46,14 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def test_fields(text, kind, prefix, stem, direction, counter, first) -> None:
     n = parse_entry(text)
     assert (n.text, n.kind, n.prefix, n.stem, n.direction, n.counter, n.counter_first) == (
-        text, kind, prefix, stem, direction, counter, first)
+        text,
+        kind,
+        prefix,
+        stem,
+        direction,
+        counter,
+        first,
+    )
 
 
 def test_module_path_class_and_other_calls() -> None:
@@ -120,8 +127,10 @@ def test_a_table_parses_its_names_once() -> None:
             "Norm": 1.0, "requires_grad": False}  # fmt: skip
     table = flatten(None, [("Functional.linear.0.forward", {"input_args": [leaf, leaf], "output": [leaf]}),
                            ("Module.fc.Linear.parameters_grad", {"weight": leaf})])  # fmt: skip
-    assert [(n.kind, n.direction) for n in table.entry_names] == [(Kind.API, Direction.FORWARD),
-                                                                  (Kind.MODULE, Direction.PARAMETERS_GRAD)]
+    assert [(n.kind, n.direction) for n in table.entry_names] == [
+        (Kind.API, Direction.FORWARD),
+        (Kind.MODULE, Direction.PARAMETERS_GRAD),
+    ]
     assert table.entry_names is table.entry_names  # kept
     assert table.slot_keys == ["input.0", "input.1", "output.0", "weight"]
     assert flatten(None, [("Functional.linear.0.forward", {"output": [leaf]})]).slot_keys == ["output.0"]

@@ -235,9 +235,11 @@ def _write_dump(path: Path, entries: list[tuple[str, Any]], ascii_only: bool = T
     doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None,
            "data": {}}  # fmt: skip
     text = json.dumps(doc, indent=1)
-    members = [f' {json.dumps(op, ensure_ascii=ascii_only)}: '
-               + json.dumps(body, indent=1, ensure_ascii=ascii_only).replace("\n", "\n  ")
-               for op, body in entries]  # fmt: skip  (written by hand: names may repeat)
+    members = [
+        f" {json.dumps(op, ensure_ascii=ascii_only)}: "
+        + json.dumps(body, indent=1, ensure_ascii=ascii_only).replace("\n", "\n  ")
+        for op, body in entries
+    ]  # fmt: skip  (written by hand: names may repeat)
     body = "{\n " + ",\n ".join(members) + "\n }" if members else "{}"
     path.write_text(text.replace('"data": {}', '"data": ' + body))
 
@@ -371,7 +373,9 @@ def test_text_path_scalar_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     _assert_same(table, _file_table(path, False, monkeypatch))
     md5 = dict(zip(table.names, table.md5))
     assert md5["Distributed.send.0.forward.input.src"] == "3" and md5["Distributed.send.0.forward.input.dst"] == "given"
-    assert md5["Distributed.send.0.forward.input.group"] == "[0, 1]" and md5["Distributed.send.0.forward.input.text"] == ""
+    assert (
+        md5["Distributed.send.0.forward.input.group"] == "[0, 1]" and md5["Distributed.send.0.forward.input.text"] == ""
+    )
 
 
 @needs_native
@@ -388,7 +392,10 @@ def test_repeated_name_across_walked_and_parsed_entries(tmp_path: Path, monkeypa
     native_result = _file_table(path, True, monkeypatch)
     assert native_result == _file_table(path, False, monkeypatch)
     first = next(n for i, n in enumerate(order) if n in order[:i])
-    assert native_result == (InputError, f"{path}: entry 'Functional.{first}.0.forward' appears more than once in 'data'")
+    assert native_result == (
+        InputError,
+        f"{path}: entry 'Functional.{first}.0.forward' appears more than once in 'data'",
+    )
 
 
 @needs_native
@@ -404,8 +411,10 @@ def test_text_path_refuses_repeated_member_names_as_the_object_path(tmp_path: Pa
     """A member name repeated inside a leaf sends the entry to the object path: the same table either way."""
     leaf = '{"type": "torch.Tensor", "shape": [2], "dtype": "torch.float32", "requires_grad": false, ' + members + "}"
     path = tmp_path / "dump.json"
-    path.write_text('{"task": "statistics", "data": {"Functional.f.0.forward": {"output": [' + leaf + "]}, "
-                    '"Functional.g.0.forward": {"output": [' + leaf.replace('"requires_grad": false, ', "") + "]}}}")
+    path.write_text(
+        '{"task": "statistics", "data": {"Functional.f.0.forward": {"output": [' + leaf + "]}, "
+        '"Functional.g.0.forward": {"output": [' + leaf.replace('"requires_grad": false, ', "") + "]}}}"
+    )
     native_table = _file_table(path, True, monkeypatch)
     _assert_same(native_table, _file_table(path, False, monkeypatch))
     assert not isinstance(native_table, tuple) and len(native_table) == 2

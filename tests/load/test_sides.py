@@ -47,9 +47,11 @@ def _broken(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-GOOD = '{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {"Functional.relu.0.forward": ' \
-       '{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, ' \
-       '"Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}]}}}'
+GOOD = (
+    '{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {"Functional.relu.0.forward": '
+    '{"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, '
+    '"Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}]}}}'
+)
 BAD_ENTRY = GOOD.replace('"requires_grad": false', '"requires_grad": "yes"')
 
 

@@ -116,7 +116,7 @@ def tricky_doc() -> dict[str, Any]:
     names = [
         "Functional.linear.0.forward",
         'quo"te\\back{slash}.0.forward',
-        "nl\n  }\n },\n  \"x\": {\n }.0.forward",
+        'nl\n  }\n },\n  "x": {\n }.0.forward',
         'brace}{"[.0.forward',
         "snow \u2603 \U0001f600 tab\t.0.forward",
         '  "lead.0.backward',
@@ -125,9 +125,15 @@ def tricky_doc() -> dict[str, Any]:
     data: dict[str, Any] = {}
     for i, name in enumerate(names):
         data[name] = {
-            "input_args": [tensor, {"type": "str", "value": "a\n  }\n }\n}\n  \"b\": {"}, None, [],
-                           {"type": "int", "value": 2**70 + i}, {"type": "float", "value": -0.0}],  # fmt: skip
-            "input_kwargs": {"k}\"": {"type": "str", "value": "\\\"}]"}, "e": {}},
+            "input_args": [
+                tensor,
+                {"type": "str", "value": 'a\n  }\n }\n}\n  "b": {'},
+                None,
+                [],
+                {"type": "int", "value": 2**70 + i},
+                {"type": "float", "value": -0.0},
+            ],  # fmt: skip
+            "input_kwargs": {'k}"': {"type": "str", "value": '\\"}]'}, "e": {}},
             "output": [{**tensor, "Max": i, "md5": f"{i:08x}"}],
         }
     data["Tensor.empty.0.forward"] = {}

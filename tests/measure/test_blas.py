@@ -17,6 +17,7 @@ from msprobe_compare.measure import blas
 from msprobe_compare.measure.tensor_compare import compare_tensors
 from msprobe_compare.measure.tensor_metrics import TensorMetrics
 
+
 def _pinned_now() -> bool:
     """Whether numpy's BLAS is pinned to one thread now (the state `single_threaded_blas` keeps)."""
     return blas._pinned

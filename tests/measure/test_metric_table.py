@@ -120,7 +120,8 @@ def test_each_cell_is_made_by_its_table_entry(monkeypatch: pytest.MonkeyPatch) -
         old = before[name]
         assert after.euc_dist.value == pytest.approx(old.euc_dist.value / math.sqrt(npu.size), rel=1e-12), name
         assert [getattr(after, m.field) for m in TensorMetric if m is not TensorMetric.EUC_DIST] == [
-            getattr(old, m.field) for m in TensorMetric if m is not TensorMetric.EUC_DIST]
+            getattr(old, m.field) for m in TensorMetric if m is not TensorMetric.EUC_DIST
+        ]
 
 
 def test_totals_from_the_kernel_tuple() -> None:
@@ -141,8 +142,8 @@ def test_totals_from_the_kernel_tuple() -> None:
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = ROOT / "tests" / "data" / "pytorch" / "mlp_bug_tensor"
-RMS_ROW = '''    RMS = MetricSpec("rms", "RMS", "rms", ("ss",), lambda _, t, messages: Metric.of(math.sqrt(t.sums["ss"] / t.size)))
-'''
+RMS_ROW = """    RMS = MetricSpec("rms", "RMS", "rms", ("ss",), lambda _, t, messages: Metric.of(math.sqrt(t.sums["ss"] / t.size)))
+"""
 
 
 def _with_rms_metric(tmp_path: Path) -> Path:

@@ -69,7 +69,11 @@ def test_chunks_give_the_values_of_one_pass(use_native: str, monkeypatch):
     pool = [0.0, -0.0, 1, 2.5, math.nan, math.inf, -math.inf, None, True, 1e-300, 1.0000001, 7]
 
     def stat() -> object:
-        return pool[rng.integers(len(pool))] if rng.random() < 0.4 else float(rng.standard_normal() * 10.0 ** rng.integers(-8, 8))
+        return (
+            pool[rng.integers(len(pool))]
+            if rng.random() < 0.4
+            else float(rng.standard_normal() * 10.0 ** rng.integers(-8, 8))
+        )
 
     npu = _side((1, 2, 3, 4), *[tuple(stat() for _ in range(4)) for _ in range(49)])
     bench = _side((4, 3, 2, 1), *[tuple(stat() for _ in range(4)) for _ in range(39)])

@@ -37,7 +37,12 @@ METRIC_COLUMNS = {
     "one_thousandth": "One Thousandth Err Ratio",
     "five_thousandths": "Five Thousandths Err Ratio",
 }
-STATE_OF_CELL = {"Nan": S.NAN, "unsupported": S.UNSUPPORTED, "shape unmatched": S.SHAPE_UNMATCHED, "N/A": S.NOT_AVAILABLE}
+STATE_OF_CELL = {
+    "Nan": S.NAN,
+    "unsupported": S.UNSUPPORTED,
+    "shape unmatched": S.SHAPE_UNMATCHED,
+    "N/A": S.NOT_AVAILABLE,
+}
 ACCURACY_OF_CELL = {"Yes": Accuracy.YES, "No": Accuracy.NO, "Unmatched": Accuracy.UNMATCHED, "None": Accuracy.NONE}
 NOT_REAL_DATA_TEXT = ("Requires_grad inconsistent. ", "No bench data matched.")  # set elsewhere in the row
 
@@ -73,8 +78,11 @@ def _case_rows(case: str) -> tuple[Path, Path, list[tuple[str, dict[str, str]]]]
     config = json.loads((folder / "compare.json").read_text())
     npu_dir = (folder / config["npu_path"]).parent / "dump_tensor_data"
     bench_dir = (folder / config["bench_path"]).parent / "dump_tensor_data"
-    csvs = [folder / "expected" / "hl.csv"] if case.startswith(("pytorch", "mindspore")) else sorted(
-        (folder / "expected").glob("*.csv"))
+    csvs = (
+        [folder / "expected" / "hl.csv"]
+        if case.startswith(("pytorch", "mindspore"))
+        else sorted((folder / "expected").glob("*.csv"))
+    )
     rows = []
     for path in csvs:
         with open(path, newline="") as f:
@@ -115,7 +123,7 @@ def parse_messages(cell: str) -> list[TensorMsg]:
         match = next((m for m, t in plain.items() if text.startswith(t)), None)
         assert match is not None, f"unknown Err_message text: {text!r}"
         found.append(match)
-        text = text[len(plain[match]):]
+        text = text[len(plain[match]) :]
     assert all(r in HIGHLIGHT_REASONS for r in reasons), reasons
     return found
 
@@ -187,8 +195,13 @@ def test_parity_covers_the_interesting_rows() -> None:
                 continue
             seen.add(("bf16", row["NPU Dtype"] == "torch.bfloat16" and row["Bench Dtype"] == "torch.float32"))
             seen.update(("cell", row[c]) for c in METRIC_COLUMNS.values() if row[c] in STATE_OF_CELL)
-    assert {("bf16", True), ("cell", "Nan"), ("cell", "N/A"), ("cell", "shape unmatched"),
-            ("cell", "unsupported")} <= seen
+    assert {
+        ("bf16", True),
+        ("cell", "Nan"),
+        ("cell", "N/A"),
+        ("cell", "shape unmatched"),
+        ("cell", "unsupported"),
+    } <= seen
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -286,7 +299,7 @@ def reference(npu: TensorData, bench: TensorData) -> dict:
 
 def _close_rounded(ours: float, raw: float, decimals: int) -> bool:
     """`ours` is `raw` rounded to `decimals` places, allowing the other side of a tie that summation order can flip."""
-    unit = 10.0 ** -decimals
+    unit = 10.0**-decimals
     if abs(ours - round(raw, decimals)) <= 1e-13 * max(1.0, abs(raw)):
         return True
     near_tie = abs(abs(raw / unit - math.floor(raw / unit)) - 0.5) < 1e-6
@@ -375,8 +388,17 @@ def test_random_pairs_match_whole_array_formula(pair: tuple[TensorData, TensorDa
     np.testing.assert_array_equal(bench.array, before[1])
 
 
-@pytest.mark.parametrize("dtypes", [("float32", "float32"), (BF16, "float32"), ("float64", "float64"),
-                                    ("float16", "float16"), ("int64", "int64"), ("float32", "float64")])
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        ("float32", "float32"),
+        (BF16, "float32"),
+        ("float64", "float64"),
+        ("float16", "float16"),
+        ("int64", "int64"),
+        ("float32", "float64"),
+    ],
+)
 def test_chunk_size_does_not_change_results(dtypes: tuple[str, str]) -> None:
     rng = np.random.default_rng(7)
     base = rng.standard_normal((37, 41, 13))
@@ -433,8 +455,11 @@ def test_non_contiguous_layouts_equal_contiguous_copies() -> None:
         nv, bv = view(n), view(b)
         for chunk in (1, 5, 13, 64, 1000):
             strided = compare_tensors(TensorData(nv, "float64"), TensorData(bv, "float64"), chunk_elems=chunk)
-            contiguous = compare_tensors(TensorData(np.ascontiguousarray(nv), "float64"),
-                                         TensorData(np.ascontiguousarray(bv), "float64"), chunk_elems=chunk)
+            contiguous = compare_tensors(
+                TensorData(np.ascontiguousarray(nv), "float64"),
+                TensorData(np.ascontiguousarray(bv), "float64"),
+                chunk_elems=chunk,
+            )
             assert strided == contiguous
 
 
@@ -448,11 +473,14 @@ def _td(values, dtype: str = "float32") -> TensorData:
 
 def test_pre_check_order_and_states() -> None:
     assert compare_tensors(_td(np.zeros((0, 3))), _td(np.zeros(4))) == TensorMetrics.uniform(
-        S.UNSUPPORTED, TensorMsg.EMPTY)
+        S.UNSUPPORTED, TensorMsg.EMPTY
+    )
     assert compare_tensors(_td([1.0, 2.0]), _td([1.0, 2.0, 3.0])) == TensorMetrics.uniform(
-        S.SHAPE_UNMATCHED, TensorMsg.SHAPE_MISMATCH)
+        S.SHAPE_UNMATCHED, TensorMsg.SHAPE_MISMATCH
+    )
     assert compare_tensors(_td([1.0, np.nan]), _td([1.0, 2.0])) == TensorMetrics.uniform(
-        S.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH)
+        S.NOT_AVAILABLE, TensorMsg.NAN_INF_MISMATCH
+    )
     text = TensorData(np.array(["1", "2"]), "str")
     assert compare_tensors(text, text) == TensorMetrics.uniform(S.UNSUPPORTED, TensorMsg.UNREADABLE)
     mixed = compare_tensors(_td([1.0, 2.0, np.inf]), _td([1.0, 2.0, np.inf], "float64"))
@@ -481,7 +509,7 @@ def test_cosine_special_cases() -> None:
     bench_zero = compare_tensors(_td([0.5, 0.0]), _td([0.0, 0.0]))
     assert bench_zero.messages == (TensorMsg.COSINE_BENCH_ZERO,)
     assert compare_tensors(_td([1.0, 2.0]), _td([1.0, 2.0001])).cosine == Metric.of(1.0)
-    assert compare_tensors(_td([1.0, 0.0]), _td([1.0, 1.0])).cosine == Metric.of(round(0.5 ** 0.5, 12))
+    assert compare_tensors(_td([1.0, 0.0]), _td([1.0, 1.0])).cosine == Metric.of(round(0.5**0.5, 12))
 
 
 def test_cosine_nan_is_not_accurate_d6() -> None:
@@ -538,7 +566,8 @@ def test_accuracy_rule(cosine: Metric, max_abs: Metric, expected: Accuracy) -> N
 
 def test_messages_text_concatenates_reference_sentences() -> None:
     assert messages_text([TensorMsg.READ_FAILED], "['a.pt', 'b.pt']") == (
-        "Dump file: ['a.pt', 'b.pt'] not found or read failed.")
+        "Dump file: ['a.pt', 'b.pt'] not found or read failed."
+    )
     assert messages_text([TensorMsg.ZERO_DIM, TensorMsg.MAX_ABS_NAN]).endswith("in dump data.")
     assert parse_messages(messages_text(list(TensorMsg)[4:]) + "\nrequires_grad is inconsistent") == list(TensorMsg)[4:]
 

@@ -85,7 +85,11 @@ def assert_same_totals(native: tensor_metrics.Totals | None, ref: tensor_metrics
     if native is None or ref is None:
         return
     assert (native.max_abs, native.max_rel, native.below, native.beyond) == (
-        ref.max_abs, ref.max_rel, ref.below, ref.beyond)
+        ref.max_abs,
+        ref.max_rel,
+        ref.below,
+        ref.beyond,
+    )
     assert len(native.below) == 2  # the one- and five-thousandths counts
     for name in ("nn", "bb", "ss"):  # sums of squares: no cancellation
         a, b = native.sums[name], ref.sums[name]
@@ -98,7 +102,8 @@ def assert_same_metrics(native: TensorMetrics, ref: TensorMetrics) -> None:
     """Identical messages, states, maxima and ratios; Cosine and EucDist as close as their sums."""
     assert native.messages == ref.messages
     assert (native.beyond, native.beyond_tol) == (ref.beyond, ref.beyond_tol) or (
-        math.isnan(native.beyond) and math.isnan(ref.beyond))
+        math.isnan(native.beyond) and math.isnan(ref.beyond)
+    )
     for name in ("max_abs_err", "max_rel_err", "one_thousandth", "five_thousandths"):
         assert getattr(native, name) == getattr(ref, name), name
     for name in ("cosine", "euc_dist"):
@@ -130,7 +135,7 @@ def check_pair(kernel: types.ModuleType, npu: TensorData, bench: TensorData, chu
 # ---------------------------------------------------------------------------------------------------------------
 # generated pairs
 
-F32_SPECIALS = [0.0, -0.0, 1.0, -1.0, 1e-3, 5e-3, 2.0 ** -52, 1e-30, 1e-40, -1e-45, 65504.0, 1e23, -3.0e38, 3.4e38]
+F32_SPECIALS = [0.0, -0.0, 1.0, -1.0, 1e-3, 5e-3, 2.0**-52, 1e-30, 1e-40, -1e-45, 65504.0, 1e23, -3.0e38, 3.4e38]
 NONFINITE = [math.nan, math.inf, -math.inf]
 
 
@@ -204,8 +209,7 @@ def test_generated_pairs_match_numpy_path(kernel: types.ModuleType, pair: tuple[
 # sizes, blocks, layouts
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289,
-                                  16_384, 24_577])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 4095, 4096, 4097, 8191, 8193, 12_289, 16_384, 24_577])
 @pytest.mark.parametrize("kinds", [("float32", "float32"), (BF16, BF16), ("float32", BF16)])
 def test_sizes_around_lanes_and_blocks(kernel: types.ModuleType, size: int, kinds: tuple[str, str]) -> None:
     rng = np.random.default_rng(size)
@@ -226,7 +230,8 @@ def test_mismatch_in_a_later_block_and_chunk(kernel: types.ModuleType) -> None:
     n[8999] = np.nan
     for chunk in (100, 9000):
         assert tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), chunk, kernel) == (
-            TensorMetrics.uniform(MetricState.NOT_AVAILABLE, tensor_metrics.TensorMsg.NAN_INF_MISMATCH))
+            TensorMetrics.uniform(MetricState.NOT_AVAILABLE, tensor_metrics.TensorMsg.NAN_INF_MISMATCH)
+        )
     b[8999] = np.nan
     same = tensor_compare._compare(_side(n, "float32"), _side(b, "float32"), 100, kernel)
     assert same.cosine.value == 1.0 and same.max_rel_err.value == 0.0 and same.one_thousandth.value == 1.0
@@ -357,8 +362,9 @@ def test_negative_zero_and_subnormals(kernel: types.ModuleType) -> None:
 # the switch, determinism, the interface
 
 
-def test_compare_tensors_uses_the_kernel_unless_turned_off(kernel: types.ModuleType,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_tensors_uses_the_kernel_unless_turned_off(
+    kernel: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = np.random.default_rng(8)
     n = rng.standard_normal(20_000).astype(np.float32)
     npu, bench = _side(n, "float32"), _side(n * np.float32(1.0001), BF16)
@@ -366,9 +372,13 @@ def test_compare_tensors_uses_the_kernel_unless_turned_off(kernel: types.ModuleT
     assert (tensor_compare.native_kernel() is None) == (kernel.SIMD == "portable")
     # the twins are bound once (native.twin): a call goes to the kernel's while MSPROBE_NATIVE is not 0
     assert native.TWINS["msprobe_compare.measure.tensor_compare.accumulate"] == (
-        "_tensorkernel", tensor_compare._c_accumulate, tensor_compare._py_accumulate)
-    assert compare_tensors(npu, bench) == tensor_compare._compare(npu, bench, tensor_compare.DEFAULT_CHUNK_ELEMS,
-                                                                  tensor_compare._KERNEL)
+        "_tensorkernel",
+        tensor_compare._c_accumulate,
+        tensor_compare._py_accumulate,
+    )
+    assert compare_tensors(npu, bench) == tensor_compare._compare(
+        npu, bench, tensor_compare.DEFAULT_CHUNK_ELEMS, tensor_compare._KERNEL
+    )
     calls = []
 
     def counted(*args: object) -> object:
@@ -395,10 +405,12 @@ def test_other_dtypes_take_the_numpy_path(kernel: types.ModuleType) -> None:
 
     spy = types.SimpleNamespace(accumulate=accumulate, SIMD=kernel.SIMD)
     values = np.linspace(-2, 2, 50)
-    for n_arr, b_arr in ((values.astype(np.float16), values.astype(np.float32)),
-                         (values, values.astype(np.float32)),
-                         (values.astype(">f4"), values.astype(np.float32)),
-                         (values.astype(np.int32), values.astype(np.int32))):
+    for n_arr, b_arr in (
+        (values.astype(np.float16), values.astype(np.float32)),
+        (values, values.astype(np.float32)),
+        (values.astype(">f4"), values.astype(np.float32)),
+        (values.astype(np.int32), values.astype(np.int32)),
+    ):
         npu, bench = TensorData(n_arr, n_arr.dtype.name), TensorData(b_arr, b_arr.dtype.name)
         assert tensor_compare._compare(npu, bench, 7, spy) == tensor_compare._compare(npu, bench, 7, None)
     assert calls == []
@@ -421,7 +433,7 @@ def _per_chunk_fold(kernel: types.ModuleType, loop: str, n: np.ndarray, n_bf16: 
     """One call per chunk, folded as tensor_metrics.py folded them before the kernel took many chunks per call."""
     sums, max_abs, max_rel, counts = [0.0] * 4, 0.0, 0.0, [0, 0, 0]
     for start in range(0, n.size, chunk):
-        part = kernel.accumulate_loop(loop, n[start:start + chunk], n_bf16, b[start:start + chunk], b_bf16, tol)
+        part = kernel.accumulate_loop(loop, n[start : start + chunk], n_bf16, b[start : start + chunk], b_bf16, tol)
         if part is None:
             return None
         sums = [s + p for s, p in zip(sums, part[:4], strict=True)]
@@ -528,7 +540,16 @@ def test_file_reads_equal_the_buffers_bit_for_bit(kernel: types.ModuleType, tmp_
                 assert ahead == want, (chunk, count, "read ahead")
         bufs = bytearray(1 << 16), bytearray(1 << 16)
         assert kernel.accumulate_file(n_fd, n_off, kinds[0], b_fd, b_off, kinds[1], 0, None, 7, None, *bufs) == (
-            0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0,
+            0,
+            0,
+        )
     finally:
         for fd, _ in opened:
             os.close(fd)
@@ -623,7 +644,8 @@ def test_compare_tensors_reads_mapped_files_with_the_same_results(kernel: types.
     nan_side = tensors.read_npy(tmp_path / "m.npy", "m.npy")
     first = tensors.read_npy(tmp_path / "float320.npy", "x")
     assert repr(_kernel_compare(kernel, first, nan_side)) == repr(
-        _kernel_compare(kernel, TensorData(first.array, "float32"), TensorData(nan_side.array, "float32")))
+        _kernel_compare(kernel, TensorData(first.array, "float32"), TensorData(nan_side.array, "float32"))
+    )
     assert _kernel_compare(kernel, first, nan_side).messages == (tensor_metrics.TensorMsg.NAN_INF_MISMATCH,)
 
 

@@ -124,7 +124,9 @@ def test_mindspore_cells_align_as_modules_do() -> None:
 
     def cells(d: Dump) -> Any:
         data = {k.replace("Module.", "Cell.", 1): v for k, v in d.data.items()}
-        tree = {k.replace("Module.", "Cell.", 1): p.replace("Module.", "Cell.", 1) if p else p for k, p in d.tree.items()}
+        tree = {
+            k.replace("Module.", "Cell.", 1): p.replace("Module.", "Cell.", 1) if p else p for k, p in d.tree.items()
+        }
         return module_calls(flatten(Path("dump.json"), data), tree)
 
     x, w, a = weights()
@@ -175,9 +177,16 @@ def test_after_the_runs_part_other_layers_say_which_slots_pair() -> None:
         k = 1.2 if layer >= 1 else 1.0
         for d, name in ((npu, "layers"), (bench, "blocks.layers")):
             bug = k if d is npu else 1.0
-            d.module(f"{name}.{layer}.q", "Linear", [x], [scaled(a["q"], bug if layer == 2 else 1.0)], {"weight": w["q"]})
-            d.module(f"{name}.{layer}.o", "RowLinear" if d is bench else "Linear",
-                     [scaled(a["q"], bug if layer == 2 else 1.0)], [scaled(a["o"], bug)], {"weight": w["o"]})
+            d.module(
+                f"{name}.{layer}.q", "Linear", [x], [scaled(a["q"], bug if layer == 2 else 1.0)], {"weight": w["q"]}
+            )
+            d.module(
+                f"{name}.{layer}.o",
+                "RowLinear" if d is bench else "Linear",
+                [scaled(a["q"], bug if layer == 2 else 1.0)],
+                [scaled(a["o"], bug)],
+                {"weight": w["o"]},
+            )
             # the bench's norm returns (normed, residual): its output.1 is the npu's input
             if d is npu:
                 d.module(f"{name}.{layer}.norm", "RMSNorm", [scaled(a["r"], bug)], [x], {"weight": w["q"]})
@@ -232,10 +241,16 @@ def test_inner_calls_pair_where_both_run_the_same_apis() -> None:
     x, w, a = weights()
     npu, bench = attention(False, x, w, a), attention(True, x, w, a)
     for d, count in ((npu, 7), (bench, 2)):
-        d.api(f"Functional.linear.{count}.forward", [a["ctx"], w["o"]], [a["o"]], "Module.m.attn.o_proj.Linear.forward.0")
+        d.api(
+            f"Functional.linear.{count}.forward", [a["ctx"], w["o"]], [a["o"]], "Module.m.attn.o_proj.Linear.forward.0"
+        )
     al = align(npu.side(), bench.side())
-    assert inner_calls(al, npu.tree, bench.tree) == [(al.npu.table.entries.index("Functional.linear.7.forward"),
-                                                      al.bench.table.entries.index("Functional.linear.2.forward"))]
+    assert inner_calls(al, npu.tree, bench.tree) == [
+        (
+            al.npu.table.entries.index("Functional.linear.7.forward"),
+            al.bench.table.entries.index("Functional.linear.2.forward"),
+        )
+    ]
     tables = aligned_tables(al, inner_calls(al, npu.tree, bench.tree))
     row = tables.npu.table.names.index("Functional.linear.7.forward.output.0")
     assert tables.bench.table.names[tables.match[row]] == "Functional.linear.2.forward.output.0"
@@ -249,15 +264,20 @@ def test_the_users_alignment_wins_and_bad_ones_are_refused() -> None:
     al = align(npu, bench, user=user, user_path=Path("a.yaml"))
     assert slots(al, "m.attn.o_proj") == {("input.0", "input.0")}  # taken as given: output.0 left out
     assert any(p["npu"] == "m.attn.q_proj;m.attn.k_proj;m.attn.v_proj" for p in found["pairs"])
-    for bad, why in (({"pairs": [{"npu": "nope", "bench": "m.attn.o_proj"}]}, "no npu module call 'nope'"),
-                     ({"pairs": "x"}, "no 'pairs' list"), ({"pairs": [{"npu": 1}]}, "needs 'npu' and 'bench'")):
+    for bad, why in (
+        ({"pairs": [{"npu": "nope", "bench": "m.attn.o_proj"}]}, "no npu module call 'nope'"),
+        ({"pairs": "x"}, "no 'pairs' list"),
+        ({"pairs": [{"npu": 1}]}, "needs 'npu' and 'bench'"),
+    ):
         with pytest.raises(InputError, match=why):
             align(npu, bench, user=bad, user_path=Path("a.yaml"))
 
 
 def test_decide_aligns_only_trees_of_different_code() -> None:
     x, w, a = weights()
-    same = decide(flatten(Path("a"), attention(False, x, w, a).data), flatten(Path("b"), attention(False, x, w, a).data))
+    same = decide(
+        flatten(Path("a"), attention(False, x, w, a).data), flatten(Path("b"), attention(False, x, w, a).data)
+    )
     assert not same.differ
     other = decide(flatten(Path("a"), attention(False, x, w, a).data),
                    flatten(Path("b"), attention(True, x, w, a, prefix="model.self_attention").data))  # fmt: skip
@@ -277,8 +297,12 @@ def micro_batches(merged: bool, x: list[dict[str, Any]], w: dict[str, Any], a: l
             d.data[renamed] = entry
             d.tree[renamed] = parent[: -len(".0")] + f".{k}" if parent else None
     for k in range(head_calls):
-        d.data[f"Module.head.Linear.forward.{k}"] = {"input_args": [a[k]["o"]], "input_kwargs": {},
-                                                     "output": [a[k]["ctx"]], "parameters": {"weight": w["o"]}}
+        d.data[f"Module.head.Linear.forward.{k}"] = {
+            "input_args": [a[k]["o"]],
+            "input_kwargs": {},
+            "output": [a[k]["ctx"]],
+            "parameters": {"weight": w["o"]},
+        }
         d.tree[f"Module.head.Linear.forward.{k}"] = None
     return d
 
@@ -305,5 +329,7 @@ def test_later_calls_of_many_micro_batches_follow_the_first_calls() -> None:
     assert tables.bench.table.names[tables.match[row]] == "Module.model.attn.qkv.QKVParallelLinear.forward.2.output.0"
     # a later call reads the parameters its first call did: they pair as the first call's (merged parts combined)
     w_row = npu_t.names.index(";".join(f"Module.m.attn.{k}_proj.Linear.forward.2.parameters.weight" for k in "qkv"))
-    assert tables.bench.table.names[tables.match[w_row]] == \
-        "Module.model.attn.qkv.QKVParallelLinear.forward.2.parameters.weight"
+    assert (
+        tables.bench.table.names[tables.match[w_row]]
+        == "Module.model.attn.qkv.QKVParallelLinear.forward.2.parameters.weight"
+    )

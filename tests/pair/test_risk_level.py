@@ -7,10 +7,21 @@ from types import SimpleNamespace
 from msprobe_compare.pair.risk_level import LOW_RISK_APIS, _api, _low_risk, risk_level_note
 
 NAMES = [
-    "Tensor.reshape.0.forward", "Tensor.reshape.1.forward", "Tensor.reshape.0.backward", "Torch.ones_like.3.forward",
-    "Functional.linear.0.forward", "Functional.a.b.0.forward", "Tensor.x.forward", "Tensor.a.0.preforward",
-    "Module.fc1.Linear.forward.0", "Module.fc1.Linear.parameters_grad", "Distributed.all_reduce.0.forward",
-    "Mint.view.2.backward", "Tensor", "", "Tensor.transpose.7.forward",
+    "Tensor.reshape.0.forward",
+    "Tensor.reshape.1.forward",
+    "Tensor.reshape.0.backward",
+    "Torch.ones_like.3.forward",
+    "Functional.linear.0.forward",
+    "Functional.a.b.0.forward",
+    "Tensor.x.forward",
+    "Tensor.a.0.preforward",
+    "Module.fc1.Linear.forward.0",
+    "Module.fc1.Linear.parameters_grad",
+    "Distributed.all_reduce.0.forward",
+    "Mint.view.2.backward",
+    "Tensor",
+    "",
+    "Tensor.transpose.7.forward",
 ]
 
 

@@ -195,7 +195,7 @@ def test_mixed_columns_match_the_references(tmp_path):
     percent = numeric([KIND_PERCENT] * 7 + [KIND_OTHER] * 3, [0.5, 1e-5, 1e20, np.inf, 0.0, 12.0, 3.3e-5, 0, 0, 0],
                       [None] * 7 + ["N/A", "Nan", None])  # fmt: skip
     mixed = ["=1", 2, 2.5, True, None, "x<y&z", "", "\x01bad", big, "é 中文"]
-    coded = Column(codes=np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0], dtype=np.int32), table=["N/A", "a,\"b\"", "line\n2"])
+    coded = Column(codes=np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0], dtype=np.int32), table=["N/A", 'a,"b"', "line\n2"])
     coded2 = Column(codes=np.array([1, 1, 0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int32), table=[True, False])
     header = ["stats", "percent", "mixed", "coded", "coded2"]
     colours = [Colour.NONE, Colour.RED, Colour.YELLOW, Colour.NONE, Colour.NONE, Colour.RED, Colour.NONE,

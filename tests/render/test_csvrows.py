@@ -124,7 +124,7 @@ def test_fields_read_in_place_are_quoted_past_a_nul() -> None:
     """Texts read from a whole list (the names) are quoted where they hold a comma, a quote or a line end, also
     after a NUL inside the text (the search for them stops at a NUL)."""
     fast = _module()
-    texts = ["plain", "a\0b,c", "x\0\0\"q\"", "end\0", "\0\n", "=f,1", "-inf", "a,b", "fine\0too"]
+    texts = ["plain", "a\0b,c", 'x\0\0"q"', "end\0", "\0\n", "=f,1", "-inf", "a,b", "fine\0too"]
     got = fast.csv_block([(texts, 0, None)], len(texts)).decode("utf-8")
     assert got == "".join(csv_field(t) + "\r\n" for t in texts)
     assert '"a\0b,c"' in got and '"\0\n"' in got and "fine\0too\r\n" in got

@@ -192,7 +192,8 @@ def test_every_cell_of_a_big_table(browser, tmp_path):
     assert values == sorted(values) and len(values) == len(shown)
     _type_filter(browser, "relu .3")
     assert browser.eval("window.__report.matching()") == sum(
-        1 for n in o.npu.names if "relu" in n.lower() and ".3" in n.lower())
+        1 for n in o.npu.names if "relu" in n.lower() and ".3" in n.lower()
+    )
     _clean(browser)
 
 
@@ -210,7 +211,7 @@ def test_without_root_cause_or_colours(browser, tmp_path):
 
 def test_hostile_names_stay_text(browser, tmp_path):
     path = tmp_path / "hostile.html"
-    html.write_html(path, hostile_outcome(), 'x </title><script>window.__pwned = 3</script>')
+    html.write_html(path, hostile_outcome(), "x </title><script>window.__pwned = 3</script>")
     _open(browser, path)
     b = browser
     assert b.eval("typeof window.__pwned") == "undefined"
@@ -294,8 +295,12 @@ def test_runs_of_different_code_show_their_module_alignment(browser, run_cli, tm
     assert title.startswith("Module alignment (runs of different code): 31 pairs, 6 merged")
     rows = b.eval("""Array.from(document.querySelectorAll('#alignment-body tr')).slice(1)
         .map((tr) => Array.from(tr.cells).map((td) => td.textContent))""")
-    assert ["model.layers.0.self_attn.q_proj;\nmodel.layers.0.self_attn.k_proj;\nmodel.layers.0.self_attn.v_proj",
-            "model.layers.0.self_attn.qkv_proj", "parameters", "input.0 \u2192 input.0, output.0 \u2192 output.0"] in rows
+    assert [
+        "model.layers.0.self_attn.q_proj;\nmodel.layers.0.self_attn.k_proj;\nmodel.layers.0.self_attn.v_proj",
+        "model.layers.0.self_attn.qkv_proj",
+        "parameters",
+        "input.0 \u2192 input.0, output.0 \u2192 output.0",
+    ] in rows
     assert ["\u2014", "model.layers.0.self_attn.attn", "bench only", ""] in rows
     assert "the runs execute different code" in b.eval("document.getElementById('unmatched-warning').innerText")
     _clean(b)

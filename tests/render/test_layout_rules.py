@@ -32,8 +32,20 @@ def _table(stats: tuple[float, float, float, float]):
     """A one-entry RowTable with one float32 output of shape [4]."""
     from msprobe_compare.load.rows import flatten
 
-    body = {"output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": stats[0],
-                        "Min": stats[1], "Mean": stats[2], "Norm": stats[3], "requires_grad": False}]}
+    body = {
+        "output": [
+            {
+                "type": "torch.Tensor",
+                "dtype": "torch.float32",
+                "shape": [4],
+                "Max": stats[0],
+                "Min": stats[1],
+                "Mean": stats[2],
+                "Norm": stats[3],
+                "requires_grad": False,
+            }
+        ]
+    }
     return flatten(None, [("Functional.x.0.forward", body)])
 
 

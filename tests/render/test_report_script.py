@@ -56,8 +56,11 @@ def test_script_codes_are_pythons() -> None:
         ("'propagated', 'unknown'", "'propagated'", "STATE_NAMES"),
         ("const SEVERITY = [1, 5, 3, 0, 2, 4, 0]", "const SEVERITY = [1, 5, 3, 0, 2, 4]", "SEVERITY"),
         ("const STATE_COLOURS = ['#2e7d32', ", "const STATE_COLOURS = [", "STATE_COLOURS"),
-        ("const COLOUR_NAMES = ['none', 'yellow', 'red']", "const COLOUR_NAMES = ['none', 'red', 'yellow']",
-         "COLOUR_NAMES"),
+        (
+            "const COLOUR_NAMES = ['none', 'yellow', 'red']",
+            "const COLOUR_NAMES = ['none', 'red', 'yellow']",
+            "COLOUR_NAMES",
+        ),
         ("const COLOUR_NAMES", "const COLOR_NAMES", "COLOUR_NAMES"),
     ],
 )
@@ -72,8 +75,11 @@ def test_a_stale_script_copy_is_refused(old: str, new: str, match: str) -> None:
     [
         ('<option value="3">unknown</option>', '<option value="4">unknown</option>', "state filter"),
         ('<option value="6">one-sided</option>', "", "state filter"),
-        ('value="1" checked><i class="swatch c-yellow">', 'value="2" checked><i class="swatch c-yellow">',
-         "colour filter"),
+        (
+            'value="1" checked><i class="swatch c-yellow">',
+            'value="2" checked><i class="swatch c-yellow">',
+            "colour filter",
+        ),
     ],
 )
 def test_a_stale_page_is_refused(old: str, new: str, match: str) -> None:

@@ -28,7 +28,9 @@ HOSTILE = ["", "plain", "amp & lt < gt > \"q\" 'a'", "ctl \x00 \x01 \x07 \x08 \x
 def _columns(n: int) -> tuple[list[str], list[Any], np.ndarray]:
     rng = np.random.default_rng(n)
     texts = [HOSTILE[k % len(HOSTILE)] for k in range(n)]
-    mixed: list[Any] = [[None, True, False, 7, -(2**70), 1.5, -0.0, math.nan, math.inf, "a<b"][k % 10] for k in range(n)]
+    mixed: list[Any] = [
+        [None, True, False, 7, -(2**70), 1.5, -0.0, math.nan, math.inf, "a<b"][k % 10] for k in range(n)
+    ]
     kinds = rng.choice([KIND_FLOAT, KIND_INT, KIND_PERCENT, KIND_OTHER], n).astype(np.int8)
     values = rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)
     values[::7] = np.nan

@@ -33,7 +33,8 @@ def accuracy_reached(m: TensorMetrics) -> Accuracy:
     if MetricState.NOT_AVAILABLE in (c.state, a.state):
         return Accuracy.NO
     if c.state in (MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED) or a.state in (
-        MetricState.UNSUPPORTED, MetricState.SHAPE_UNMATCHED
+        MetricState.UNSUPPORTED,
+        MetricState.SHAPE_UNMATCHED,
     ):
         return Accuracy.NONE
     if MetricState.NAN in (c.state, a.state):  # D6 (the reference lets NaN compare as "not below threshold")

@@ -57,10 +57,17 @@ def plan_rows(o: Measured, parents: dict[str, str | None] | None, bench_parents:
     # an md5 dump is judged by the statistics it records beside the md5 (issue #29): under bf16/fp16 every call
     # differs from the first rounded one, and an fp32 matmul may have run at TF32; md5 alone decides without them
     md5 = o.mode is Mode.MD5 and not md5_by_statistics(o, pairing.match, tensor_row)
-    return RowPlan(pairing.match, pairing.repaired, pairing.one_sided, tensor_row,
-                   (npu.state == State.INPUT) | (npu.state == State.PARAMETERS),
-                   (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD),
-                   _config_rows(o, scalar, pairing.match, raw), md5, _PerEntry(npu.entry_index, len(npu.entries)))
+    return RowPlan(
+        pairing.match,
+        pairing.repaired,
+        pairing.one_sided,
+        tensor_row,
+        (npu.state == State.INPUT) | (npu.state == State.PARAMETERS),
+        (npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD),
+        _config_rows(o, scalar, pairing.match, raw),
+        md5,
+        _PerEntry(npu.entry_index, len(npu.entries)),
+    )
 
 
 @dataclass(frozen=True)
@@ -381,5 +388,7 @@ def _dtype_step(o: Measured, match: np.ndarray, tensor_row: np.ndarray, differs:
     other = np.fromiter((h and a != b for h, a, b in zip(hit.tolist(), npu.dtype, b_dtype)), dtype=bool,
                         count=len(npu))  # fmt: skip
     inputs = (npu.state == State.INPUT) | (npu.state == State.PARAMETERS)
-    return (red.any(other & tensor_row & ((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD))),
-            red.any(~other & tensor_row & inputs & differs))
+    return (
+        red.any(other & tensor_row & ((npu.state == State.OUTPUT) | (npu.state == State.PARAMETERS_GRAD))),
+        red.any(~other & tensor_row & inputs & differs),
+    )

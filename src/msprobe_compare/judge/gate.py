@@ -57,7 +57,6 @@ class LevelCounts:
                            self.no_row_entries + other.no_row_entries)  # fmt: skip
 
 
-
 @dataclass(frozen=True)
 class RowLevels:
     """Per-row masks (bool, one per NPU row)."""

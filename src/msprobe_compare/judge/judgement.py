@@ -28,6 +28,7 @@ from msprobe_compare.measure.tensor_metrics import TensorMetric
 from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import Later
 
+
 @dataclass(frozen=True)
 class Judgement:
     """Every verdict of one compare (codes and masks, one per NPU row where per row)."""

@@ -111,7 +111,9 @@ _ALIASES = (("bfloat16", "bfloat16"), ("bf16", "bfloat16"), ("float16", "float16
             ("fp16", "float16"), ("float64", "float64"), ("double", "float64"), ("float32", "float32"),
             ("float", "float32"))  # fmt: skip
 # unit roundoff (half an ulp of 1) and mantissa bits (u = 2^-(bits + 1)), by dtype text
-_PRECISIONS = tuple((alias, UNIT_ROUNDOFF[name], round(-math.log2(UNIT_ROUNDOFF[name])) - 1) for alias, name in _ALIASES)
+_PRECISIONS = tuple(
+    (alias, UNIT_ROUNDOFF[name], round(-math.log2(UNIT_ROUNDOFF[name])) - 1) for alias, name in _ALIASES
+)
 LOW_PRECISION = 2.0**-12  # a unit roundoff above this (bf16, fp16) is low precision (md5 cannot decide there)
 
 # matmul-class APIs and module classes (their last name part, lower case): an fp32 one may run at TF32/HF32
@@ -374,12 +376,14 @@ def _stat_chunk(npu: RowTable, bench: RowTable, match: np.ndarray, part: slice, 
     norm_a, norm_b_ok = stat_valid(nv, nk, 3), stat_valid(bv, bk, 3)
     mean_ok = stat_valid(nv, nk, 2) & stat_valid(bv, bk, 2)
     with np.errstate(all="ignore"):
-        amax = np.maximum(np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])),
-                          np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1])))
+        amax = np.maximum(
+            np.maximum(np.abs(nv[:, 0]), np.abs(nv[:, 1])), np.maximum(np.abs(bv[:, 0]), np.abs(bv[:, 1]))
+        )
         norm_n, norm_b = np.abs(nv[:, 3]), np.abs(bv[:, 3])
         # the scale of the Mean change: the larger valid Norm, else the largest element (a bound of the RMS)
-        scale = np.where(norm_a & norm_b_ok, np.maximum(norm_n, norm_b),
-                         np.where(norm_a, norm_n, np.where(norm_b_ok, norm_b, amax)))
+        scale = np.where(
+            norm_a & norm_b_ok, np.maximum(norm_n, norm_b), np.where(norm_a, norm_n, np.where(norm_b_ok, norm_b, amax))
+        )
         safe = np.where(scale > 0, scale, 1.0)
         d_norm = np.where(norm_n == norm_b, 0.0, np.abs(norm_n - norm_b) / safe)
         rms = scale / np.sqrt(np.where(norm_a | norm_b_ok, np.maximum(size, 1.0), 1.0))

@@ -210,7 +210,6 @@ _FORWARD, _PARAMETERS_GRAD = int(Direction.FORWARD), int(Direction.PARAMETERS_GR
 _WALK_STATES = np.array([CallState.OK, CallState.NOISE, CallState.PROPAGATED, CallState.UNKNOWN], dtype=object)
 
 
-
 def analyse(o: Measured, parents: dict[str, str | None] | None = None,
             bench_parents: dict[str, str | None] | None = None,
             tolerance: Tolerance | None = None, trees: TreeDiff | None = None) -> RootCause:  # fmt: skip

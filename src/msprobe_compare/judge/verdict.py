@@ -67,8 +67,10 @@ def md5_verdict(npu: RowTable, bench: RowTable, match: np.ndarray) -> BaseVerdic
     # the md5 texts are compared after the reference's N/A filling (_FILLED_MD5), so a null NPU leaf without a bench
     # row is "pass"
     same = np.fromiter(
-        ((npu.md5[i] or _FILLED_MD5) == ((bench.md5[j] or _FILLED_MD5) if j >= 0 else _FILLED_MD5)
-         for i, j in enumerate(match.tolist())),
+        (
+            (npu.md5[i] or _FILLED_MD5) == ((bench.md5[j] or _FILLED_MD5) if j >= 0 else _FILLED_MD5)
+            for i, j in enumerate(match.tolist())
+        ),
         dtype=bool,
         count=len(match),
     )

@@ -66,8 +66,10 @@ class TextEncodingError(ValueError):
 
 
 # an escaped backslash (kept), a surrogate pair (kept), a lone surrogate (replaced)
-_ESCAPES = lazy_regex(rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                      rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ESCAPES = lazy_regex(
+    rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
 
 
 def json_depth(text: bytes) -> int:

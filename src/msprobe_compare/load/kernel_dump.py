@@ -22,8 +22,10 @@ from msprobe_compare.errors import InputError
 from msprobe_compare.records import dataclass
 
 MAX_DEPTH = 400  # folder levels below the root, as the reference
-NPY_NAME = re.compile(r"^([^.]+)\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+(?:\.\d+)*)\.((?:in|out)put(?:\.\d+)*)\.([^.]+)\.([^.]+)"
-                      r"\.npy$")  # OpType.OpName.TaskId.StreamId.Timestamp.{input|output}[.Idx].Slot.Format.npy
+NPY_NAME = re.compile(
+    r"^([^.]+)\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+(?:\.\d+)*)\.((?:in|out)put(?:\.\d+)*)\.([^.]+)\.([^.]+)"
+    r"\.npy$"
+)  # OpType.OpName.TaskId.StreamId.Timestamp.{input|output}[.Idx].Slot.Format.npy
 STAT_COLUMNS = ("Data Type", "Shape", "Max Value", "Min Value", "Avg Value", "L2Norm Value")
 STAT_MIN_FIELDS = 13
 _SPECIAL = {"null": 0.0, "False": 0.0, "True": 1.0}  # statistic.csv words read as numbers (as the reference)
@@ -212,8 +214,8 @@ def statistic_rows(folder: Path) -> tuple[list[StatRow], list[str]]:
 
         values = [field(n) for n in STAT_COLUMNS[2:]]
         stats = tuple(math.nan if v is None else _stat_value(v, path) for v in values)
-        rows.append(StatRow(f"{data[1]}.{data[2]}.{data[5]}.{data[6]}", timestamp, field("Data Type"),
-                            field("Shape"), stats, path))  # type: ignore[arg-type]
+        name = f"{data[1]}.{data[2]}.{data[5]}.{data[6]}"
+        rows.append(StatRow(name, timestamp, field("Data Type"), field("Shape"), stats, path))  # type: ignore[arg-type]
     return rows, [name for name, k in index.items() if k is None]
 
 

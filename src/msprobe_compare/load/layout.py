@@ -10,7 +10,9 @@ from msprobe_compare.records import dataclass
 
 RANK_NAME = re.compile(r"^rank(0|[1-9][0-9]*)?$")
 PROC_NAME = re.compile(r"^proc([0-9]+)$")
-KERNEL_RANK = re.compile(r"^rank_[0-9]+$")  # MindSpore graph-mode (kernel) dumps  # single-process dumps of msprobe 26.x: proc<PID>
+KERNEL_RANK = re.compile(
+    r"^rank_[0-9]+$"
+)  # MindSpore graph-mode (kernel) dumps  # single-process dumps of msprobe 26.x: proc<PID>
 DUMP_NAMES = ("dump.json", "debug.json")  # a rank folder's dump file: dump.json, else debug.json (spec §7.7)
 STEP_NAME = re.compile(r"^step(0|[1-9][0-9]*)$")
 MIX_KINDS = ("graph", "pynative")

@@ -24,6 +24,7 @@ def api_call_pattern(prefixes: tuple[str, ...]) -> re.Pattern[str]:
     """`Prefix.api[.Class].N.forward|backward` of the given prefixes: groups (prefix.api[.Class], N, direction)."""
     return re.compile(rf"^((?:{'|'.join(prefixes)})\.[^.]+(?:\.[A-Z][^.]*)?)\.(\d+)\.(forward|backward)$")
 
+
 # the communication calls of a parallel layout (their counters and operands differ between layouts), and those of
 # them that sum the ranks' tensors; matched at the start of an entry name
 LAYOUT_CALLS = ("Distributed.all_reduce.", "Distributed.reduce_scatter", "Distributed.all_gather",

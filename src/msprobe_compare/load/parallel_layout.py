@@ -215,7 +215,9 @@ def detect_layouts(
             continue
         if dp_n != dp_b and dp_b != 1:
             continue
-        if (npu_wrapped and tp_n == 1 and n_npu > npu_stages) or (bench_wrapped and tp_b == 1 and n_bench > bench_stages):
+        if (npu_wrapped and tp_n == 1 and n_npu > npu_stages) or (
+            bench_wrapped and tp_b == 1 and n_bench > bench_stages
+        ):
             continue  # tensor-parallel wrappers: that side is sharded (unless each of its ranks is a pipeline stage of
             # its own: vLLM at TP=1 on one rank, Megatron at TP=1 split into stages)
         if (npu_wrapped or bench_wrapped) and ((not npu_wrapped and tp_n > 1) or (not bench_wrapped and tp_b > 1)):

@@ -24,7 +24,13 @@ from msprobe_compare.load.pt_pickle import NUMPY_DTYPES, TensorRecord, unpickle
 from msprobe_compare.load.tensor_data import TensorData
 from msprobe_compare.load.tensor_files import INT64_MAX, brief, empty_array, file_span, open_regular, readonly
 from msprobe_compare.load.zipread import (
-    ZIP_LOCAL_MAGIC, InMemoryZip, Unusual, check_member, read_member, storage_items, unique_members,
+    ZIP_LOCAL_MAGIC,
+    InMemoryZip,
+    Unusual,
+    check_member,
+    read_member,
+    storage_items,
+    unique_members,
 )
 
 __all__ = ["read_pt"]

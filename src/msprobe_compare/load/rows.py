@@ -72,6 +72,8 @@ def check_walker_codes(module: Any) -> None:
     got = {name: getattr(module, name, None) for name in want}
     if got != want:
         raise ImportError(f"_rowwalk: row codes {got} differ from load/rows.py's {want}")
+
+
 _NUMBER, _INT, _NAN, _NONE, _RAW = (int(k) for k in StatKind)  # plain ints: IntEnum access is slow in hot loops
 _ALL_NUMBERS = (_NUMBER,) * 4
 _ALL_NONE = (_NONE,) * 4
@@ -608,8 +610,15 @@ def _inplace_calls(entries: list[str]) -> np.ndarray:
     sieved = np.flatnonzero(inplace)
     if len(sieved):
         names = operator.itemgetter(*sieved.tolist())(entries) if len(sieved) > 1 else (entries[int(sieved[0])],)
-        single = np.fromiter(map(operator.gt, map(str.count, names, itertools.repeat("_.")),
-                                 map(str.count, names, itertools.repeat("__."))), dtype=bool, count=len(sieved))
+        single = np.fromiter(
+            map(
+                operator.gt,
+                map(str.count, names, itertools.repeat("_.")),
+                map(str.count, names, itertools.repeat("__.")),
+            ),
+            dtype=bool,
+            count=len(sieved),
+        )
         inplace[sieved[~single]] = False
         for e in sieved[single].tolist():
             inplace[e] = is_inplace(entries[e])
@@ -649,6 +658,7 @@ def phase_of(entry: str) -> str:
         return "parameters_grad"
     tail = entry.rsplit(".", 2)
     return "backward" if "backward" in tail[-2:] or entry.endswith(".backward") else "forward"
+
 
 def _column(values: array, dtype: type) -> np.ndarray:
     """A typed array as a numpy column, without a copy (it owns the buffer from now on)."""

@@ -45,8 +45,15 @@ import orjson
 from msprobe_compare import native
 from msprobe_compare.errors import InputError
 from msprobe_compare.load.rows import MAX_DEPTH
-from msprobe_compare.load.dumpjson import (JSONDepthError, TextEncodingError, check_dump_header, file_error, loads,
-                                           open_regular, read_json)
+from msprobe_compare.load.dumpjson import (
+    JSONDepthError,
+    TextEncodingError,
+    check_dump_header,
+    file_error,
+    loads,
+    open_regular,
+    read_json,
+)
 from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import lazy_regex  # the tokenizer's patterns: compiled when it runs (start-up speed)
 

@@ -101,7 +101,13 @@ class InMemoryZip:
                 _ZIP64_END.unpack_from(data, z_offset)
             )
             if (z_magic, z_disk, z_cd_disk, z_disk_entries, z_entries, z_size, z_offset_cd) != (
-                _ZIP64_END_MAGIC, 0, 0, entries, entries, cd_size, cd_offset
+                _ZIP64_END_MAGIC,
+                0,
+                0,
+                entries,
+                entries,
+                cd_size,
+                cd_offset,
             ):
                 raise Unusual
             cd_end = z_offset
@@ -182,7 +188,13 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, *, 
 
 
 def storage_items(
-    archive: zipfile.ZipFile, fp: BinaryIO, info: zipfile.ZipInfo, dtype: np.dtype, start: int, stop: int, *,
+    archive: zipfile.ZipFile,
+    fp: BinaryIO,
+    info: zipfile.ZipInfo,
+    dtype: np.dtype,
+    start: int,
+    stop: int,
+    *,
     name: str,
 ) -> np.ndarray:
     """Items [start, stop) of a storage member, memory-mapped when the member is stored uncompressed."""

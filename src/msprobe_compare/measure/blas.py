@@ -94,4 +94,3 @@ def single_threaded_blas() -> Iterator[bool]:
                 limiter, _limiter, _pinned = _limiter, None, False
                 if limiter is not None:
                     limiter.restore_original_limits()
-

@@ -87,8 +87,8 @@ def _interleaved(dirs: list[Path], names: list[str], out: Path, dim: int, refere
     m = shape[dim]
     best, best_outer, best_score = None, 1, -np.inf
     for outer in [o for o in range(1, m + 1) if m % o == 0]:
-        split = [a.reshape(shape[:dim] + (outer, m // outer) + shape[dim + 1:]) for a in arrays]
-        joined = np.concatenate(split, axis=dim + 1).reshape(shape[:dim] + (m * len(arrays),) + shape[dim + 1:])
+        split = [a.reshape(shape[:dim] + (outer, m // outer) + shape[dim + 1 :]) for a in arrays]
+        joined = np.concatenate(split, axis=dim + 1).reshape(shape[:dim] + (m * len(arrays),) + shape[dim + 1 :])
         if joined.size != want.size:
             return False
         flat = joined.reshape(-1)

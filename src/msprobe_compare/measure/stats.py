@@ -56,7 +56,9 @@ def _as_reference_reads(n_num: np.ndarray, b_num: np.ndarray, floats: np.ndarray
     """Replace, in place, values whose diff cancels so much that the reference's lossy number parse
     (legacy_parse) is visible at 1e-9 relative; elsewhere exact values agree to far better than that.
     Returns how many values it parsed (a chunked caller passes the running total back as `parsed_before`)."""
-    close = floats & (n_num != b_num) & (np.abs(n_num - b_num) < CANCELLATION * np.maximum(np.abs(n_num), np.abs(b_num)))
+    close = (
+        floats & (n_num != b_num) & (np.abs(n_num - b_num) < CANCELLATION * np.maximum(np.abs(n_num), np.abs(b_num)))
+    )
     count = int(np.count_nonzero(close))
     _reparse(n_num, b_num, close, count, parsed_before)
     return 2 * count
@@ -96,8 +98,14 @@ def stat_diffs(npu: RowTable, bench: RowTable, match: np.ndarray) -> StatDiffs:
     return StatDiffs(diff=diff, diff_kind=diff_kind, rel=rel, rel_kind=rel_kind, warning=warning)
 
 
-def _diffs(n_val: np.ndarray, n_kind: np.ndarray, bench: RowTable, match: np.ndarray,
-           out: tuple[np.ndarray, ...], parsed_before: int = 0) -> int:
+def _diffs(
+    n_val: np.ndarray,
+    n_kind: np.ndarray,
+    bench: RowTable,
+    match: np.ndarray,
+    out: tuple[np.ndarray, ...],
+    parsed_before: int = 0,
+) -> int:
     """Some NPU rows (their statistics and kinds) against their matches: their diff, diff_kind, rel, rel_kind and
     warning written into `out` (rows of the result arrays); returns the values re-parsed so far (`parsed_before`:
     those earlier chunks re-parsed)."""
@@ -128,7 +136,8 @@ def _py_stat_cells(n_val: np.ndarray, n_kind: np.ndarray, b_num: np.ndarray, b_k
     np.copyto(b_num, np.nan, where=b_kind == StatKind.NAN)
     with np.errstate(all="ignore"):
         parsed = parsed_before + _as_reference_reads(
-            n_num, b_num, (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before)
+            n_num, b_num, (n_kind == StatKind.NUMBER) & (b_kind == StatKind.NUMBER), parsed_before
+        )
         np.subtract(n_num, b_num, out=diff)
         np.divide(diff, b_num, out=rel)  # |(N - B) / B * 100|, in this order
         rel *= 100

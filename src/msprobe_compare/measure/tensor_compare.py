@@ -266,7 +266,6 @@ def _re_dtype(n_dtype: np.dtype, b_dtype: np.dtype) -> np.dtype:
     return _F64
 
 
-
 _max = np.maximum.reduce  # direct ufunc reductions: less per-call overhead than ndarray.max()
 _min = np.minimum.reduce
 

@@ -266,7 +266,7 @@ def distance(a: Stat | None, b: Stat | None, param: bool = False) -> float:
     if a is None or b is None or a.numel != b.numel:
         return math.inf
     low = a.low or b.low
-    tol = (2.0 ** -7 if low else TOL_PARAM) if param else TOL_LOW if low else TOL_FP32
+    tol = (2.0**-7 if low else TOL_PARAM) if param else TOL_LOW if low else TOL_FP32
     (a0, a1, a2, a3), (b0, b1, b2, b3) = a.v, b.v
     scale = max(abs(a0), abs(a1), abs(b0), abs(b1), 1e-30)
     norm = max(abs(a3), abs(b3), 1e-30)
@@ -293,7 +293,7 @@ class _Index:
             self.sorted = True
         rows = self.by_numel.get(st.numel, [])
         norm = st.v[3]
-        slack = abs(norm) * 2.0 ** -6 + 1e-30  # wider than any tolerance of `distance`
+        slack = abs(norm) * 2.0**-6 + 1e-30  # wider than any tolerance of `distance`
         lo = bisect.bisect_left(rows, (norm - slack, -1))
         hi = bisect.bisect_right(rows, (norm + slack, len(self.items)))
         return [self.items[i] for _, i in rows[lo:hi]]
@@ -311,8 +311,15 @@ class _Aligner:
         self.parted = -1
         self._stats: dict[tuple[str, tuple[int, ...], str], Stat | None] = {}
         self._keys: dict[str, dict[int, tuple[float, ...]]] = {"npu": {}, "bench": {}}
-        self._param_keys = {side: {self._key(side, r) for c in s.calls for k, r in c.slots.items()
-                                   if k.startswith("parameters.") and s.numel[r] > 1} for side, s in self.s.items()}
+        self._param_keys = {
+            side: {
+                self._key(side, r)
+                for c in s.calls
+                for k, r in c.slots.items()
+                if k.startswith("parameters.") and s.numel[r] > 1
+            }
+            for side, s in self.s.items()
+        }
 
     # ---- helpers
     def _add(self, npu: tuple[int, ...], bench: tuple[int, ...], how: str) -> None:
@@ -396,7 +403,7 @@ class _Aligner:
         for kids in by_parent.values():
             for i in range(len(kids)):
                 for n in range(2, min(MERGE_LIMIT, len(kids) - i) + 1):
-                    runs.append(tuple(kids[i:i + n]))
+                    runs.append(tuple(kids[i : i + n]))
         return runs
 
     # ---- 2. the tree
@@ -639,8 +646,13 @@ class _Aligner:
             return
         outs = [[k for k in self._slot_keys(side, calls) if k.startswith("output")]
                 for side, calls in (("npu", p.npu), ("bench", p.bench))]  # fmt: skip
-        if len(outs[0]) == 1 and len(outs[1]) == 1 and outs[0][0] not in used_a and outs[1][0] not in used_b \
-                and self._numel_equal(p, outs[0][0], outs[1][0]):
+        if (
+            len(outs[0]) == 1
+            and len(outs[1]) == 1
+            and outs[0][0] not in used_a
+            and outs[1][0] not in used_b
+            and self._numel_equal(p, outs[0][0], outs[1][0])
+        ):
             p.slots.append(SlotPair(outs[0][0], outs[1][0], "sole output"))
 
     def _ckey(self, p: BoundaryPair, ka: str, kb: str) -> tuple[str, ...]:
@@ -702,8 +714,11 @@ class _Aligner:
         a, b = self.s["npu"].calls[p.npu[0]], self.s["bench"].calls[p.bench[0]]
         for ka in self._slot_keys("npu", p.npu):
             for kb in self._slot_keys("bench", p.bench):
-                if (self._key("npu", a.slots[ka]), self._key("bench", b.slots[kb])) in paired and \
-                        ka.split(".")[0] == kb.split(".")[0] and all(x.bench != kb for x in p.slots):
+                if (
+                    (self._key("npu", a.slots[ka]), self._key("bench", b.slots[kb])) in paired
+                    and ka.split(".")[0] == kb.split(".")[0]
+                    and all(x.bench != kb for x in p.slots)
+                ):
                     p.slots.append(SlotPair(ka, kb, "dataflow"))
                     break
         self._sole_output(p, {x.npu for x in p.slots}, {x.bench for x in p.slots})
@@ -714,8 +729,13 @@ class _Aligner:
         out: dict[tuple[float, ...], list[tuple[int, str]]] = defaultdict(list)
         for c, call in enumerate(s.calls):
             for k, r in call.slots.items():
-                if k.startswith("parameters.") or s.numel[r] <= 1 or s.table.stats[r, 3] == 0 or \
-                        s.table.stat_kind[r, 3] != StatKind.NUMBER or "int" in s.table.dtype[r]:
+                if (
+                    k.startswith("parameters.")
+                    or s.numel[r] <= 1
+                    or s.table.stats[r, 3] == 0
+                    or s.table.stat_kind[r, 3] != StatKind.NUMBER
+                    or "int" in s.table.dtype[r]
+                ):
                     continue
                 out[self._key(side, r)].append((c, k))
         return out
@@ -870,8 +890,9 @@ def _align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> A
     return Alignment(npu, bench, al.pairs, al.same_as, unpaired, al.parted)
 
 
-def inner_calls(al: Alignment, npu_tree: dict[str, str | None] | None,
-                bench_tree: dict[str, str | None] | None) -> list[tuple[int, int]]:
+def inner_calls(
+    al: Alignment, npu_tree: dict[str, str | None] | None, bench_tree: dict[str, str | None] | None
+) -> list[tuple[int, int]]:
     """API calls paired inside paired modules (one call a side): where both run the same APIs in the same order
     directly inside them, call k with call k, forward and backward (npu entry, bench entry)."""
     if not npu_tree or not bench_tree:

@@ -91,8 +91,8 @@ def _shape(shapes: list[str], how: str, axis: int) -> str:
     first = dims[0]
     if first and all(len(d) == len(first) for d in dims):
         ax = axis % len(first)
-        if all(d[:ax] + d[ax + 1:] == first[:ax] + first[ax + 1:] for d in dims):
-            return str([*first[:ax], sum(d[ax] for d in dims), *first[ax + 1:]])
+        if all(d[:ax] + d[ax + 1 :] == first[:ax] + first[ax + 1 :] for d in dims):
+            return str([*first[:ax], sum(d[ax] for d in dims), *first[ax + 1 :]])
     return str([sum(int(np.prod(d)) if d else 1 for d in dims)])
 
 
@@ -228,8 +228,9 @@ def _splice(t: RowTable, m: RowTable, parts: list[int], at: set[int], m_rows: di
         stat_kind=cat_array("stat_kind"), raw=raw, requires_grad=cat_array("requires_grad"), md5=cat_list("md5"),
         data_name=cat_list("data_name"), stacks=t.stacks, has_md5=t.has_md5,
     )  # fmt: skip
-    return Built(table, t, new_of_old, {key: int(m_new[r]) for key, r in m_rows.items()},
-                 [int(m_new[r]) for r in m_partial])
+    return Built(
+        table, t, new_of_old, {key: int(m_new[r]) for key, r in m_rows.items()}, [int(m_new[r]) for r in m_partial]
+    )
 
 
 @dataclass
@@ -313,8 +314,10 @@ def _with_spans(old_n: list[int], old_b: list[int], spans: list[tuple[int, int, 
     lo, hi, lo_b = (np.array(x, dtype=np.int64) for x in zip(*spans))
     size = hi - lo
     within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
-    return (np.concatenate([np.array(old_n, dtype=np.int64), np.repeat(lo, size) + within]),
-            np.concatenate([np.array(old_b, dtype=np.int64), np.repeat(lo_b, size) + within]))
+    return (
+        np.concatenate([np.array(old_n, dtype=np.int64), np.repeat(lo, size) + within]),
+        np.concatenate([np.array(old_b, dtype=np.int64), np.repeat(lo_b, size) + within]),
+    )
 
 
 def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], want_b: list[tuple[int, str]]) -> None:
@@ -329,7 +332,8 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], wa
         params_n = sorted(k for k in al.npu.calls[p.npu[0]].slots if k.startswith("parameters."))
         params_b = sorted(k for k in al.bench.calls[p.bench[0]].slots if k.startswith("parameters."))
         pairs = [(k, k) for k in params_n if k in params_b] or (
-            [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else [])
+            [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
+        )
         b_n, b_b = _first(al.npu, p.npu, "grads"), _first(al.bench, p.bench, "grads")
         for k_n, k_b in pairs:
             want_n.append((f_n, k_n))

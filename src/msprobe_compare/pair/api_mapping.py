@@ -113,11 +113,11 @@ def builtin_key(name: str, table: dict[str, str]) -> str:
     api = api_name(name)
     prefix = api.split(".", 1)[0]
     if prefix == "Mint":
-        return "Torch" + name[len("Mint"):]
+        return "Torch" + name[len("Mint") :]
     if prefix == "MintFunctional":
-        return "Functional" + name[len("MintFunctional"):]
+        return "Functional" + name[len("MintFunctional") :]
     target = table.get(api)
-    return name if target is None else target + name[len(api):]
+    return name if target is None else target + name[len(api) :]
 
 
 def _entry_key(entry: str, table: dict[str, str]) -> tuple[str, None] | None:
@@ -169,7 +169,7 @@ def _rows_by_api(table: RowTable) -> dict[str, list[int]]:
 
 def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str | None:
     """Row `row` of `rule.ms_api` renamed to `rule.pt_api` with its index translated, or unmatchable."""
-    name = rule.pt_api + npu.names[row][len(rule.ms_api):]
+    name = rule.pt_api + npu.names[row][len(rule.ms_api) :]
     state = State(int(npu.state[row]))
     if state not in _FIELDS:
         return UNMATCHABLE
@@ -178,11 +178,14 @@ def _user_key(npu: RowTable, row: int, rule: ApiRule) -> str | None:
     # a parameter-gradient entry is itself named `...parameters_grad` (or `...parameters_grad.<n>`, 26.x): its
     # rows are `{entry}.{param}`; the other rows are `{entry}.{field}.{index}`
     prefix = f"{entry}." if state is State.PARAMETERS_GRAD else f"{entry}.{field}."
-    suffix = name[len(prefix):] if name.startswith(prefix) else name
+    suffix = name[len(prefix) :] if name.startswith(prefix) else name
     ms_indices, pt_indices = rule.indices[term]
     key = UNMATCHABLE
     for ms_index, pt_index in zip(ms_indices, pt_indices):
         if suffix == ms_index:
-            key = (prefix + pt_index if state is State.PARAMETERS_GRAD
-                   else name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}"))
+            key = (
+                prefix + pt_index
+                if state is State.PARAMETERS_GRAD
+                else name.replace(f".{field}.{ms_index}", f".{field}.{pt_index}")
+            )
     return key

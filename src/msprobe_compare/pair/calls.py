@@ -27,8 +27,7 @@ _C: Any = native.built("_sharednames")
 
 
 # a floating dtype named as a value (the argument of a cast: MindSpore `Float16`, PyTorch `torch.bfloat16`)
-_FLOAT_DTYPE_NAME = re.compile(r"(?:torch\.|mindspore\.)?(?:b?float(?:16|32|64)?|half|double|bf16|fp(?:16|32))",
-                               re.I)
+_FLOAT_DTYPE_NAME = re.compile(r"(?:torch\.|mindspore\.)?(?:b?float(?:16|32|64)?|half|double|bf16|fp(?:16|32))", re.I)
 
 
 def is_float_dtype_name(text: str) -> bool:
@@ -459,7 +458,7 @@ def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray,
         for e, b in zip(es, new.tolist()):
             table_pair = _first_pair(bench, table_match, nb, e)
             if b == table_pair:
-                out[nb[e]: nb[e + 1]] = table_match[nb[e]: nb[e + 1]]
+                out[nb[e] : nb[e + 1]] = table_match[nb[e] : nb[e + 1]]
             elif b != _first_pair(bench, out, nb, e):
                 paired[e] = b
             moved[e] = b != table_pair
@@ -469,7 +468,7 @@ def _align_by_signature(npu: RowTable, bench: RowTable, table_match: np.ndarray,
 
 def _first_pair(bench: RowTable, match: np.ndarray, bounds: np.ndarray, e: int) -> int:
     """The bench call of NPU call e's first paired row (-1: none)."""
-    hits = match[bounds[e]: bounds[e + 1]]
+    hits = match[bounds[e] : bounds[e + 1]]
     hits = hits[hits >= 0]
     return int(bench.entry_index[hits[0]]) if len(hits) else -1
 
@@ -626,7 +625,7 @@ def _align_uneven(npu: RowTable, bench: RowTable, bg: _Groups, bsub: np.ndarray,
     whose signatures (input shapes and non-tensor arguments) line up in order; the others stay unpaired."""
     import difflib
 
-    bgroups = {g: bsub[bg.order[bg.start[g]: bg.start[g] + bg.count[g]]].tolist() for g in uneven}
+    bgroups = {g: bsub[bg.order[bg.start[g] : bg.start[g] + bg.count[g]]].tolist() for g in uneven}
     nsig = _signatures(npu, {e for es in uneven.values() for e in es})
     bsig = _signatures(bench, {b for bs in bgroups.values() for b in bs})
     for g, es in uneven.items():
@@ -647,7 +646,7 @@ def _signatures(table: RowTable, wanted: set[int]) -> dict[int, tuple]:
     rows = np.flatnonzero(np.isin(ei, np.fromiter(wanted, dtype=np.int64)) & input_rows(table))
     for i in rows.tolist():
         e = int(ei[i])
-        name = table.names[i][len(table.entries[e]):]
+        name = table.names[i][len(table.entries[e]) :]
         value = table.stat_display(i, 0) if is_scalar_dtype(table.dtype[i]) else None
         out[e].append((name, table.shape[i], value))
     return {e: tuple(v) for e, v in out.items()}

@@ -37,7 +37,7 @@ def _key(path: str, training: str | None) -> tuple[int, str]:
     found = list(_LAYER.finditer(path))
     layer = int(found[-1].group(1)) if found else -1
     if found and (training != "fsdp" or _WRAPPED not in path):
-        within = path[found[-1].end():]
+        within = path[found[-1].end() :]
     while layer < 0 and within.startswith(("model.", "module.")):
         within = within.split(".", 1)[1]
     if training is not None:

@@ -35,7 +35,7 @@ def dtype_category(dtype: str) -> str:
     """MindSpore or PyTorch tensor dtype -> int/float/bool/complex (other texts unchanged), spec §3.2."""
     base = dtype.removeprefix("torch.").lower()
     for prefix, category in _CATEGORY_PREFIXES:
-        if base.startswith(prefix) and base[len(prefix):].isdigit() or base == prefix == "bool":
+        if base.startswith(prefix) and base[len(prefix) :].isdigit() or base == prefix == "bool":
             return category
     return dtype
 

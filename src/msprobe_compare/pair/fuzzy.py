@@ -26,7 +26,7 @@ def rename_api(name: str) -> str:
         if idx >= 0:
             head = name[:idx].rstrip(".")
             head = head.rsplit(".", 1)[0] if "." in head else ""
-            return f"{head}.{direction}{name[idx + len(direction):]}"
+            return f"{head}.{direction}{name[idx + len(direction) :]}"
     return name
 
 

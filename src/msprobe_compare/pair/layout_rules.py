@@ -148,7 +148,7 @@ def _row_key(side: Shards, i: int, keys: dict[str, str]) -> str:
     entry = side.entries[side.entry_index[i]]
     key = keys.get(entry)
     if key is not None and name.startswith(entry):
-        return key + name[len(entry):]
+        return key + name[len(entry) :]
     return plain_class_name(name)
 
 
@@ -281,7 +281,7 @@ def added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
         if is_layout_call(side.entries[e]):
             out.add(e)
             continue
-        rows = order[bounds[e]:bounds[e + 1]]
+        rows = order[bounds[e] : bounds[e + 1]]
         identity = True
         for r, t in enumerate(side.tables):
             if not np.any(side.rows[rows, r] >= 0):
@@ -298,4 +298,3 @@ def added_calls(side: Shards, decisions: list[Decision | None]) -> set[int]:
 
 def side_dim(dec: Decision, is_npu: bool) -> int | None:
     return dec.dim_npu if is_npu else dec.dim_bench
-

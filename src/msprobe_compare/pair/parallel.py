@@ -242,8 +242,12 @@ def combine(side: Shards, match: np.ndarray, decisions: list[Decision | None], *
             else:
                 split_input = bool(split_in[entry]) and state_of(side, i) == State.OUTPUT
                 rule = rule_for_whole(side, i, rows, tables, split_input)
-                if rule is not Rule.SPLIT and not side.partial_hint[i] and not agrees[i] and (
-                        entry in local or (other_differs is not None and other_differs(i))):
+                if (
+                    rule is not Rule.SPLIT
+                    and not side.partial_hint[i]
+                    and not agrees[i]
+                    and (entry in local or (other_differs is not None and other_differs(i)))
+                ):
                     rule = Rule.LOCAL  # rank-dependent by design (on both sides, when both are sharded)
                 if rule is Rule.LOCAL:
                     out.copy_row(t0, r0, name, entry, shape_text)

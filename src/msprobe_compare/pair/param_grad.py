@@ -67,10 +67,10 @@ def param_grad_keys(npu: RowTable, bench: RowTable, keys: list[str | None] | Non
             key = base[i]
             at = key.find(".parameters_grad.") if key is not None else -1
             if key is not None and at >= 0:
-                base[i] = key[: at + 16] + ".0" + key[at + 16:]
+                base[i] = key[: at + 16] + ".0" + key[at + 16 :]
         elif not add and entry.endswith(".parameters_grad.0") and is_param_grad(entry):
             key = base[i]
             at = key.find(".parameters_grad.0.") if key is not None else -1
             if key is not None and at >= 0:
-                base[i] = key[: at + 16] + key[at + 18:]
+                base[i] = key[: at + 16] + key[at + 18 :]
     return base

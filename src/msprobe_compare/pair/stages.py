@@ -69,6 +69,7 @@ def global_names(stage_entries: list[list[str]]) -> tuple[list[dict[str, str]], 
                 off = api_offsets[k].get(parsed.stem, 0)
                 mapping[e] = parsed.call(parsed.direction, str(int(parsed.counter) + off)) if off else e
             elif parsed.module_named and layer_offsets:
+
                 def shift(match: re.Match[str], k: int = k) -> str:
                     name, idx = match.group(1), int(match.group(2))
                     return f"{name}.{idx + layer_offsets[name][k]}" if name in layer_offsets else match.group(0)
@@ -126,16 +127,25 @@ def merge_stages(stages: list[Shards]) -> Shards:
             stacks[new] = s.stacks[old]
         for i in rows_of[k].get(e, []):
             name = s.names[i]
-            names.append(new + name[len(old):] if name.startswith(old) else name)
+            names.append(new + name[len(old) :] if name.startswith(old) else name)
             entry_index.append(len(entries) - 1)
             row = np.full(total, -1, dtype=np.int64)
-            row[col0[k]:col0[k + 1]] = s.rows[i]
+            row[col0[k] : col0[k + 1]] = s.rows[i]
             rows.append(row)
             hints.append(bool(s.partial_hint[i]))
     tables = [t for s in stages for t in s.tables]
     ranks = [r for s in stages for r in s.ranks]
     renames = {int(col0[k]) + r: maps[k] for k in range(len(stages)) for r in range(widths[k])}
-    out = Shards(tables, ranks, names, entries, np.array(entry_index, dtype=np.int32),
-                 np.array(rows, dtype=np.int64).reshape(len(names), total), np.array(hints, dtype=bool), stacks,
-                 tp=widths[0], renames=renames)
+    out = Shards(
+        tables,
+        ranks,
+        names,
+        entries,
+        np.array(entry_index, dtype=np.int32),
+        np.array(rows, dtype=np.int64).reshape(len(names), total),
+        np.array(hints, dtype=bool),
+        stacks,
+        tp=widths[0],
+        renames=renames,
+    )
     return out

@@ -35,24 +35,30 @@ def align_lines(al: Any, tables: Any, why: str) -> list[str]:
             text += f"; {wrap} wrap a paired call and carry its tensors"
         lines.append(text + ".")
     if al.parted >= 0:
-        lines.append(f"The runs part at or after {al.npu.table.entries[al.parted]}: pairs after it were found by the "
-                     "other layers' evidence, the parameters and each run's own dataflow, not by their values.")
+        lines.append(
+            f"The runs part at or after {al.npu.table.entries[al.parted]}: pairs after it were found by the "
+            "other layers' evidence, the parameters and each run's own dataflow, not by their values."
+        )
     return lines
 
 
 def not_aligned_line(decision: Any, aligned: int, by_name: int) -> str:
     """The trees differ but aligning them pairs no more rows than the names do (dumps of two different models)."""
-    return (f"The module trees differ ({decision.same_names} of {decision.npu_modules} npu module calls have a "
-            f"namesake), but aligning them pairs {aligned} rows where the names pair {by_name}: the rows stay paired "
-            "by name (--align on aligns anyway).")
+    return (
+        f"The module trees differ ({decision.same_names} of {decision.npu_modules} npu module calls have a "
+        f"namesake), but aligning them pairs {aligned} rows where the names pair {by_name}: the rows stay paired "
+        "by name (--align on aligns anyway)."
+    )
 
 
 def alignment_yaml(doc: dict[str, Any]) -> str:
     """The alignment as a file `--alignment` reads back: edit a pair's npu/bench (parts joined by ';') or its
     slots, delete wrong pairs; its pairs then win over the ones found."""
-    head = ("# msprobe-compare module alignment. Pass it back with --alignment FILE: its pairs are taken as they\n"
-            "# are (a pair without 'slots' has its tensors paired by the aligner), the rest is aligned as before.\n"
-            "# npu / bench: module paths (the n-th call after the first: path#n), merged parts joined by ';'.\n")
+    head = (
+        "# msprobe-compare module alignment. Pass it back with --alignment FILE: its pairs are taken as they\n"
+        "# are (a pair without 'slots' has its tensors paired by the aligner), the rest is aligned as before.\n"
+        "# npu / bench: module paths (the n-th call after the first: path#n), merged parts joined by ';'.\n"
+    )
     head += "# unpaired / same_as: what was left, and the wrappers of a paired call (not read back).\n"
     head += "# One pair a line (YAML's flow style, which is JSON's syntax).\n"
     rows = (json.dumps({"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])},

@@ -12,6 +12,7 @@ import numpy as np
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_PERCENT
 from msprobe_compare.render.numtext import float_reprs
 
+
 class Cells(list):
     """A column's cell values (a plain list to the writers) that also keeps them in numeric form.
 

@@ -24,8 +24,18 @@ import orjson
 from msprobe_compare import floattext
 from msprobe_compare.render.cellkind import KIND_FLOAT, KIND_INT, KIND_OTHER, KIND_PERCENT
 from msprobe_compare.render.celltext import (
-    CSV_QUOTE, CSV_QUOTE_CHARS, FORMULA_START, JSON_CHARS, JSON_SPECIAL, MAX_CELL_CHARS, XML_CHARS, XML_SPECIAL,
-    cell_xml, csv_field, json_value, utf16_units,
+    CSV_QUOTE,
+    CSV_QUOTE_CHARS,
+    FORMULA_START,
+    JSON_CHARS,
+    JSON_SPECIAL,
+    MAX_CELL_CHARS,
+    XML_CHARS,
+    XML_SPECIAL,
+    cell_xml,
+    csv_field,
+    json_value,
+    utf16_units,
 )
 from msprobe_compare.render.column import Column
 from msprobe_compare.render.numtext import INT_BULK_LIMIT, number_texts

@@ -45,8 +45,14 @@ def origin_items(outcome: CompareOutcome) -> list[dict[str, Any]]:
                 info[side][npu.names[i]] = {"NPU MD5": npu.md5[i] or "N/A"}
             else:
                 info[side][npu.names[i]] = {k: _json_safe(npu.stat_display(i, c)) for c, k in enumerate(STAT_KEYS)}
-        items.append({"op_name": origin.entry, "data_info": info, "stack_info": npu.stacks.get(origin.entry, []),
-                      "root_cause": _verdict(origin)})
+        items.append(
+            {
+                "op_name": origin.entry,
+                "data_info": info,
+                "stack_info": npu.stacks.get(origin.entry, []),
+                "root_cause": _verdict(origin),
+            }
+        )
     return items
 
 
@@ -84,6 +90,3 @@ def write_diff_analyze(out_dir: Path, per_rank: dict[str, list[dict[str, Any]]])
     with new_output(out_dir, name) as (path, tmp):
         tmp.write_text(json.dumps({rank_key(k): v for k, v in per_rank.items()}, indent=1, ensure_ascii=False))
     return path
-
-
-

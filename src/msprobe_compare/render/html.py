@@ -653,8 +653,11 @@ def _concat(parts: list[Any]) -> Any:
         return table.Column(codes=np.concatenate([p.codes + off for p, off in zip(parts, offsets.tolist())]),
                             table=[x for p in parts for x in p.table or []])  # fmt: skip
     if all(isinstance(p, table.Column) and p.kind is not None and p.codes is None for p in parts):
-        return table.Column(np.concatenate([np.asarray(p.objects, dtype=object) for p in parts]),
-                            np.concatenate([p.kind for p in parts]), np.concatenate([p.values for p in parts]))
+        return table.Column(
+            np.concatenate([np.asarray(p.objects, dtype=object) for p in parts]),
+            np.concatenate([p.kind for p in parts]),
+            np.concatenate([p.values for p in parts]),
+        )
     cells = [p.cells() if isinstance(p, table.Column) else p for p in parts]
     numeric = [c for c in cells if isinstance(c, table.Cells)]
     if len(numeric) == len(cells):

@@ -127,8 +127,13 @@ def stat_cells(pair: StatPair) -> list[Any]:
     files = [str(n.csv_file) if n else None, str(b.csv_file) if b else None]
     if pair.diffs is None or pair.rel is None:
         return head + ["", check_text(pair.checks)] + [None] * 8 + files
-    return head + [stat_accuracy(pair), ""] + [number(d) for d in pair.diffs] + \
-        [_rel_cell(s, v) for s, v in pair.rel] + files
+    return (
+        head
+        + [stat_accuracy(pair), ""]
+        + [number(d) for d in pair.diffs]
+        + [_rel_cell(s, v) for s, v in pair.rel]
+        + files
+    )
 
 
 def write_table(path: Path, header: list[str], rows: list[list[Any]]) -> None:

@@ -12,21 +12,21 @@ RULE_TEXT = {
     Rule.REPLICATED: "replicated: every rank holds the whole tensor and the ranks agree",
     Rule.SPLIT: "split along dim {dim}: Max = max, Min = min, Mean = count-weighted mean, Norm = sqrt(sum of Norm^2)",
     Rule.PARTIAL: "partial sum (the ranks' tensors add up, before their all-reduce): Mean = sum of the ranks' means; "
-                  "Max, Min and Norm of a sum cannot be derived from the ranks' statistics",
+    "Max, Min and Norm of a sum cannot be derived from the ranks' statistics",
     Rule.NPU_ONLY: "npu-only: a call the layout adds (communication, or an identity such as view_as); listed, not "
-                   "compared",
+    "compared",
     Rule.NPU_ONLY_PARTIAL: "npu-only: a communication call the layout adds (its input is a partial sum: Mean = "
-                           "sum of the ranks' means); listed, not compared",
+    "sum of the ranks' means); listed, not compared",
     Rule.NPU_ONLY_RANK0: "npu-only: a communication call the layout adds; the ranks differ, rank 0's row shown",
     Rule.UNPAIRED_RANK0: "no counterpart; the ranks differ, rank 0's row shown (not combined)",
     Rule.ARGS: "not compared: the other side's call takes a tensor input this one does not (a bias the layout adds "
-               "after the all-reduce), so the outputs are different quantities",
+    "after the all-reduce), so the outputs are different quantities",
     Rule.SINGLE: "one rank holds it (no tensor parallelism here): taken as it is",
     Rule.UNPAIRED: "no counterpart on the other side (the ranks agree)",
     Rule.LOCAL: "rank-local: the ranks hold different values by design (a vocab-parallel lookup's shifted, masked ids, "
-                "its rows before the all-reduce); rank 0's row shown, not compared",
+    "its rows before the all-reduce); rank 0's row shown, not compared",
     Rule.SIZE_ARG: "a size argument of a sharded call: the ranks' value times the tensor-parallel size (shown) is the "
-                   "other side's",
+    "other side's",
     Rule.MISMATCH: "not combined: the ranks' shapes do not add up to the other side's",
 }
 
@@ -35,8 +35,9 @@ def rule_text(rule: Rule, dim: int | None, disagree: str | None, md5: bool) -> s
     """A row's rule in words: its code, split dim, the ranks that disagree, and whether the dump holds md5 only."""
     text = RULE_TEXT[rule].format(dim=dim)
     if rule is Rule.SPLIT and md5:
-        text = (f"split along dim {dim}: the md5 of the whole tensor cannot be derived from the shards' md5 (not "
-                "compared)")
+        text = (
+            f"split along dim {dim}: the md5 of the whole tensor cannot be derived from the shards' md5 (not compared)"
+        )
     if rule is Rule.PARTIAL and md5:
         text = "partial sum: the md5 of a sum cannot be derived from the ranks' md5 (not compared)"
     if disagree is not None:

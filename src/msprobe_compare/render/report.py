@@ -173,7 +173,9 @@ def _csv(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks,
     write_csv(path, header, columns, colours)
 
 
-def _jsonl(path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool) -> None:
+def _jsonl(
+    path: Path, header: list[str], columns: list[Any] | table.ColumnBlocks, colours: Any, coloured: bool
+) -> None:
     write_jsonl(path, header, columns, colours)
 
 
@@ -245,9 +247,20 @@ def write_all(
         mapping_name.append(f"module_alignment{suffix}_{{ts}}.yaml")
     patterns = [*names.values(), html_name, advisor_name, *mapping_name]
     with claim_names(out_dir, patterns) as claim:  # one stamp for the set, reserved
-        written = _write_set(outcome, out_dir, console, claim.ts, names, html_name, advisor_name,
-                             suffix=suffix, coloured=coloured, formats=formats, bench_path=bench_path,
-                             compared=compared)
+        written = _write_set(
+            outcome,
+            out_dir,
+            console,
+            claim.ts,
+            names,
+            html_name,
+            advisor_name,
+            suffix=suffix,
+            coloured=coloured,
+            formats=formats,
+            bench_path=bench_path,
+            compared=compared,
+        )
     published = (claim.path(p) for p in patterns)  # those written (an advisor under -c is not)
     return replace(written, files=tuple(p for p in published if p.is_file() and not p.is_symlink()))
 
@@ -342,7 +355,9 @@ def tell(outcome: CompareOutcome, console: Console, advisor_path: Path | None = 
             console.info(f"The advisor summary is saved in: {advisor_path}")
     head = story.headline(rc, counts)
     log_rootcause(console, head)
-    origin = (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
+    origin = (
+        (rc.entries.index(rc.first.entry), story.origin_description(rc.first)) if rc is not None and rc.first else None
+    )
     suspect = (rc.entries.index(rc.suspects[0].entry), story.suspect_text(rc)) if rc is not None and rc.suspects \
         else None  # fmt: skip
     collective, before = _collective_place(rc)
@@ -412,8 +427,10 @@ def log_directory_summary(console: Console, summary: Any) -> None:
             console.warning(f"Root cause: no origin{among} the precision can support; {len(suspected)} rank(s) "
                             "with a suspect (above)")  # fmt: skip
         else:
-            console.info(f"Root cause: no origin{among}; every compared call agrees within tolerance"
-                         f"{' or within the noise floor' if any(r.written.noise for r in written) else ''}.")
+            console.info(
+                f"Root cause: no origin{among}; every compared call agrees within tolerance"
+                f"{' or within the noise floor' if any(r.written.noise for r in written) else ''}."
+            )
     failed = [r for r in summary.ranks if r.error is not None]
     for rank in failed:
         console.error(f"{rank.label} failed: {rank.error}")

@@ -58,8 +58,12 @@ def headline(rc: RootCause | None, counts: LevelCounts) -> Headline | None:
                                    "counterpart, so no call could be judged")  # fmt: skip
     if rc.first is not None:
         ev = rc.first.evidence
-        why = f"; {ev.metric} {ev.outputs if rc.first.kind is OriginKind.COMPUTATION else ev.inputs:.3g} = " \
-              f"{ev.ratio:.3g}x the noise floor {ev.floor:.3g}" if ev.ratio is not None and ev.floor else ""
+        why = (
+            f"; {ev.metric} {ev.outputs if rc.first.kind is OriginKind.COMPUTATION else ev.inputs:.3g} = "
+            f"{ev.ratio:.3g}x the noise floor {ev.floor:.3g}"
+            if ev.ratio is not None and ev.floor
+            else ""
+        )
         return Headline("origin", f"{origin_description(rc.first)} ({rc.first.kind.value}; "
                                   f"{len(rc.origins)} origin(s) in all{why})")  # fmt: skip
     if rc.suspects:
@@ -94,8 +98,10 @@ def suspect_text(rc: RootCause) -> str:
     more = f" (and {len(rc.suspects) - 1} more)" if len(rc.suspects) > 1 else ""
     ratio = f"{ev.ratio:.3g}x" if ev.ratio is not None else "above"
     floor = f" {ev.floor:.3g}" if ev.floor is not None else ""
-    return (f"no origin the precision can support; suspect{more}: {x.entry} ({ev.metric} {ratio} the noise "
-            f"floor{floor}, origin needs {ev.threshold / ev.floor if ev.floor else 0:.3g}x). To decide: {suspect_advice(x)}")
+    return (
+        f"no origin the precision can support; suspect{more}: {x.entry} ({ev.metric} {ratio} the noise "
+        f"floor{floor}, origin needs {ev.threshold / ev.floor if ev.floor else 0:.3g}x). To decide: {suspect_advice(x)}"
+    )
 
 
 def noise_model_line(rc: RootCause) -> str:
@@ -104,11 +110,13 @@ def noise_model_line(rc: RootCause) -> str:
     low = rc.lowest_precision or "none"
     repaired = (f"; {_plural(rc.repaired, 'call')} paired by enclosing module and call signature for the "
                 "analysis (not as in the table)") if rc.repaired else ""  # fmt: skip
-    return (f"Noise model: lowest precision {low}; noise floor = the largest difference upstream, at least 1 ulp of "
-            f"recorded low-precision statistics and {tol.floor_units:g} unit roundoff of the lowest precision "
-            f"upstream (min {tol.min_floor:g}); origin above {tol.origin:g}x the floor, suspect above "
-            f"{tol.suspect:g}x (Max/Min x{tol.extremes:g}){repaired}. See docs/rootcause.md; "
-            "--tolerance overrides.")
+    return (
+        f"Noise model: lowest precision {low}; noise floor = the largest difference upstream, at least 1 ulp of "
+        f"recorded low-precision statistics and {tol.floor_units:g} unit roundoff of the lowest precision "
+        f"upstream (min {tol.min_floor:g}); origin above {tol.origin:g}x the floor, suspect above "
+        f"{tol.suspect:g}x (Max/Min x{tol.extremes:g}){repaired}. See docs/rootcause.md; "
+        "--tolerance overrides."
+    )
 
 
 def count_line(counts: LevelCounts) -> str:
@@ -129,7 +137,11 @@ def count_line(counts: LevelCounts) -> str:
 
 def excluded_text(counts: LevelCounts) -> str:
     names = ", ".join(counts.excluded_names)
-    more = f" and {counts.excluded - len(counts.excluded_names)} more" if counts.excluded > len(counts.excluded_names) else ""
+    more = (
+        f" and {counts.excluded - len(counts.excluded_names)} more"
+        if counts.excluded > len(counts.excluded_names)
+        else ""
+    )
     return (f"{_plural(counts.excluded, 'row')} not counted (inputs of in-place APIs that the dumper recorded "
             f"after the write: {names}{more})")  # fmt: skip
 
@@ -147,13 +159,17 @@ def unmatched_warning(counts: LevelCounts, bench_path: Path | None, aligned: boo
                 "the runs execute different code, compared at the module boundaries they share; the calls inside "
                 "modules whose code differs are one-sided (the module alignment file lists the pairs)"
                 f"{gate}")  # fmt: skip
-    return (f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
-            f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement{gate}")
+    return (
+        f"{counts.unmatched:,} of {_plural(counts.rows, 'NPU row')} ({share:.0f}%) have no bench counterpart: "
+        f"check that {where} is a dump of the same model, level and step; unmatched rows are not agreement{gate}"
+    )
 
 
 def advisor_rule(mode: Mode) -> str:
-    return f"The reference tool's advisor rule follows: {_RULE.format(column=ADVISOR_COLUMN[mode])}: see 'Root " \
-           "cause' for that."
+    return (
+        f"The reference tool's advisor rule follows: {_RULE.format(column=ADVISOR_COLUMN[mode])}: see 'Root "
+        "cause' for that."
+    )
 
 
 def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode,
@@ -163,19 +179,25 @@ def advisor_contradiction(result: AdvisorResult, counts: LevelCounts, mode: Mode
     if result.line is not None:
         return None
     if counts.errors:
-        return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column: "
-                f"{_plural(counts.errors, 'row')} are at error level (red) all the same.")
+        return (
+            f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column: "
+            f"{_plural(counts.errors, 'row')} are at error level (red) all the same."
+        )
     objections = advisor_objections(result, counts, rc)
     if not objections:
         return None
-    return (f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column of the rows with a bench counterpart: "
-            f"{'; '.join(objections)}.")
+    return (
+        f"The reference rule reads only the {ADVISOR_COLUMN[mode]} column of the rows with a bench counterpart: "
+        f"{'; '.join(objections)}."
+    )
 
 
 def advisor_note(mode: Mode, result: AdvisorResult, counts: LevelCounts, rc: RootCause | None = None) -> list[str]:
     """Lines of the advisor file between the reference's three entries and the root-cause section."""
-    lines = [f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: {_RULE.format(column=ADVISOR_COLUMN[mode])}: "
-             "see Root cause below."]
+    lines = [
+        f"{ADVISOR_NOTE_MARK} follow the reference tool's rule: {_RULE.format(column=ADVISOR_COLUMN[mode])}: "
+        "see Root cause below."
+    ]
     extra = advisor_contradiction(result, counts, mode, rc)
     if extra:
         lines.append(extra)
@@ -232,8 +254,10 @@ def advisor_shown_lines(result: AdvisorResult, counts: LevelCounts, mode: Mode, 
     lines = advisor_lines(result)
     objections = advisor_objections(result, counts, rc)
     if objections:
-        lines[-1] = (f"Expert Advice: no row fails the reference rule ({ADVISOR_COLUMN[mode]} column), but "
-                     f"{'; '.join(objections)}: see Root cause.")
+        lines[-1] = (
+            f"Expert Advice: no row fails the reference rule ({ADVISOR_COLUMN[mode]} column), but "
+            f"{'; '.join(objections)}: see Root cause."
+        )
     return lines
 
 
@@ -383,9 +407,11 @@ def suspect_description(x: Suspect) -> str:
 
 def suspect_advice(x: Suspect) -> str:
     """What to dump to decide a suspect."""
-    scope = f"scope: [\"{x.entry}\"]"
+    scope = f'scope: ["{x.entry}"]'
     if x.mode is Mode.ALL:
         return (f"Dump {x.entry} again with task: tensor at a higher precision on both sides (or the bench in fp32) "
                 "to see whether the difference exceeds the rounding.")  # fmt: skip
-    return (f"Dump that call at task: statistics with precision: high ({scope}), or as a tensor dump "
-            "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot.")
+    return (
+        f"Dump that call at task: statistics with precision: high ({scope}), or as a tensor dump "
+        "(task: tensor): tensor metrics separate a bug from rounding where statistics cannot."
+    )

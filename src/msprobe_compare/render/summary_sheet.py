@@ -17,7 +17,14 @@ from msprobe_compare.model import CompareOutcome
 from msprobe_compare.render import story
 from msprobe_compare.render.findings import Finding, finding_records
 from msprobe_compare.render.xlsx import (
-    XF_COUNT, XF_LABEL, XF_NUMBER, XF_SECTION, XF_TITLE, XF_WRAP, TextSheet, table_location,
+    XF_COUNT,
+    XF_LABEL,
+    XF_NUMBER,
+    XF_SECTION,
+    XF_TITLE,
+    XF_WRAP,
+    TextSheet,
+    table_location,
 )
 
 SHEET_NAME = "Summary"  # after the table's sheets; readers of the table skip it (merge_result)
@@ -41,8 +48,10 @@ FIELDS: tuple[tuple[str, str, int], ...] = (
     ("Advice", "advice", XF_WRAP),
 )
 UNMARKED_TEXT = "None: the table is plain (highlighting off), the rows of the calls above are listed here only."
-MARKS_TEXT = ("Rows of an origin's call are bold, framed by solid lines; rows of a suspect's call italic, framed by "
-              "dashed lines. Red and yellow fills are the reference tool's colour rules; their cells are unchanged.")
+MARKS_TEXT = (
+    "Rows of an origin's call are bold, framed by solid lines; rows of a suspect's call italic, framed by "
+    "dashed lines. Red and yellow fills are the reference tool's colour rules; their cells are unchanged."
+)
 
 
 def _pair(label: str, value: Any, xf: int = XF_WRAP) -> list[tuple[Any, int]]:
@@ -127,7 +136,15 @@ def summary_sheet(outcome: CompareOutcome, sheet_name: str, files: Sequence[tupl
     rows += [[(label, 0), (value, XF_COUNT)] for label, value in counted]
     rows.append([])
     found = finding_records(rc)
-    _listed("Origins", "Origin", "Advice", [f for f in found if f.state == CallState.ORIGIN.value], outcome, sheet_name, sheet)
+    _listed(
+        "Origins",
+        "Origin",
+        "Advice",
+        [f for f in found if f.state == CallState.ORIGIN.value],
+        outcome,
+        sheet_name,
+        sheet,
+    )
     rows.append([])
     _listed("Suspects", "Suspect", "To decide", [f for f in found if f.state == CallState.SUSPECT.value], outcome,
             sheet_name, sheet)  # fmt: skip

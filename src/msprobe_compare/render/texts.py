@@ -119,5 +119,7 @@ TENSOR_MSG_TEXT: dict[TensorMsg, str] = {
 
 def messages_text(messages: Iterable[TensorMsg], read_failed_files: str = "") -> str:
     """The real-data Err_message text of `messages`: the reference sentences concatenated without separators."""
-    return "".join(TENSOR_MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else TENSOR_MSG_TEXT[m]
-                   for m in messages)
+    return "".join(
+        TENSOR_MSG_TEXT[m].format(read_failed_files) if m is TensorMsg.READ_FAILED else TENSOR_MSG_TEXT[m]
+        for m in messages
+    )

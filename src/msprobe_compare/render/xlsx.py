@@ -122,9 +122,12 @@ _STYLES = (
     '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1" applyAlignment="1">'
     '<alignment vertical="top" wrapText="1"/></xf>'
     # 4-6 origin rows (no fill, red, yellow), 7-9 suspect rows
-    + "".join(f'<xf numFmtId="0" fontId="{font}" fillId="{fill}" borderId="{border}" xfId="0" applyFont="1" '
-              f'applyBorder="1"{apply}/>'
-              for font, border in ((1, 1), (2, 2)) for fill, apply in ((0, ""), (2, _FILLED), (3, _FILLED)))
+    + "".join(
+        f'<xf numFmtId="0" fontId="{font}" fillId="{fill}" borderId="{border}" xfId="0" applyFont="1" '
+        f'applyBorder="1"{apply}/>'
+        for font, border in ((1, 1), (2, 2))
+        for fill, apply in ((0, ""), (2, _FILLED), (3, _FILLED))
+    )
     # 10 title, 11 wrapped text, 12 section header (bold on grey, wrapped), 13 a number in 4 significant digits
     + '<xf numFmtId="0" fontId="3" fillId="0" borderId="0" xfId="0" applyFont="1"/>'
     '<xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0" applyAlignment="1">'
@@ -670,9 +673,7 @@ def table_location(sheet_name: str, n_rows: int, row: int, column: int = 0) -> s
     raise IndexError(f"row {row} of {n_rows}")
 
 
-def write_workbook(
-    path: Path, sheets: list[tuple[str, Sequence[str], Sequence[Sequence[Any]]]]
-) -> None:
+def write_workbook(path: Path, sheets: list[tuple[str, Sequence[str], Sequence[Sequence[Any]]]]) -> None:
     """Several uncoloured sheets given as (name, header, columns)."""
     import zipfile  # only when a workbook is written (start-up speed)
 
@@ -702,13 +703,22 @@ def _write_workbook_parts(zf: zipfile.ZipFile, sheets: list[tuple[str, Sequence[
     zf.writestr("[Content_Types].xml", _CONTENT_TYPES.format(
         sheets="".join(_SHEET_TYPE.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("_rels/.rels", _ROOT_RELS)
-    zf.writestr("xl/workbook.xml", _WORKBOOK.format(
-        sheets="".join(f'<sheet name="{escape(name)}" sheetId="{k}" r:id="rId{k}"/>'
-                       for k, name in enumerate(names, start=1)),
-        names="".join(f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
-                      f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
-                      for k, (name, header, size) in enumerate(sheets))
-        + "".join(_print_names(k, escape(name), len(header), size) for k, (name, header, size) in enumerate(sheets))))
+    zf.writestr(
+        "xl/workbook.xml",
+        _WORKBOOK.format(
+            sheets="".join(
+                f'<sheet name="{escape(name)}" sheetId="{k}" r:id="rId{k}"/>' for k, name in enumerate(names, start=1)
+            ),
+            names="".join(
+                f'<definedName name="_xlnm._FilterDatabase" localSheetId="{k}" hidden="1">'
+                f"'{escape(name)}'!$A$1:${column_letter(len(header) - 1)}${size + 1}</definedName>"
+                for k, (name, header, size) in enumerate(sheets)
+            )
+            + "".join(
+                _print_names(k, escape(name), len(header), size) for k, (name, header, size) in enumerate(sheets)
+            ),
+        ),
+    )
     zf.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(
         rels="".join(_SHEET_REL.format(k=k) for k in range(1, n + 1))))  # fmt: skip
     zf.writestr("xl/styles.xml", _STYLES)

@@ -146,10 +146,12 @@ def dump_main(argv: list[str]) -> None:
         if armed["cols"] is None:
             return ORIG["mul"](out, FACTOR)
         c = armed["cols"]
-        return ORIG["cat"]([ORIG["mul"](ORIG["narrow"](out, -1, 0, c), FACTOR),
-                            ORIG["narrow"](out, -1, c, out.shape[-1] - c)], -1)
+        return ORIG["cat"](
+            [ORIG["mul"](ORIG["narrow"](out, -1, 0, c), FACTOR), ORIG["narrow"](out, -1, c, out.shape[-1] - c)], -1
+        )
 
     if bug in ("scale", "gate"):
+
         def linear(input, weight, bias=None):
             out = ORIG["linear"](input, weight, bias)
             if armed["on"]:
@@ -169,8 +171,15 @@ def dump_main(argv: list[str]) -> None:
     from msprobe.pytorch import PrecisionDebugger, seed_all  # after the replacements
 
     os.makedirs(args.out, exist_ok=True)
-    cfg = {"task": "statistics", "dump_path": args.out, "rank": [], "step": [], "level": "mix", "async_dump": False,
-           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    cfg = {
+        "task": "statistics",
+        "dump_path": args.out,
+        "rank": [],
+        "step": [],
+        "level": "mix",
+        "async_dump": False,
+        "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"},
+    }
     cfg_path = args.out.rstrip("/") + "_config.json"
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
@@ -185,13 +194,13 @@ def dump_main(argv: list[str]) -> None:
 
     W = {"embed": rnd(V, H, scale=0.5)}
     for i in range(NL):
-        W[f"{i}.q"] = rnd(NH * HD, H, scale=H ** -0.5)
-        W[f"{i}.k"] = rnd(NKV * HD, H, scale=H ** -0.5)
-        W[f"{i}.v"] = rnd(NKV * HD, H, scale=H ** -0.5)
+        W[f"{i}.q"] = rnd(NH * HD, H, scale=H**-0.5)
+        W[f"{i}.k"] = rnd(NKV * HD, H, scale=H**-0.5)
+        W[f"{i}.v"] = rnd(NKV * HD, H, scale=H**-0.5)
         W[f"{i}.o"] = rnd(H, NH * HD, scale=(NH * HD) ** -0.5)
-        W[f"{i}.gate"] = rnd(FF, H, scale=H ** -0.5)
-        W[f"{i}.up"] = rnd(FF, H, scale=H ** -0.5)
-        W[f"{i}.down"] = rnd(H, FF, scale=FF ** -0.5)
+        W[f"{i}.gate"] = rnd(FF, H, scale=H**-0.5)
+        W[f"{i}.up"] = rnd(FF, H, scale=H**-0.5)
+        W[f"{i}.down"] = rnd(H, FF, scale=FF**-0.5)
         W[f"{i}.n1"] = 1 + rnd(H, scale=0.1)
         W[f"{i}.n2"] = 1 + rnd(H, scale=0.1)
     W["norm"] = 1 + rnd(H, scale=0.1)
@@ -203,7 +212,7 @@ def dump_main(argv: list[str]) -> None:
         return nn.Parameter(t.detach().clone())
 
     BASE = 10000.0
-    good_scale, bad_scale = HD ** -0.5, 1.0 / HD
+    good_scale, bad_scale = HD**-0.5, 1.0 / HD
 
     def scale_of(i):
         return bad_scale if (bug == "attn" and i == L) else good_scale
@@ -245,7 +254,7 @@ def dump_main(argv: list[str]) -> None:
 
     def rotate_half(x):
         x1 = x[..., : x.shape[-1] // 2]
-        x2 = x[..., x.shape[-1] // 2:]
+        x2 = x[..., x.shape[-1] // 2 :]
         return torch.cat((-x2, x1), dim=-1)
 
     def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
@@ -280,8 +289,15 @@ def dump_main(argv: list[str]) -> None:
             cos, sin = position_embeddings
             query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
             if fused:  # sdpa_attention_forward
-                attn_output = F.scaled_dot_product_attention(query_states, key_states, value_states, attn_mask=None,
-                                                             is_causal=True, scale=self.scaling, enable_gqa=True)
+                attn_output = F.scaled_dot_product_attention(
+                    query_states,
+                    key_states,
+                    value_states,
+                    attn_mask=None,
+                    is_causal=True,
+                    scale=self.scaling,
+                    enable_gqa=True,
+                )
                 attn_weights = None
             else:  # eager_attention_forward
                 key_states = repeat_kv(key_states, self.num_key_value_groups)
@@ -320,8 +336,9 @@ def dump_main(argv: list[str]) -> None:
         def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
             residual = hidden_states
             hidden_states = self.input_layernorm(hidden_states)
-            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask,
-                                              position_embeddings=position_embeddings)
+            hidden_states, _ = self.self_attn(
+                hidden_states=hidden_states, attention_mask=attention_mask, position_embeddings=position_embeddings
+            )
             hidden_states = residual + hidden_states
             residual = hidden_states
             hidden_states = self.post_attention_layernorm(hidden_states)
@@ -350,8 +367,12 @@ def dump_main(argv: list[str]) -> None:
             hidden_states = inputs_embeds
             position_embeddings = self.rotary_emb(hidden_states, position_ids)
             for decoder_layer in self.layers:
-                hidden_states = decoder_layer(hidden_states, attention_mask=causal_mask, position_ids=position_ids,
-                                              position_embeddings=position_embeddings)
+                hidden_states = decoder_layer(
+                    hidden_states,
+                    attention_mask=causal_mask,
+                    position_ids=position_ids,
+                    position_embeddings=position_embeddings,
+                )
             return self.norm(hidden_states)
 
     class LlamaForCausalLM(nn.Module):
@@ -465,9 +486,9 @@ def dump_main(argv: list[str]) -> None:
             value = value.repeat_interleave(rep, dim=1)
             outs, start = [], 0
             for n in FWD_CTX["seq_lens"]:
-                q = query[start:start + n].movedim(0, 1)
-                k = key[start:start + n].movedim(0, 1)
-                v = value[start:start + n].movedim(0, 1)
+                q = query[start : start + n].movedim(0, 1)
+                k = key[start : start + n].movedim(0, 1)
+                v = value[start : start + n].movedim(0, 1)
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
                 outs.append(o.movedim(1, 0))
                 start += n
@@ -626,11 +647,11 @@ def dump_main(argv: list[str]) -> None:
 
     def cols(t, n):  # this rank's n-th part along the last dim
         k = t.shape[-1] // TP
-        return t[..., RANK * k:(RANK + 1) * k] if TP > 1 else t
+        return t[..., RANK * k : (RANK + 1) * k] if TP > 1 else t
 
     def rows(t):  # this rank's part along dim 0
         k = t.shape[0] // TP
-        return t[RANK * k:(RANK + 1) * k] if TP > 1 else t
+        return t[RANK * k : (RANK + 1) * k] if TP > 1 else t
 
     MRowParallelLinear.__name__ = MRowParallelLinear.__qualname__ = "RowParallelLinear"
 
@@ -656,8 +677,9 @@ def dump_main(argv: list[str]) -> None:
     class MRotaryEmbedding(nn.Module):
         def __init__(self):
             super().__init__()
-            self.register_buffer("inv_freq", 1.0 / (BASE ** (torch.arange(0, HD, 2, dtype=torch.float32) / HD)),
-                                 persistent=False)
+            self.register_buffer(
+                "inv_freq", 1.0 / (BASE ** (torch.arange(0, HD, 2, dtype=torch.float32) / HD)), persistent=False
+            )
 
         def forward(self, max_seq_len):
             seq = torch.arange(max_seq_len, dtype=self.inv_freq.dtype)
@@ -696,8 +718,13 @@ def dump_main(argv: list[str]) -> None:
             output_size = (query.size(1), query.size(2), query.size(0), key.size(0))
             query = query.reshape(output_size[2], output_size[0] * output_size[1], -1)
             key = key.view(output_size[3], output_size[0] * output_size[1], -1)
-            matmul_result = torch.baddbmm(self.matmul_input_buffer, query.transpose(0, 1),
-                                          key.transpose(0, 1).transpose(1, 2), beta=0.0, alpha=self.softmax_scale)
+            matmul_result = torch.baddbmm(
+                self.matmul_input_buffer,
+                query.transpose(0, 1),
+                key.transpose(0, 1).transpose(1, 2),
+                beta=0.0,
+                alpha=self.softmax_scale,
+            )
             attention_scores = matmul_result.view(*output_size)
             attention_probs = self.scale_mask_softmax(attention_scores, attention_mask)
             output_size = (value.size(1), value.size(2), query.size(0), value.size(3))
@@ -760,8 +787,9 @@ def dump_main(argv: list[str]) -> None:
         def forward(self, hidden_states, attention_mask=None, rotary_pos_emb=None):
             residual = hidden_states
             input_layernorm_output = self.input_layernorm(hidden_states)
-            attention_output, _ = self.self_attention(input_layernorm_output, attention_mask=attention_mask,
-                                                      rotary_pos_emb=rotary_pos_emb)
+            attention_output, _ = self.self_attention(
+                input_layernorm_output, attention_mask=attention_mask, rotary_pos_emb=rotary_pos_emb
+            )
             hidden_states = residual + attention_output
             residual = hidden_states
             pre_mlp_layernorm_output = self.pre_mlp_layernorm(hidden_states)
@@ -777,8 +805,9 @@ def dump_main(argv: list[str]) -> None:
 
         def forward(self, hidden_states, attention_mask, rotary_pos_emb=None):
             for layer in self.layers:
-                hidden_states, _ = layer(hidden_states=hidden_states, attention_mask=attention_mask,
-                                         rotary_pos_emb=rotary_pos_emb)
+                hidden_states, _ = layer(
+                    hidden_states=hidden_states, attention_mask=attention_mask, rotary_pos_emb=rotary_pos_emb
+                )
             return self.final_layernorm(hidden_states)
 
     class GPTModel(nn.Module):
@@ -792,8 +821,9 @@ def dump_main(argv: list[str]) -> None:
         def forward(self, input_ids, position_ids, attention_mask, labels=None):
             decoder_input = self.embedding(input_ids=input_ids, position_ids=position_ids)
             rotary_pos_emb = self.rotary_pos_emb(decoder_input.size(0))
-            hidden_states = self.decoder(hidden_states=decoder_input, attention_mask=attention_mask,
-                                         rotary_pos_emb=rotary_pos_emb)
+            hidden_states = self.decoder(
+                hidden_states=decoder_input, attention_mask=attention_mask, rotary_pos_emb=rotary_pos_emb
+            )
             logits, _ = self.output_layer(hidden_states, weight=self.embedding.word_embeddings.weight)
             if labels is None:
                 return logits.transpose(0, 1).contiguous()
@@ -833,6 +863,7 @@ def dump_main(argv: list[str]) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
     if target is not None:
+
         def pre(mod, inp):
             armed["on"] = True
 
@@ -885,13 +916,23 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
                 (f"{i}.layer", lay(i), {f"h{i}": "input_args.0", f"h{i + 1}": "output.0"}),
                 (f"{i}.in_norm", lay(i, "input_layernorm"), {f"h{i}": "input_args.0", f"n1_{i}": "output.0"}),
                 (f"{i}.attn", lay(i, "self_attn"), {f"n1_{i}": "input_kwargs.hidden_states", f"attn{i}": "output.0"}),
-                (f"{i}.qkv", ";".join(lay(i, f"self_attn.{n}_proj") for n in "qkv"),
-                 {f"n1_{i}": "input_args.0", f"qkv{i}": "output.0"}),
+                (
+                    f"{i}.qkv",
+                    ";".join(lay(i, f"self_attn.{n}_proj") for n in "qkv"),
+                    {f"n1_{i}": "input_args.0", f"qkv{i}": "output.0"},
+                ),
                 (f"{i}.o", lay(i, "self_attn.o_proj"), {f"ctx{i}": "input_args.0", f"attn{i}": "output.0"}),
-                (f"{i}.post_norm", lay(i, "post_attention_layernorm"), {f"m{i}": "input_args.0", f"n2_{i}": "output.0"}),
+                (
+                    f"{i}.post_norm",
+                    lay(i, "post_attention_layernorm"),
+                    {f"m{i}": "input_args.0", f"n2_{i}": "output.0"},
+                ),
                 (f"{i}.mlp", lay(i, "mlp"), {f"n2_{i}": "input_args.0", f"mlp{i}": "output.0"}),
-                (f"{i}.gate_up", lay(i, "mlp.gate_proj") + ";" + lay(i, "mlp.up_proj"),
-                 {f"n2_{i}": "input_args.0", f"gu{i}": "output.0"}),
+                (
+                    f"{i}.gate_up",
+                    lay(i, "mlp.gate_proj") + ";" + lay(i, "mlp.up_proj"),
+                    {f"n2_{i}": "input_args.0", f"gu{i}": "output.0"},
+                ),
                 (f"{i}.down", lay(i, "mlp.down_proj"), {f"act{i}": "input_args.0", f"mlp{i}": "output.0"}),
             ]
         out.append(("final_norm", f"{root}model.norm", {f"h{NL}": "input_args.0", "fh": "output.0"}))
@@ -905,10 +946,18 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
                 lay = {"h0": "input_args.1", "mlp0": "output.0", "m0": "output.1"}
                 inn = {"h0": "input_args.0", "n1_0": "output.0"}
             else:
-                lay = {f"mlp{i - 1}": "input_args.1", f"m{i - 1}": "input_args.2", f"mlp{i}": "output.0",
-                       f"m{i}": "output.1"}
-                inn = {f"mlp{i - 1}": "input_args.0", f"m{i - 1}": "input_args.1", f"n1_{i}": "output.0",
-                       f"h{i}": "output.1"}
+                lay = {
+                    f"mlp{i - 1}": "input_args.1",
+                    f"m{i - 1}": "input_args.2",
+                    f"mlp{i}": "output.0",
+                    f"m{i}": "output.1",
+                }
+                inn = {
+                    f"mlp{i - 1}": "input_args.0",
+                    f"m{i - 1}": "input_args.1",
+                    f"n1_{i}": "output.0",
+                    f"h{i}": "output.1",
+                }
             out += [
                 (f"{i}.layer", p, lay),
                 (f"{i}.in_norm", f"{p}.input_layernorm", inn),
@@ -916,15 +965,23 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
                 (f"{i}.qkv", f"{p}.self_attn.qkv_proj", {f"n1_{i}": "input_args.0", f"qkv{i}": "output.0"}),
                 (f"{i}.o", f"{p}.self_attn.o_proj", {f"ctx{i}": "input_args.0", f"attn{i}": "output.0"}),
                 (f"{i}.core", f"{p}.self_attn.attn", {f"ctx{i}": "output.0"}),
-                (f"{i}.post_norm", f"{p}.post_attention_layernorm",
-                 {f"attn{i}": "input_args.0", f"h{i}": "input_args.1", f"n2_{i}": "output.0", f"m{i}": "output.1"}),
+                (
+                    f"{i}.post_norm",
+                    f"{p}.post_attention_layernorm",
+                    {f"attn{i}": "input_args.0", f"h{i}": "input_args.1", f"n2_{i}": "output.0", f"m{i}": "output.1"},
+                ),
                 (f"{i}.mlp", f"{p}.mlp", {f"n2_{i}": "input_args.0", f"mlp{i}": "output.0"}),
                 (f"{i}.gate_up", f"{p}.mlp.gate_up_proj", {f"n2_{i}": "input_args.0", f"gu{i}": "output.0"}),
                 (f"{i}.act", f"{p}.mlp.act_fn", {f"gu{i}": "input_args.0", f"act{i}": "output.0"}),
                 (f"{i}.down", f"{p}.mlp.down_proj", {f"act{i}": "input_args.0", f"mlp{i}": "output.0"}),
             ]
-        out.append(("final_norm", "model.norm", {f"mlp{NL - 1}": "input_args.0", f"m{NL - 1}": "input_args.1",
-                                                  "fh": "output.0", f"h{NL}": "output.1"}))
+        out.append(
+            (
+                "final_norm",
+                "model.norm",
+                {f"mlp{NL - 1}": "input_args.0", f"m{NL - 1}": "input_args.1", "fh": "output.0", f"h{NL}": "output.1"},
+            )
+        )
         out.append(("head", "logits_processor", {"fh": "input_args.1", "logits": "output.0"}))
     else:  # megatron
         out.append(("emb", "embedding.word_embeddings", {"ids": "input_args.0", "emb": "output.0"}))
@@ -951,11 +1008,14 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
 def same_as(impl: str) -> dict[str, str]:
     """Modules that carry exactly the tensors of a paired one (wrappers, outer embedding): not in `pairs`."""
     if impl == "fsdp":
-        return {f"_fsdp_wrapped_module.model.layers.{i}": f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module"
-                for i in range(NL)}
+        return {
+            f"_fsdp_wrapped_module.model.layers.{i}": f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module"
+            for i in range(NL)
+        }
     if impl == "megatron":
         return {"embedding": "embedding.word_embeddings"}
     return {}
+
 
 LAYOUT = {"hf": "[b, s, h]", "fused": "[b, s, h]", "fsdp": "[b, s, h]", "vllm": "[b*s, h]", "megatron": "[s, b, h]"}
 
@@ -975,12 +1035,21 @@ def pairs_between(npu: str, bench: str) -> list[dict]:
         if ";" in name or ";" in bname:
             notes.append("merged: the ';' side's outputs concatenated along the last dim")
         if role.endswith(".qkv") and "megatron" in (npu, bench):
-            notes.append("megatron's linear_qkv output is interleaved per query group ([q heads of group g, k_g, "
-                         "v_g]): the same elements as q;k;v concatenated, permuted")
+            notes.append(
+                "megatron's linear_qkv output is interleaved per query group ([q heads of group g, k_g, "
+                "v_g]): the same elements as q;k;v concatenated, permuted"
+            )
         if LAYOUT[npu] != LAYOUT[bench] and role not in ("emb",):
             notes.append(f"layout {LAYOUT[npu]} vs {LAYOUT[bench]}")
-        res.append({"npu": name, "bench": bname, "role": role,
-                    "io": [[io[lab], bio[lab], lab] for lab in common], "note": "; ".join(notes)})
+        res.append(
+            {
+                "npu": name,
+                "bench": bname,
+                "role": role,
+                "io": [[io[lab], bio[lab], lab] for lab in common],
+                "note": "; ".join(notes),
+            }
+        )
     return res
 
 
@@ -1006,28 +1075,42 @@ def case_list() -> list[dict]:
 # No `norm` bug with npu = fused: the reference dumper does not dump F.rms_norm, so no API call of the norm differs.
 HELDOUT_BUGS = [
     # the bug in hf's modules, against each other implementation
-    ("hf", "vllm", "fp32", "attn", 0), ("hf", "vllm", "bf16", "gate", 2),
-    ("hf", "fsdp", "bf16", "scale", 2), ("hf", "fsdp", "fp32", "norm", 0),
-    ("hf", "megatron", "fp32", "scale", 0), ("hf", "megatron", "bf16", "norm", 2),
-    ("hf", "fused", "bf16", "attn", 2), ("hf", "fused", "fp32", "gate", 0),
+    ("hf", "vllm", "fp32", "attn", 0),
+    ("hf", "vllm", "bf16", "gate", 2),
+    ("hf", "fsdp", "bf16", "scale", 2),
+    ("hf", "fsdp", "fp32", "norm", 0),
+    ("hf", "megatron", "fp32", "scale", 0),
+    ("hf", "megatron", "bf16", "norm", 2),
+    ("hf", "fused", "bf16", "attn", 2),
+    ("hf", "fused", "fp32", "gate", 0),
     ("hf", "hf", "fp32", "scale", 0),
     # the bug in the other implementation's own modules, against hf
-    ("vllm", "hf", "bf16", "scale", 0), ("vllm", "hf", "fp32", "attn", 2), ("vllm", "hf", "bf16", "gate", 2),
+    ("vllm", "hf", "bf16", "scale", 0),
+    ("vllm", "hf", "fp32", "attn", 2),
+    ("vllm", "hf", "bf16", "gate", 2),
     ("vllm", "hf", "bf16", "norm", 0),
-    ("fsdp", "hf", "bf16", "attn", 0), ("fsdp", "hf", "fp32", "norm", 2), ("fsdp", "hf", "fp32", "gate", 0),
-    ("megatron", "hf", "fp32", "scale", 2), ("megatron", "hf", "bf16", "norm", 0),
+    ("fsdp", "hf", "bf16", "attn", 0),
+    ("fsdp", "hf", "fp32", "norm", 2),
+    ("fsdp", "hf", "fp32", "gate", 0),
+    ("megatron", "hf", "fp32", "scale", 2),
+    ("megatron", "hf", "bf16", "norm", 0),
     ("megatron", "hf", "fp32", "gate", 2),
-    ("fused", "hf", "bf16", "scale", 2), ("fused", "hf", "fp32", "attn", 0),
+    ("fused", "hf", "bf16", "scale", 2),
+    ("fused", "hf", "fp32", "attn", 0),
 ]
 
 
 def heldout_case_list() -> list[dict]:
     """The held-aside set (impl_heldout.tar.xz): 30 cases on a wider, deeper model with other weights."""
-    cases = [{"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
-             for other in ORDER[:-1] for prec in ("fp32", "bf16")]
+    cases = [
+        {"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
+        for other in ORDER[:-1]
+        for prec in ("fp32", "bf16")
+    ]
     cases.append({"npu": "hf", "bench": "hf", "prec": "bf16", "bug": "none", "layer": None})
-    cases += [{"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer}
-              for n, b, prec, bug, layer in HELDOUT_BUGS]
+    cases += [
+        {"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer} for n, b, prec, bug, layer in HELDOUT_BUGS
+    ]
     return cases
 
 
@@ -1035,40 +1118,67 @@ def heldout_case_list() -> list[dict]:
 # of the three layers once per direction, each kind in fp32 and bf16. No `norm` bug with npu = fused (see above).
 TUNING2_BUGS = [
     # the bug in hf's modules, against each other implementation
-    ("hf", "vllm", "fp32", "scale", 0), ("hf", "vllm", "bf16", "norm", 3), ("hf", "vllm", "fp32", "gate", 4),
-    ("hf", "fsdp", "bf16", "attn", 0), ("hf", "fsdp", "fp32", "gate", 3), ("hf", "fsdp", "bf16", "scale", 4),
-    ("hf", "megatron", "fp32", "norm", 0), ("hf", "megatron", "bf16", "scale", 3),
+    ("hf", "vllm", "fp32", "scale", 0),
+    ("hf", "vllm", "bf16", "norm", 3),
+    ("hf", "vllm", "fp32", "gate", 4),
+    ("hf", "fsdp", "bf16", "attn", 0),
+    ("hf", "fsdp", "fp32", "gate", 3),
+    ("hf", "fsdp", "bf16", "scale", 4),
+    ("hf", "megatron", "fp32", "norm", 0),
+    ("hf", "megatron", "bf16", "scale", 3),
     ("hf", "megatron", "fp32", "attn", 4),
-    ("hf", "fused", "bf16", "gate", 0), ("hf", "fused", "fp32", "attn", 3), ("hf", "fused", "bf16", "norm", 4),
+    ("hf", "fused", "bf16", "gate", 0),
+    ("hf", "fused", "fp32", "attn", 3),
+    ("hf", "fused", "bf16", "norm", 4),
     ("hf", "hf", "fp32", "norm", 4),
     # the bug in the other implementation's own modules, against hf
-    ("vllm", "hf", "fp32", "attn", 0), ("vllm", "hf", "bf16", "gate", 3), ("vllm", "hf", "bf16", "norm", 4),
-    ("fsdp", "hf", "bf16", "scale", 0), ("fsdp", "hf", "fp32", "norm", 3), ("fsdp", "hf", "bf16", "attn", 4),
-    ("megatron", "hf", "bf16", "norm", 0), ("megatron", "hf", "fp32", "scale", 3),
+    ("vllm", "hf", "fp32", "attn", 0),
+    ("vllm", "hf", "bf16", "gate", 3),
+    ("vllm", "hf", "bf16", "norm", 4),
+    ("fsdp", "hf", "bf16", "scale", 0),
+    ("fsdp", "hf", "fp32", "norm", 3),
+    ("fsdp", "hf", "bf16", "attn", 4),
+    ("megatron", "hf", "bf16", "norm", 0),
+    ("megatron", "hf", "fp32", "scale", 3),
     ("megatron", "hf", "fp32", "gate", 4),
-    ("fused", "hf", "bf16", "gate", 0), ("fused", "hf", "bf16", "attn", 3), ("fused", "hf", "fp32", "scale", 4),
+    ("fused", "hf", "bf16", "gate", 0),
+    ("fused", "hf", "bf16", "attn", 3),
+    ("fused", "hf", "fp32", "scale", 4),
 ]
 
 
 def tuning2_case_list() -> list[dict]:
     """The second tuning set (impl_tuning2.tar.xz): 35 cases on a deeper model with one key/value head."""
-    cases = [{"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
-             for other in ORDER for prec in ("fp32", "bf16")]
-    cases += [{"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer}
-              for n, b, prec, bug, layer in TUNING2_BUGS]
+    cases = [
+        {"npu": "hf", "bench": other, "prec": prec, "bug": "none", "layer": None}
+        for other in ORDER
+        for prec in ("fp32", "bf16")
+    ]
+    cases += [
+        {"npu": n, "bench": b, "prec": prec, "bug": bug, "layer": layer} for n, b, prec, bug, layer in TUNING2_BUGS
+    ]
     return cases
 
 
 # --set: the case list, the archive it is packed into, and the model (overridable by --seed, --layers, ...)
 CASE_SETS = {
     "tuning": (case_list, "impl_cases.tar.xz", MODEL_DEFAULTS),
-    "heldout": (heldout_case_list, "impl_heldout.tar.xz",
-                {"seed": 777, "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 2, "intermediate": 96}),
-    "tuning2": (tuning2_case_list, "impl_tuning2.tar.xz",
-                {"seed": 4242, "layers": 5, "hidden": 40, "heads": 5, "kv_heads": 1, "intermediate": 80}),
+    "heldout": (
+        heldout_case_list,
+        "impl_heldout.tar.xz",
+        {"seed": 777, "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 2, "intermediate": 96},
+    ),
+    "tuning2": (
+        tuning2_case_list,
+        "impl_tuning2.tar.xz",
+        {"seed": 4242, "layers": 5, "hidden": 40, "heads": 5, "kv_heads": 1, "intermediate": 80},
+    ),
     # a third model, scored before any change made for it (docs/align.md); not packed into the repository
-    "tuning3": (tuning2_case_list, "impl_tuning3.tar.xz",
-                {"seed": 99, "layers": 6, "hidden": 64, "heads": 8, "kv_heads": 4, "intermediate": 128}),
+    "tuning3": (
+        tuning2_case_list,
+        "impl_tuning3.tar.xz",
+        {"seed": 99, "layers": 6, "hidden": 64, "heads": 8, "kv_heads": 4, "intermediate": 128},
+    ),
 }
 
 
@@ -1122,8 +1232,11 @@ def data_api_forward(data: dict) -> list[str]:
 
 def module_row(construct: dict, name: str) -> str:
     """`Module.<name>.<Class>.forward.0` from the dump's construct.json."""
-    hits = [k for k in construct if k.startswith(f"Module.{name}.") and k.endswith(".forward.0")
-            and k[len(f"Module.{name}."):].count(".") == 2]
+    hits = [
+        k
+        for k in construct
+        if k.startswith(f"Module.{name}.") and k.endswith(".forward.0") and k[len(f"Module.{name}.") :].count(".") == 2
+    ]
     assert len(hits) == 1, (name, hits)
     return hits[0]
 
@@ -1133,29 +1246,38 @@ def bug_modules(impl: str, bug: str, layer: int) -> list[str]:
     i = layer
     if impl == "megatron":
         p = f"decoder.layers.{i}"
-        return {"scale": [f"{p}.mlp.linear_fc2", f"{p}.mlp"],
-                "attn": [f"{p}.self_attention.core_attention", f"{p}.self_attention"],
-                "norm": [f"{p}.pre_mlp_layernorm"],
-                "gate": [f"{p}.mlp.linear_fc1", f"{p}.mlp"]}[bug]
+        return {
+            "scale": [f"{p}.mlp.linear_fc2", f"{p}.mlp"],
+            "attn": [f"{p}.self_attention.core_attention", f"{p}.self_attention"],
+            "norm": [f"{p}.pre_mlp_layernorm"],
+            "gate": [f"{p}.mlp.linear_fc1", f"{p}.mlp"],
+        }[bug]
     if impl == "vllm":
         p = f"model.layers.{i}"
-        return {"scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
-                "attn": [f"{p}.self_attn.attn", f"{p}.self_attn"],
-                "norm": [f"{p}.post_attention_layernorm"],
-                "gate": [f"{p}.mlp.gate_up_proj", f"{p}.mlp"]}[bug]
-    p = f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module" if impl == "fsdp" else f"model.layers.{i}"
-    return {"scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
-            "attn": [f"{p}.self_attn"],
+        return {
+            "scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
+            "attn": [f"{p}.self_attn.attn", f"{p}.self_attn"],
             "norm": [f"{p}.post_attention_layernorm"],
-            "gate": [f"{p}.mlp.gate_proj", f"{p}.mlp"]}[bug]
+            "gate": [f"{p}.mlp.gate_up_proj", f"{p}.mlp"],
+        }[bug]
+    p = f"_fsdp_wrapped_module.model.layers.{i}._fsdp_wrapped_module" if impl == "fsdp" else f"model.layers.{i}"
+    return {
+        "scale": [f"{p}.mlp.down_proj", f"{p}.mlp"],
+        "attn": [f"{p}.self_attn"],
+        "norm": [f"{p}.post_attention_layernorm"],
+        "gate": [f"{p}.mlp.gate_proj", f"{p}.mlp"],
+    }[bug]
 
 
 def _combine(stats: list[dict]) -> dict:
     """Statistics of the concatenation: exact for Max, Min, Norm (sum of squares), Mean (weighted by counts)."""
     tot = [s["numel"] for s in stats]
-    return {"Max": max(s["Max"] for s in stats), "Min": min(s["Min"] for s in stats),
-            "Norm": sum(s["Norm"] ** 2 for s in stats) ** 0.5,
-            "Mean": sum(s["Mean"] * t for s, t in zip(stats, tot)) / sum(tot)}
+    return {
+        "Max": max(s["Max"] for s in stats),
+        "Min": min(s["Min"] for s in stats),
+        "Norm": sum(s["Norm"] ** 2 for s in stats) ** 0.5,
+        "Mean": sum(s["Mean"] * t for s, t in zip(stats, tot)) / sum(tot),
+    }
 
 
 def _slot(row: dict, slot: str):
@@ -1178,8 +1300,7 @@ def check_pairs(pairs: list[dict], nd: dict, nc: dict, bd: dict, bc: dict, tol: 
             sides = []
             for names, data, con in ((p["npu"], nd, nc), (p["bench"], bd, bc)):
                 parts = [_slot(data[module_row(con, n)], ns if data is nd else bs) for n in names.split(";")]
-                sides.append(_combine(parts) if len(parts) > 1 and "output" in (ns if data is nd else bs)
-                             else parts[0])
+                sides.append(_combine(parts) if len(parts) > 1 and "output" in (ns if data is nd else bs) else parts[0])
             a, b = sides
             for k in ("Max", "Min", "Norm", "Mean"):
                 scale = max(abs(a["Norm"]) / max(a.get("numel", 1), 1) ** 0.5, 1e-6)
@@ -1191,10 +1312,14 @@ def check_pairs(pairs: list[dict], nd: dict, nc: dict, bd: dict, bc: dict, tol: 
 
 def build_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="make_impls.py build")
-    p.add_argument("--set", default="tuning", choices=sorted(CASE_SETS),
-                   help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's), heldout "
-                        "(impl_heldout.tar.xz), tuning2 (impl_tuning2.tar.xz) or tuning3 (tuning2's cases, a third "
-                        "model)")
+    p.add_argument(
+        "--set",
+        default="tuning",
+        choices=sorted(CASE_SETS),
+        help="the case list, its archive and its model: tuning (impl_cases.tar.xz, today's), heldout "
+        "(impl_heldout.tar.xz), tuning2 (impl_tuning2.tar.xz) or tuning3 (tuning2's cases, a third "
+        "model)",
+    )
     p.add_argument("--archive", default=None, help="archive file name in this folder (default: the set's)")
     p.add_argument("--work", default=None, help="work folder (default /tmp/impl, or /tmp/impl_<set> for another set)")
     p.add_argument("--ref", default="/tmp/refvenv/bin/python")
@@ -1228,9 +1353,21 @@ def build_main(argv: list[str]) -> None:
         key, (impl, prec, bug, layer) = item
         if (runs / key / "step0" / "rank" / "dump.json").is_file():
             return key, 0
-        cmd = [a.ref, str(me), "--impl", impl, "--prec", prec, "--bug", bug,
-               "--layer", str(BUG_LAYER if layer is None else layer), "--out", str(runs / key),
-               *[x for k, v in model.items() for x in (f"--{k.replace('_', '-')}", str(v))]]
+        cmd = [
+            a.ref,
+            str(me),
+            "--impl",
+            impl,
+            "--prec",
+            prec,
+            "--bug",
+            bug,
+            "--layer",
+            str(BUG_LAYER if layer is None else layer),
+            "--out",
+            str(runs / key),
+            *[x for k, v in model.items() for x in (f"--{k.replace('_', '-')}", str(v))],
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if r.returncode:
             print(f"FAILED {key}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}", file=sys.stderr)
@@ -1270,8 +1407,11 @@ def build_main(argv: list[str]) -> None:
             dst.mkdir(parents=True)
             for fn in ("dump.json", "construct.json"):
                 shutil.copy(runs / key / "step0" / "rank" / fn, dst / fn)
-        (d / "compare.json").write_text(json.dumps({"npu_path": "./npu/step0/rank/dump.json",
-                                                    "bench_path": "./bench/step0/rank/dump.json"}, indent=1))
+        (d / "compare.json").write_text(
+            json.dumps(
+                {"npu_path": "./npu/step0/rank/dump.json", "bench_path": "./bench/step0/rank/dump.json"}, indent=1
+            )
+        )
         nd, nc = _load(runs / npu_key)
         pairs = pairs_between(c["npu"], c["bench"])
         origin, direct = [], None
@@ -1296,10 +1436,12 @@ def build_main(argv: list[str]) -> None:
             "pairs": [[x["npu"], x["bench"]] for x in pairs],
             "pairs_io": pairs,
             "same_as": {"npu": same_as(c["npu"]), "bench": same_as(c["bench"])} if same else {},
-            "how": ("origin: the first forward API call of the twin npu(bug) vs npu(no bug), same implementation and "
-                    "precision, whose outputs or arguments differ (twin.direct), and the bug's modules in the npu "
-                    "implementation (forward rows), innermost first; pairs: by construction of the implementations "
-                    "(make_impls.boundaries), not from statistics"),
+            "how": (
+                "origin: the first forward API call of the twin npu(bug) vs npu(no bug), same implementation and "
+                "precision, whose outputs or arguments differ (twin.direct), and the bug's modules in the npu "
+                "implementation (forward rows), innermost first; pairs: by construction of the implementations "
+                "(make_impls.boundaries), not from statistics"
+            ),
         }
         (d / "TRUTH.json").write_text(json.dumps(truth, indent=1))
         # the construction checked on the no-bug fp32 runs (statistics of paired slots agree)
@@ -1314,8 +1456,11 @@ def build_main(argv: list[str]) -> None:
 
     if not a.no_pack:
         archive = me.parent / (a.archive or archive_name)
-        subprocess.run(["tar", "-cJf", str(archive), "-C", str(cases_dir), *sorted(names)], check=True,
-                       env=dict(os.environ, XZ_OPT="-9e"))
+        subprocess.run(
+            ["tar", "-cJf", str(archive), "-C", str(cases_dir), *sorted(names)],
+            check=True,
+            env=dict(os.environ, XZ_OPT="-9e"),
+        )
         print(f"{archive.name}: {len(names)} cases, {archive.stat().st_size} bytes")
 
 

@@ -134,8 +134,15 @@ def dump_main(argv: list[str]) -> None:
     _pd.is_graph_mode_cell_dump_allowed = _allowed_only_with_graph_cells
 
     os.makedirs(args.out, exist_ok=True)
-    cfg = {"task": "statistics", "dump_path": args.out, "rank": [], "step": [], "level": "mix", "async_dump": False,
-           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    cfg = {
+        "task": "statistics",
+        "dump_path": args.out,
+        "rank": [],
+        "step": [],
+        "level": "mix",
+        "async_dump": False,
+        "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"},
+    }
     cfg_path = args.out.rstrip("/") + "_config.json"
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
@@ -149,17 +156,17 @@ def dump_main(argv: list[str]) -> None:
 
     W = {"embed": rnd(V, H, scale=0.5)}
     for i in range(NL):
-        W[f"{i}.q"] = rnd(NH * HD, H, scale=H ** -0.5)
-        W[f"{i}.k"] = rnd(NKV * HD, H, scale=H ** -0.5)
-        W[f"{i}.v"] = rnd(NKV * HD, H, scale=H ** -0.5)
+        W[f"{i}.q"] = rnd(NH * HD, H, scale=H**-0.5)
+        W[f"{i}.k"] = rnd(NKV * HD, H, scale=H**-0.5)
+        W[f"{i}.v"] = rnd(NKV * HD, H, scale=H**-0.5)
         W[f"{i}.o"] = rnd(H, NH * HD, scale=(NH * HD) ** -0.5)
-        W[f"{i}.gate"] = rnd(FF, H, scale=H ** -0.5)
-        W[f"{i}.up"] = rnd(FF, H, scale=H ** -0.5)
-        W[f"{i}.down"] = rnd(H, FF, scale=FF ** -0.5)
+        W[f"{i}.gate"] = rnd(FF, H, scale=H**-0.5)
+        W[f"{i}.up"] = rnd(FF, H, scale=H**-0.5)
+        W[f"{i}.down"] = rnd(H, FF, scale=FF**-0.5)
         W[f"{i}.n1"] = 1 + rnd(H, scale=0.1)
         W[f"{i}.n2"] = 1 + rnd(H, scale=0.1)
     W["norm"] = 1 + rnd(H, scale=0.1)
-    W["head"] = rnd(V, H, scale=H ** -0.5)
+    W["head"] = rnd(V, H, scale=H**-0.5)
     drng = np.random.default_rng(DATA_SEED)
     tok = drng.integers(0, V, (B, S + 1)).astype(np.int32)
     ids_np, labels_np = tok[:, :-1].copy(), tok[:, 1:].copy()
@@ -169,7 +176,7 @@ def dump_main(argv: list[str]) -> None:
 
     f16 = args.prec == "fp16"
     CD = ms.float32  # MindFormers' compute_dtype, for its casts: fp32 (fp16 comes from amp, below)
-    good_scale, bad_scale = HD ** -0.5, 1.0 / HD
+    good_scale, bad_scale = HD**-0.5, 1.0 / HD
 
     def scale_of(i):
         return bad_scale if (bug == "attn" and i == L) else good_scale
@@ -210,12 +217,15 @@ def dump_main(argv: list[str]) -> None:
         class LlamaRotaryEmbedding(nn.Cell):
             def __init__(self):
                 super().__init__()
-                self.inv_freq = Tensor((1.0 / (BASE ** (np.arange(0, HD, 2, dtype=np.int64).astype(np.float32) / HD)))
-                                       .astype(np.float32))
+                self.inv_freq = Tensor(
+                    (1.0 / (BASE ** (np.arange(0, HD, 2, dtype=np.int64).astype(np.float32) / HD))).astype(np.float32)
+                )
 
             def construct(self, x, position_ids):
                 # HF runs this product with autocast off (fp32); an elementwise product is not on amp's fp16 list
-                inv_freq_expanded = mint.broadcast_to(self.inv_freq.reshape(1, 1, -1), (position_ids.shape[0], 1, HD // 2))
+                inv_freq_expanded = mint.broadcast_to(
+                    self.inv_freq.reshape(1, 1, -1), (position_ids.shape[0], 1, HD // 2)
+                )
                 position_ids_expanded = position_ids.reshape(position_ids.shape[0], -1, 1).astype(ms.float32)
                 freqs = position_ids_expanded * inv_freq_expanded  # [b, s, HD / 2]
                 emb = mint.cat((freqs, freqs), dim=-1)
@@ -223,7 +233,7 @@ def dump_main(argv: list[str]) -> None:
 
         def rotate_half(x):
             x1 = x[..., : x.shape[-1] // 2]
-            x2 = x[..., x.shape[-1] // 2:]
+            x2 = x[..., x.shape[-1] // 2 :]
             return mint.cat((-x2, x1), dim=-1)
 
         def apply_rotary_pos_emb(q, k, cos, sin):
@@ -235,7 +245,9 @@ def dump_main(argv: list[str]) -> None:
             batch, num_key_value_heads, slen, head_dim = hidden_states.shape
             if n_rep == 1:
                 return hidden_states
-            hidden_states = mint.broadcast_to(hidden_states.unsqueeze(2), (batch, num_key_value_heads, n_rep, slen, head_dim))
+            hidden_states = mint.broadcast_to(
+                hidden_states.unsqueeze(2), (batch, num_key_value_heads, n_rep, slen, head_dim)
+            )
             return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
         class LlamaAttention(nn.Cell):
@@ -282,8 +294,9 @@ def dump_main(argv: list[str]) -> None:
                 self.self_attn = LlamaAttention(i)
                 self.mlp = LlamaMLP(i)
                 self.input_layernorm = LlamaRMSNorm(W[f"{i}.n1"], f"model.layers.{i}.input_layernorm.weight")
-                self.post_attention_layernorm = LlamaRMSNorm(W[f"{i}.n2"],
-                                                             f"model.layers.{i}.post_attention_layernorm.weight")
+                self.post_attention_layernorm = LlamaRMSNorm(
+                    W[f"{i}.n2"], f"model.layers.{i}.post_attention_layernorm.weight"
+                )
 
             def construct(self, hidden_states, attention_mask, position_embeddings):
                 residual = hidden_states
@@ -423,7 +436,11 @@ def dump_main(argv: list[str]) -> None:
                 self.wo = Linear(W[f"{i}.o"], pre + "wo.weight")
                 self.apply_rotary_emb = RotaryEmbedding()
                 self.split_qkv = ops.auto_generate.SplitWithSize()
-                self.reshape, self.transpose, self.merger_head_transpose = ops.Reshape(), ops.Transpose(), ops.Transpose()
+                self.reshape, self.transpose, self.merger_head_transpose = (
+                    ops.Reshape(),
+                    ops.Transpose(),
+                    ops.Transpose(),
+                )
                 self.tile_kv = ops.Tile()
                 self.batch_matmul_q_k = ops.BatchMatMul(transpose_b=True)
                 self.batch_matmul = ops.BatchMatMul()
@@ -460,7 +477,9 @@ def dump_main(argv: list[str]) -> None:
             def __init__(self, i):
                 super().__init__()
                 pre = f"model.layers.{i}.feed_forward."
-                self.w_gate_hidden = Linear(np.concatenate([W[f"{i}.gate"], W[f"{i}.up"]], 0), pre + "w_gate_hidden.weight")
+                self.w_gate_hidden = Linear(
+                    np.concatenate([W[f"{i}.gate"], W[f"{i}.up"]], 0), pre + "w_gate_hidden.weight"
+                )
                 self.w2 = Linear(W[f"{i}.down"], pre + "w2.weight", bug_here=(bug == "scale" and i == L))
                 self.split = ops.auto_generate.SplitWithSize()
                 self.sigmoid, self.mul_act, self.mul = ops.Sigmoid(), ops.Mul(), ops.Mul()
@@ -498,8 +517,9 @@ def dump_main(argv: list[str]) -> None:
                 self.norm_out = LlamaRMSNorm(W["norm"], "model.norm_out.weight")
                 self.reshape = ops.Reshape()
                 # CausalMask: 1 above the diagonal (masked), made when the model is built
-                self.casual_mask = Tensor(np.broadcast_to(np.triu(np.ones((S, S), np.float32), 1)[None, None],
-                                                          (B, 1, S, S)).copy(), CD)
+                self.casual_mask = Tensor(
+                    np.broadcast_to(np.triu(np.ones((S, S), np.float32), 1)[None, None], (B, 1, S, S)).copy(), CD
+                )
 
             def construct(self, tokens):
                 bs, seq_len = tokens.shape
@@ -560,22 +580,37 @@ def boundaries(impl: str) -> list[tuple[str, str, dict[str, str]]]:
     for i in range(NL):
         p = f"model.layers.{i}"
         if hf:
-            names = {"in_norm": f"{p}.input_layernorm", "attn": f"{p}.self_attn",
-                     "qkv": ";".join(f"{p}.self_attn.{n}_proj" for n in "qkv"), "o": f"{p}.self_attn.o_proj",
-                     "post_norm": f"{p}.post_attention_layernorm", "mlp": f"{p}.mlp",
-                     "gate_up": f"{p}.mlp.gate_proj;{p}.mlp.up_proj", "down": f"{p}.mlp.down_proj"}
+            names = {
+                "in_norm": f"{p}.input_layernorm",
+                "attn": f"{p}.self_attn",
+                "qkv": ";".join(f"{p}.self_attn.{n}_proj" for n in "qkv"),
+                "o": f"{p}.self_attn.o_proj",
+                "post_norm": f"{p}.post_attention_layernorm",
+                "mlp": f"{p}.mlp",
+                "gate_up": f"{p}.mlp.gate_proj;{p}.mlp.up_proj",
+                "down": f"{p}.mlp.down_proj",
+            }
         else:
-            names = {"in_norm": f"{p}.attention_norm", "attn": f"{p}.attention", "qkv": f"{p}.attention.w_qkv",
-                     "o": f"{p}.attention.wo", "post_norm": f"{p}.ffn_norm", "mlp": f"{p}.feed_forward",
-                     "gate_up": f"{p}.feed_forward.w_gate_hidden", "down": f"{p}.feed_forward.w2"}
-        io = {"in_norm": {f"h{i}": "input_args.0", f"n1_{i}": "output.0"},
-              "attn": {f"n1_{i}": "input_args.0", f"attn{i}": "output.0"},
-              "qkv": {f"n1_{i}": "input_args.0", f"qkv{i}": "output.0"},
-              "o": {f"ctx{i}": "input_args.0", f"attn{i}": "output.0"},
-              "post_norm": {f"m{i}": "input_args.0", f"n2_{i}": "output.0"},
-              "mlp": {f"n2_{i}": "input_args.0", f"mlp{i}": "output.0"},
-              "gate_up": {f"n2_{i}": "input_args.0", f"gu{i}": "output.0"},
-              "down": {f"act{i}": "input_args.0", f"mlp{i}": "output.0"}}
+            names = {
+                "in_norm": f"{p}.attention_norm",
+                "attn": f"{p}.attention",
+                "qkv": f"{p}.attention.w_qkv",
+                "o": f"{p}.attention.wo",
+                "post_norm": f"{p}.ffn_norm",
+                "mlp": f"{p}.feed_forward",
+                "gate_up": f"{p}.feed_forward.w_gate_hidden",
+                "down": f"{p}.feed_forward.w2",
+            }
+        io = {
+            "in_norm": {f"h{i}": "input_args.0", f"n1_{i}": "output.0"},
+            "attn": {f"n1_{i}": "input_args.0", f"attn{i}": "output.0"},
+            "qkv": {f"n1_{i}": "input_args.0", f"qkv{i}": "output.0"},
+            "o": {f"ctx{i}": "input_args.0", f"attn{i}": "output.0"},
+            "post_norm": {f"m{i}": "input_args.0", f"n2_{i}": "output.0"},
+            "mlp": {f"n2_{i}": "input_args.0", f"mlp{i}": "output.0"},
+            "gate_up": {f"n2_{i}": "input_args.0", f"gu{i}": "output.0"},
+            "down": {f"act{i}": "input_args.0", f"mlp{i}": "output.0"},
+        }
         out.append((f"{i}.layer", p, {f"h{i}": "input_args.0", f"h{i + 1}": "output.0"}))
         out += [(f"{i}.{role}", names[role], io[role]) for role in io]
     out.append(("final_norm", "model.norm" if hf else "model.norm_out", {f"h{NL}": "input_args.0", "fh": "output.0"}))
@@ -599,8 +634,15 @@ def pairs_between(npu: str, bench: str) -> list[dict]:
             notes.append("merged: the ';' side's outputs concatenated along the last dim")
         if LAYOUT[npu] != LAYOUT[bench] and role != "emb":
             notes.append(f"layout {LAYOUT[npu]} vs {LAYOUT[bench]}")
-        res.append({"npu": name, "bench": bname, "role": role,
-                    "io": [[io[lab], bio[lab], lab] for lab in common], "note": "; ".join(notes)})
+        res.append(
+            {
+                "npu": name,
+                "bench": bname,
+                "role": role,
+                "io": [[io[lab], bio[lab], lab] for lab in common],
+                "note": "; ".join(notes),
+            }
+        )
     return res
 
 
@@ -615,14 +657,22 @@ def bug_modules(impl: str, bug: str, layer: int) -> list[str]:
 # ------------------------------------------------------------------------------------- the case list and build
 BUG_LAYER = 1
 CASES = [  # (npu, bench, precision, bug)
-    ("mf", "hfms", "fp32", "none"), ("hfms", "mf", "fp32", "none"), ("hfms", "hfms", "fp32", "none"),
-    ("mf", "hfms", "fp32", "scale"), ("hfms", "mf", "fp32", "scale"),
-    ("mf", "hfms", "fp32", "attn"), ("hfms", "mf", "fp32", "attn"),
-    ("mf", "hfms", "fp16", "none"), ("mf", "hfms", "fp16", "scale"), ("hfms", "mf", "fp16", "scale"),
+    ("mf", "hfms", "fp32", "none"),
+    ("hfms", "mf", "fp32", "none"),
+    ("hfms", "hfms", "fp32", "none"),
+    ("mf", "hfms", "fp32", "scale"),
+    ("hfms", "mf", "fp32", "scale"),
+    ("mf", "hfms", "fp32", "attn"),
+    ("hfms", "mf", "fp32", "attn"),
+    ("mf", "hfms", "fp16", "none"),
+    ("mf", "hfms", "fp16", "scale"),
+    ("hfms", "mf", "fp16", "scale"),
 ]
 # stack.json holds the paths of the run: written as in shared/fixtures (site-packages and the training script)
-STACK_PATHS = [(re.compile(r"/[^,\s\"']*?/site-packages/"), "/usr/local/lib/python3.11/site-packages/"),
-               (re.compile(r"/[^,\s\"']*?/make_ms_impls\.py"), "/home/user/train/make_ms_impls.py")]
+STACK_PATHS = [
+    (re.compile(r"/[^,\s\"']*?/site-packages/"), "/usr/local/lib/python3.11/site-packages/"),
+    (re.compile(r"/[^,\s\"']*?/make_ms_impls\.py"), "/home/user/train/make_ms_impls.py"),
+]
 
 
 def case_name(npu, bench, prec, bug) -> str:
@@ -669,8 +719,11 @@ def direct_twin(bug_data: dict, twin_data: dict) -> str | None:
 
 def module_row(construct: dict, name: str, phase: str = "forward") -> str:
     """`Cell.<name>.<Class>.forward.0` (or backward) from the dump's construct.json."""
-    hits = [k for k in construct if k.startswith(f"Cell.{name}.") and k.endswith(f".{phase}.0")
-            and k[len(f"Cell.{name}."):].count(".") == 2]
+    hits = [
+        k
+        for k in construct
+        if k.startswith(f"Cell.{name}.") and k.endswith(f".{phase}.0") and k[len(f"Cell.{name}.") :].count(".") == 2
+    ]
     assert len(hits) == 1, (name, hits)
     return hits[0]
 
@@ -678,9 +731,13 @@ def module_row(construct: dict, name: str, phase: str = "forward") -> str:
 def _combine(stats: list[dict]) -> dict:
     """Statistics of the concatenation: exact for Max, Min, Norm (sum of squares), Mean (weighted by counts)."""
     tot = [s["numel"] for s in stats]
-    return {"Max": max(s["Max"] for s in stats), "Min": min(s["Min"] for s in stats),
-            "Norm": sum(s["Norm"] ** 2 for s in stats) ** 0.5,
-            "Mean": sum(s["Mean"] * t for s, t in zip(stats, tot)) / sum(tot), "numel": sum(tot)}
+    return {
+        "Max": max(s["Max"] for s in stats),
+        "Min": min(s["Min"] for s in stats),
+        "Norm": sum(s["Norm"] ** 2 for s in stats) ** 0.5,
+        "Mean": sum(s["Mean"] * t for s, t in zip(stats, tot)) / sum(tot),
+        "numel": sum(tot),
+    }
 
 
 def _slot(row: dict, slot: str):
@@ -745,8 +802,20 @@ def build_main(argv: list[str]) -> None:
         key, (impl, prec, bug) = item
         if (runs / key / "step0" / "rank" / "dump.json").is_file():
             return key, 0
-        cmd = [a.ref, str(me), "--impl", impl, "--prec", prec, "--bug", bug, "--layer", str(BUG_LAYER),
-               "--out", str(runs / key)]
+        cmd = [
+            a.ref,
+            str(me),
+            "--impl",
+            impl,
+            "--prec",
+            prec,
+            "--bug",
+            bug,
+            "--layer",
+            str(BUG_LAYER),
+            "--out",
+            str(runs / key),
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         (runs / f"{key}.log").write_text(r.stdout + r.stderr)
         if r.returncode:
@@ -794,8 +863,11 @@ def build_main(argv: list[str]) -> None:
                     for pat, rep in STACK_PATHS:
                         text = pat.sub(rep, text)
                 (dst / fn).write_text(text)
-        (d / "compare.json").write_text(json.dumps({"npu_path": "./npu/step0/rank/dump.json",
-                                                    "bench_path": "./bench/step0/rank/dump.json"}, indent=1))
+        (d / "compare.json").write_text(
+            json.dumps(
+                {"npu_path": "./npu/step0/rank/dump.json", "bench_path": "./bench/step0/rank/dump.json"}, indent=1
+            )
+        )
         nd, nc = _load(runs / npu_key)
         pairs = pairs_between(npu, bench)
         origin, direct = [], None
@@ -819,10 +891,12 @@ def build_main(argv: list[str]) -> None:
             "pairs": [[x["npu"], x["bench"]] for x in pairs],
             "pairs_io": pairs,
             "same_as": {},
-            "how": ("origin: the first forward API call of the twin npu(bug) vs npu(no bug), same implementation and "
-                    "precision, whose outputs or arguments differ (twin.direct), and the bug's cells in the npu "
-                    "implementation (forward rows), innermost first; pairs: by construction of the implementations "
-                    "(make_ms_impls.boundaries), not from statistics"),
+            "how": (
+                "origin: the first forward API call of the twin npu(bug) vs npu(no bug), same implementation and "
+                "precision, whose outputs or arguments differ (twin.direct), and the bug's cells in the npu "
+                "implementation (forward rows), innermost first; pairs: by construction of the implementations "
+                "(make_ms_impls.boundaries), not from statistics"
+            ),
         }
         (d / "TRUTH.json").write_text(json.dumps(truth, indent=1))
         if prec == "fp32":  # the construction checked on the no-bug fp32 runs (statistics of paired slots agree)
@@ -835,9 +909,23 @@ def build_main(argv: list[str]) -> None:
 
     if not a.no_pack:
         archive = me.parent / "impl_ms.tar.xz"
-        subprocess.run(["tar", "-cJf", str(archive), "--owner=0", "--group=0", "--numeric-owner", "--sort=name",
-                        "--mtime=2026-01-01 00:00:00", "-C", str(cases_dir), *sorted(names)], check=True,
-                       env=dict(os.environ, XZ_OPT="-9e"))
+        subprocess.run(
+            [
+                "tar",
+                "-cJf",
+                str(archive),
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "--sort=name",
+                "--mtime=2026-01-01 00:00:00",
+                "-C",
+                str(cases_dir),
+                *sorted(names),
+            ],
+            check=True,
+            env=dict(os.environ, XZ_OPT="-9e"),
+        )
         print(f"{archive.name}: {len(names)} cases, {archive.stat().st_size} bytes")
 
 

@@ -54,25 +54,39 @@ def npy_case() -> None:
                 # an Idx component after input/output
                 _npy(d, _name("Add", "Default_Add-op3", 13, TS + 40, "input", 0, extra=".1"), a)
                 # shape and dtype mismatches
-                _npy(d, _name("Reshape", "Default_Reshape-op4", 14, TS + 50, "output", 0),
-                     np.ones((2, 3), np.float32) if side == "npu" else np.ones((3, 2), np.float32))
-                _npy(d, _name("Cast", "Default_Cast-op5", 15, TS + 60, "output", 0),
-                     np.full((3,), 0.5, np.float16) if side == "npu" else np.full((3,), 0.5, np.float32))
+                _npy(
+                    d,
+                    _name("Reshape", "Default_Reshape-op4", 14, TS + 50, "output", 0),
+                    np.ones((2, 3), np.float32) if side == "npu" else np.ones((3, 2), np.float32),
+                )
+                _npy(
+                    d,
+                    _name("Cast", "Default_Cast-op5", 15, TS + 60, "output", 0),
+                    np.full((3,), 0.5, np.float16) if side == "npu" else np.full((3,), 0.5, np.float32),
+                )
                 # 0-d
                 _npy(d, _name("ReduceSum", "Default_ReduceSum-op6", 16, TS + 70, "output", 0), np.float32(3.5))
                 # NaN at the same positions, and at different ones
                 n1 = np.array([1.0, np.nan, 3.0, np.inf], np.float32)
                 _npy(d, _name("Div", "Default_Div-op7", 17, TS + 80, "output", 0), n1)
-                n2 = np.array([1.0, 2.0, np.nan], np.float32) if side == "npu" else np.array([np.nan, 2.0, 3.0],
-                                                                                              np.float32)
+                n2 = (
+                    np.array([1.0, 2.0, np.nan], np.float32)
+                    if side == "npu"
+                    else np.array([np.nan, 2.0, 3.0], np.float32)
+                )
                 _npy(d, _name("Div", "Default_Div-op8", 18, TS + 90, "output", 0), n2)
                 # ints, bools, float16, zeros
-                _npy(d, _name("ArgMax", "Default_ArgMax-op9", 19, TS + 100, "output", 0),
-                     np.array([[1, 2], [3, 4]], np.int32) + (1 if side == "npu" else 0))
-                _npy(d, _name("Equal", "Default_Equal-op10", 20, TS + 110, "output", 0),
-                     np.array([True, False, True]))
-                _npy(d, _name("Mul", "Default_Mul-op11", 21, TS + 120, "output", 0),
-                     np.full((5, 5), 0.25 if side == "npu" else 0.0, np.float32))  # Cosine Nan (D6)
+                _npy(
+                    d,
+                    _name("ArgMax", "Default_ArgMax-op9", 19, TS + 100, "output", 0),
+                    np.array([[1, 2], [3, 4]], np.int32) + (1 if side == "npu" else 0),
+                )
+                _npy(d, _name("Equal", "Default_Equal-op10", 20, TS + 110, "output", 0), np.array([True, False, True]))
+                _npy(
+                    d,
+                    _name("Mul", "Default_Mul-op11", 21, TS + 120, "output", 0),
+                    np.full((5, 5), 0.25 if side == "npu" else 0.0, np.float32),
+                )  # Cosine Nan (D6)
                 _npy(d, _name("Sub", "Default_Sub-op12", 22, TS + 130, "output", 0), np.zeros((2, 2), np.float32))
                 # one-sided files
                 if side == "npu":
@@ -88,8 +102,11 @@ def npy_case() -> None:
         w = csv.writer(f)
         w.writerow(["File Name", "Kernel Name"])
         w.writerow(["1.npy", _name("Tile", "Default_Tile-op15", 25, TS + 160, "output", 0)])
-    _npy(root / "bench" / "rank_0" / "net" / "0" / "0", _name("Tile", "Default_Tile-op15", 25, TS + 161, "output", 0),
-         np.arange(6, dtype=np.float32))
+    _npy(
+        root / "bench" / "rank_0" / "net" / "0" / "0",
+        _name("Tile", "Default_Tile-op15", 25, TS + 161, "output", 0),
+        np.arange(6, dtype=np.float32),
+    )
     _compare_json(root, {"rank_id": [], "step_id": []})
     _compare_json(root, {"rank_id": [1], "step_id": [0]}, "compare_filtered.json")
 
@@ -103,8 +120,22 @@ def npy_empty_case() -> None:
     _compare_json(root, {"rank_id": [], "step_id": []})
 
 
-STAT_HEADER = ["Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size", "Data Type",
-               "Shape", "Max Value", "Min Value", "Avg Value", "L2Norm Value"]
+STAT_HEADER = [
+    "Op Type",
+    "Op Name",
+    "Task ID",
+    "Stream ID",
+    "Timestamp",
+    "IO",
+    "Slot",
+    "Data Size",
+    "Data Type",
+    "Shape",
+    "Max Value",
+    "Min Value",
+    "Avg Value",
+    "L2Norm Value",
+]
 
 
 def statistic_case() -> None:
@@ -117,32 +148,199 @@ def statistic_case() -> None:
                 k = 1.0 + 0.1 * rank + 0.01 * step
                 npu = side == "npu"
                 rows = [
-                    ["MatMul", "Default_MatMul-op1", 11, 2, TS + 5, "input", 0, 96, "float32", "(4,6)",
-                     2.5 * k, -2.25 * k, 0.125, 7.5 * k],
-                    ["MatMul", "Default_MatMul-op1", 11, 2, TS + 6, "output", 0, 48, "float32", "(4,3)",
-                     (3.0 if npu else 2.0) * k, -1.0, 0.5 if npu else 0.25, 6.0],
-                    ["Relu", "Default_Relu-op2", 12, 2, TS + 30, "output", 0, 32, "float32", "(8)",
-                     4.0, 0.0, 1.5, 5.0],
-                    ["Relu", "Default_Relu-op2", 12, 2, TS + 20, "output", 0, 32, "float32", "(8)",
-                     2.0 if npu else 2.5, 0.0, 0.75, 2.5],
-                    ["Equal", "Default_Equal-op3", 13, 2, TS + 40, "output", 0, 3, "bool", "(3)",
-                     "True", "False", "null", "null"],
-                    ["Reshape", "Default_Reshape-op4", 14, 2, TS + 50, "output", 0, 24, "float32",
-                     "(2,3)" if npu else "(3,2)", 1.0, 1.0, 1.0, 2.449],
-                    ["Cast", "Default_Cast-op5", 15, 2, TS + 60, "output", 0, 6, "float16" if npu else "float32",
-                     "(3)", 0.5, 0.5, 0.5, 0.866],
-                    ["Sub", "Default_Sub-op6", 16, 2, TS + 70, "output", 0, 16, "float32", "(2,2)",
-                     0.0 if not npu else 1e-3, 0.0, 0.0, 0.0],
-                    ["Div", "Default_Div-op7", 17, 2, TS + 80, "output", 0, 16, "float32", "(4)",
-                     "nan", "nan", "nan", "nan"],
-                    ["Div", "Default_Div-op8", 18, 2, TS + 90, "output", 0, 16, "float32", "(4)",
-                     "inf" if npu else 7.0, 1.0, "inf" if npu else 2.0, "inf" if npu else 9.0],
-                    ["ReduceSum", "Default_ReduceSum-op9", 19, 2, TS + 100, "output", 0, 4, "float32", "()",
-                     3.5, 3.5, 3.5, 3.5],
-                    ["Neg" if npu else "Abs", "Default_Neg-op10" if npu else "Default_Abs-op11", 20, 2, TS + 110,
-                     "output", 0, 32, "float32", "(8)", 1.0, -1.0, 0.0, 2.0],
-                    ["Mul", "Default_Mul-op12", 21, 2, TS + 120, "output", 0, 32, "int32", "(8)",
-                     10 if npu else 4, -3, 1.5, 12.25],
+                    [
+                        "MatMul",
+                        "Default_MatMul-op1",
+                        11,
+                        2,
+                        TS + 5,
+                        "input",
+                        0,
+                        96,
+                        "float32",
+                        "(4,6)",
+                        2.5 * k,
+                        -2.25 * k,
+                        0.125,
+                        7.5 * k,
+                    ],
+                    [
+                        "MatMul",
+                        "Default_MatMul-op1",
+                        11,
+                        2,
+                        TS + 6,
+                        "output",
+                        0,
+                        48,
+                        "float32",
+                        "(4,3)",
+                        (3.0 if npu else 2.0) * k,
+                        -1.0,
+                        0.5 if npu else 0.25,
+                        6.0,
+                    ],
+                    ["Relu", "Default_Relu-op2", 12, 2, TS + 30, "output", 0, 32, "float32", "(8)", 4.0, 0.0, 1.5, 5.0],
+                    [
+                        "Relu",
+                        "Default_Relu-op2",
+                        12,
+                        2,
+                        TS + 20,
+                        "output",
+                        0,
+                        32,
+                        "float32",
+                        "(8)",
+                        2.0 if npu else 2.5,
+                        0.0,
+                        0.75,
+                        2.5,
+                    ],
+                    [
+                        "Equal",
+                        "Default_Equal-op3",
+                        13,
+                        2,
+                        TS + 40,
+                        "output",
+                        0,
+                        3,
+                        "bool",
+                        "(3)",
+                        "True",
+                        "False",
+                        "null",
+                        "null",
+                    ],
+                    [
+                        "Reshape",
+                        "Default_Reshape-op4",
+                        14,
+                        2,
+                        TS + 50,
+                        "output",
+                        0,
+                        24,
+                        "float32",
+                        "(2,3)" if npu else "(3,2)",
+                        1.0,
+                        1.0,
+                        1.0,
+                        2.449,
+                    ],
+                    [
+                        "Cast",
+                        "Default_Cast-op5",
+                        15,
+                        2,
+                        TS + 60,
+                        "output",
+                        0,
+                        6,
+                        "float16" if npu else "float32",
+                        "(3)",
+                        0.5,
+                        0.5,
+                        0.5,
+                        0.866,
+                    ],
+                    [
+                        "Sub",
+                        "Default_Sub-op6",
+                        16,
+                        2,
+                        TS + 70,
+                        "output",
+                        0,
+                        16,
+                        "float32",
+                        "(2,2)",
+                        0.0 if not npu else 1e-3,
+                        0.0,
+                        0.0,
+                        0.0,
+                    ],
+                    [
+                        "Div",
+                        "Default_Div-op7",
+                        17,
+                        2,
+                        TS + 80,
+                        "output",
+                        0,
+                        16,
+                        "float32",
+                        "(4)",
+                        "nan",
+                        "nan",
+                        "nan",
+                        "nan",
+                    ],
+                    [
+                        "Div",
+                        "Default_Div-op8",
+                        18,
+                        2,
+                        TS + 90,
+                        "output",
+                        0,
+                        16,
+                        "float32",
+                        "(4)",
+                        "inf" if npu else 7.0,
+                        1.0,
+                        "inf" if npu else 2.0,
+                        "inf" if npu else 9.0,
+                    ],
+                    [
+                        "ReduceSum",
+                        "Default_ReduceSum-op9",
+                        19,
+                        2,
+                        TS + 100,
+                        "output",
+                        0,
+                        4,
+                        "float32",
+                        "()",
+                        3.5,
+                        3.5,
+                        3.5,
+                        3.5,
+                    ],
+                    [
+                        "Neg" if npu else "Abs",
+                        "Default_Neg-op10" if npu else "Default_Abs-op11",
+                        20,
+                        2,
+                        TS + 110,
+                        "output",
+                        0,
+                        32,
+                        "float32",
+                        "(8)",
+                        1.0,
+                        -1.0,
+                        0.0,
+                        2.0,
+                    ],
+                    [
+                        "Mul",
+                        "Default_Mul-op12",
+                        21,
+                        2,
+                        TS + 120,
+                        "output",
+                        0,
+                        32,
+                        "int32",
+                        "(8)",
+                        10 if npu else 4,
+                        -3,
+                        1.5,
+                        12.25,
+                    ],
                 ]
                 with open(d / "statistic.csv", "w", newline="") as f:
                     w = csv.writer(f)
@@ -161,8 +359,9 @@ def common_case() -> None:
         _npy(d, "conv_out_float32_0.npy", base * (1.02 if npu else 1))
         _npy(d, "relu_float32_0.npy", np.maximum(base - 0.5, 0))
         _npy(d, "gelu_float16_0.npy" if npu else "gelu_act_float16_0.npy", (base / 2 + 0.1).astype(np.float16))
-        _npy(d, "cast_float16_0.npy" if npu else "cast_float32_0.npy",
-             np.full(3, 0.5, np.float16 if npu else np.float32))
+        _npy(
+            d, "cast_float16_0.npy" if npu else "cast_float32_0.npy", np.full(3, 0.5, np.float16 if npu else np.float32)
+        )
         if not npu:
             _npy(d, "extra_float32_0.npy", base)  # a bench file nobody asks for
         d = root / side / "layer2"

@@ -44,8 +44,13 @@ def main(msprobe: str) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "OUT"
                 env = dict(os.environ, PYTHONPATH=str(HERE / "refstub"))
-                run = subprocess.run([msprobe, "-f", "mindspore", "compare", "-i", compare, "-o", str(out)],
-                                     cwd=folder, env=env, capture_output=True, text=True)
+                run = subprocess.run(
+                    [msprobe, "-f", "mindspore", "compare", "-i", compare, "-o", str(out)],
+                    cwd=folder,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
                 log = (run.stdout + run.stderr).replace(str(folder), ".").replace(str(out), "OUT")
                 log = re.sub(r"\[rank <[^>]*>\] ", "", log)
                 (expected / f"{kind}.console.log").write_text(log + f"\n# exit code {run.returncode}\n")

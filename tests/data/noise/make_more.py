@@ -42,8 +42,15 @@ NPU = args.side == "npu"
 BUG = args.bug if NPU else "none"
 
 os.makedirs(args.out, exist_ok=True)
-cfg = {"task": args.task, "dump_path": args.out, "rank": [], "step": [], "level": "mix", "async_dump": False,
-       args.task: {"scope": [], "list": [], "data_mode": ["all"]}}
+cfg = {
+    "task": args.task,
+    "dump_path": args.out,
+    "rank": [],
+    "step": [],
+    "level": "mix",
+    "async_dump": False,
+    args.task: {"scope": [], "list": [], "data_mode": ["all"]},
+}
 if args.task == "statistics":
     cfg["statistics"]["summary_mode"] = "statistics"
 cfg_path = args.out.rstrip("/") + "_config.json"

@@ -87,9 +87,16 @@ _RAW_MUL = ops.Mul()
 _RAW_ADD = ops.Add()
 
 os.makedirs(args.out, exist_ok=True)
-cfg = {"task": args.task, "dump_path": args.out, "rank": [], "step": [], "level": args.level, "async_dump": False,
-       "tensor": {"scope": [], "list": [], "data_mode": ["all"], "file_format": "npy"},
-       "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": args.summary}}
+cfg = {
+    "task": args.task,
+    "dump_path": args.out,
+    "rank": [],
+    "step": [],
+    "level": args.level,
+    "async_dump": False,
+    "tensor": {"scope": [], "list": [], "data_mode": ["all"], "file_format": "npy"},
+    "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": args.summary},
+}
 cfg_path = args.out.rstrip("/") + "_config.json"
 with open(cfg_path, "w") as f:
     json.dump(cfg, f, indent=2)
@@ -157,7 +164,7 @@ class TfmBlock(nn.Cell):
         b, s, d = x.shape
         h = self.ln1(x)
         q, k, v = self.split(self.q(h), b, s), self.split(self.k(h), b, s), self.split(self.v(h), b, s)
-        att = ops.softmax(ops.matmul(q, k.transpose(0, 1, 3, 2)) * (self.dh ** -0.5), axis=self.axis)
+        att = ops.softmax(ops.matmul(q, k.transpose(0, 1, 3, 2)) * (self.dh**-0.5), axis=self.axis)
         y = ops.matmul(att, v).transpose(0, 2, 1, 3).reshape(b, s, d)
         x = x + self.o(y)
         return x + self.fc2(ops.gelu(self.fc1(self.ln2(x)), approximate=self.approximate))

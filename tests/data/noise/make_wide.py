@@ -105,10 +105,27 @@ def dump_main(argv: list[str]) -> None:
 
     torch.set_num_threads(1)
     # the original functions, captured before msprobe wraps them: calls through these are not dumped
-    O = dict(linear=F.linear, conv2d=F.conv2d, matmul=torch.matmul, softmax=torch.softmax, gelu=F.gelu,
-             silu=F.silu, relu=F.relu, torch_relu=torch.relu, tanh=torch.tanh, mul=torch.mul, sub=torch.sub, add=torch.add,
-             unfold=F.unfold, to=torch.Tensor.to, reshape=torch.Tensor.reshape, detach=torch.Tensor.detach,
-             requires_grad_=torch.Tensor.requires_grad_, setitem=torch.Tensor.__setitem__, grad=torch.autograd.grad)
+    O = dict(
+        linear=F.linear,
+        conv2d=F.conv2d,
+        matmul=torch.matmul,
+        softmax=torch.softmax,
+        gelu=F.gelu,
+        silu=F.silu,
+        relu=F.relu,
+        torch_relu=torch.relu,
+        tanh=torch.tanh,
+        mul=torch.mul,
+        sub=torch.sub,
+        add=torch.add,
+        unfold=F.unfold,
+        to=torch.Tensor.to,
+        reshape=torch.Tensor.reshape,
+        detach=torch.Tensor.detach,
+        requires_grad_=torch.Tensor.requires_grad_,
+        setitem=torch.Tensor.__setitem__,
+        grad=torch.autograd.grad,
+    )
 
     class RoundTF32(torch.autograd.Function):
         """x rounded to 11 significant bits (10 mantissa bits, TF32/HF32) by Veltkamp splitting; gradient 1."""
@@ -129,6 +146,7 @@ def dump_main(argv: list[str]) -> None:
 
     # ---- noise: replacements installed before msprobe is imported
     if noise == "tf32":
+
         def linear(input, weight, bias=None):
             return O["linear"](r10(input), r10(weight), bias)
 
@@ -140,6 +158,7 @@ def dump_main(argv: list[str]) -> None:
 
         F.linear, F.conv2d, torch.matmul = linear, conv2d, matmul
     elif noise == "convalgo":
+
         def pair(v):
             return (v, v) if isinstance(v, int) else tuple(v)
 
@@ -155,6 +174,7 @@ def dump_main(argv: list[str]) -> None:
 
         F.conv2d = conv2d
     elif noise == "softmaxalgo":
+
         def softmax(input, dim, dtype=None, **kw):
             y = O["softmax"](O["to"](input, torch.float64), dim)
             return O["to"](y, dtype if dtype is not None else input.dtype)
@@ -193,6 +213,7 @@ def dump_main(argv: list[str]) -> None:
         home = torch if name in ("tanh", "matmul") else F
         orig = getattr(home, name)
         if name == "relu":  # F.relu calls torch.relu, which the dumper wraps: call the captured one
+
             def orig(input, inplace=False):
                 return O["torch_relu"](input)
 
@@ -209,18 +230,20 @@ def dump_main(argv: list[str]) -> None:
                 return out
             ts = [t for t in a if isinstance(t, torch.Tensor)]
             which = 1 if kind == "gradweight" else 0  # gradweight: F.linear's weight gradient; else the input's
-            return GradScaled.apply(lambda *xs: orig(*xs, *a[len(ts):], **kw), 1.1, which, *ts)
+            return GradScaled.apply(lambda *xs: orig(*xs, *a[len(ts) :], **kw), 1.1, which, *ts)
 
         wrapped.__name__ = name
         setattr(home, name, wrapped)
 
     # model-specific target: (module path getter, call number, api)
-    API = {"convbn": {"scale": "conv2d", "nan": "conv2d", "gradact": "relu"},
-           "vit": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
-           "moe": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
-           "rnn": {"scale": "linear", "nan": "linear", "gradact": "tanh", "gradlin": "linear", "gradweight": "linear"},
-           "gqa": {"scale": "linear", "nan": "linear", "gradact": "silu", "gradlin": "linear", "gradweight": "linear"},
-           "dist": {"scale": "linear", "nan": "linear"}}[args.model]
+    API = {
+        "convbn": {"scale": "conv2d", "nan": "conv2d", "gradact": "relu"},
+        "vit": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
+        "moe": {"scale": "linear", "nan": "linear", "gradact": "gelu", "gradlin": "linear", "gradweight": "linear"},
+        "rnn": {"scale": "linear", "nan": "linear", "gradact": "tanh", "gradlin": "linear", "gradweight": "linear"},
+        "gqa": {"scale": "linear", "nan": "linear", "gradact": "silu", "gradlin": "linear", "gradweight": "linear"},
+        "dist": {"scale": "linear", "nan": "linear"},
+    }[args.model]
     if bug in ("scale", "nan", "gradact", "gradlin", "gradweight"):
         buggy(API[bug], bug, args.factor)
 
@@ -242,8 +265,15 @@ def dump_main(argv: list[str]) -> None:
 
     os.makedirs(args.out, exist_ok=True)
     task = "tensor" if args.task == "tensor" else "statistics"
-    cfg = {"task": task, "dump_path": args.out, "rank": [], "step": [], "level": args.level, "async_dump": False,
-           task: {"scope": [], "list": [], "data_mode": ["all"]}}
+    cfg = {
+        "task": task,
+        "dump_path": args.out,
+        "rank": [],
+        "step": [],
+        "level": args.level,
+        "async_dump": False,
+        task: {"scope": [], "list": [], "data_mode": ["all"]},
+    }
     if task == "statistics":
         cfg[task]["summary_mode"] = "md5" if args.task == "md5" else "statistics"
     cfg_path = args.out.rstrip("/") + f"_config{rank}.json"
@@ -263,8 +293,7 @@ def dump_main(argv: list[str]) -> None:
             ch = [3] + [w // 2 if k < n // 2 else w for k in range(n)]
             self.n = n
             self.convs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 3, padding=1) for k in range(n)])
-            self.bns = nn.ModuleList([nn.BatchNorm2d(ch[k + 1], eps=1e-2 if at("eps", k) else 1e-5)
-                                      for k in range(n)])
+            self.bns = nn.ModuleList([nn.BatchNorm2d(ch[k + 1], eps=1e-2 if at("eps", k) else 1e-5) for k in range(n)])
             self.acts = nn.ModuleList([nn.ReLU() for _ in range(n)])
             self.pool = nn.MaxPool2d(2)
             self.gap = nn.AdaptiveAvgPool2d(1)
@@ -343,7 +372,7 @@ def dump_main(argv: list[str]) -> None:
             gates = torch.zeros_like(p).scatter(-1, top_i, top_v)
             y = 0
             for e, expert in enumerate(self.experts):
-                y = y + gates[..., e:e + 1] * expert(h)
+                y = y + gates[..., e : e + 1] * expert(h)
             return x + y
 
     class MoE(nn.Module):
@@ -486,30 +515,50 @@ def dump_main(argv: list[str]) -> None:
         model = ViT(W, NL)
         x, y = torch.randn(NB, 3, 16, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
         b = model.blocks[min(L, NL - 1)]
-        target = {"scale": b.mlp.fc1, "nan": b.attn.proj, "gradact": b.mlp.act, "gradlin": b.mlp.fc2,
-                  "gradweight": b.mlp.fc1}.get(bug)
+        target = {
+            "scale": b.mlp.fc1,
+            "nan": b.attn.proj,
+            "gradact": b.mlp.act,
+            "gradlin": b.mlp.fc2,
+            "gradweight": b.mlp.fc1,
+        }.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "moe":
         model = MoE(W, n=NL)
         x = torch.randint(0, 32, (NB, 9), generator=G)
         x, y, lm = x[:, :-1], x[:, 1:], True
         b = model.blocks[min(L, NL - 1)]
-        target = {"scale": b.experts[1].fc1, "nan": b.experts[2].fc2, "gradact": b.experts[0].act,
-                  "gradlin": b.experts[3].fc2, "gradweight": b.experts[1].fc1}.get(bug)
+        target = {
+            "scale": b.experts[1].fc1,
+            "nan": b.experts[2].fc2,
+            "gradact": b.experts[0].act,
+            "gradlin": b.experts[3].fc2,
+            "gradweight": b.experts[1].fc1,
+        }.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
     elif args.model == "rnn":
         model = GRU(d=W, steps=NL)
         x, y = torch.randn(NB, NL, 16, generator=G), torch.randint(0, 10, (NB,), generator=G)
-        target = {"scale": model.hh, "nan": model.hh, "gradact": model.act, "gradlin": model.hh,
-                  "gradweight": model.ih}.get(bug)
+        target = {
+            "scale": model.hh,
+            "nan": model.hh,
+            "gradact": model.act,
+            "gradlin": model.hh,
+            "gradweight": model.ih,
+        }.get(bug)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     elif args.model == "gqa":
         model = Decoder(W, n=NL)
         x = torch.randint(0, 64, (NB, 9), generator=G)
         x, y, lm = x[:, :-1], x[:, 1:], True
         b = model.layers[min(L, NL - 1)]
-        target = {"scale": b.mlp.down, "nan": b.attn.o, "gradact": b.mlp.act, "gradlin": b.attn.o,
-                  "gradweight": b.mlp.up}.get(bug)
+        target = {
+            "scale": b.mlp.down,
+            "nan": b.attn.o,
+            "gradact": b.mlp.act,
+            "gradlin": b.attn.o,
+            "gradweight": b.mlp.up,
+        }.get(bug)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     else:
         model = DistMLP(2 * W)
@@ -598,44 +647,85 @@ def C3(model, noise, bug="none", layer=0, task="statistics", factor=1.1, **varia
 
 
 # family x noise: every combination has its noise-only case
-COMBOS = {"convbn": ["bf16", "tf32", "convalgo"], "vit": ["bf16", "tf32", "softmaxalgo"],
-          "moe": ["bf16", "tf32", "softmaxalgo"], "rnn": ["bf16", "tf32"],
-          "gqa": ["bf16", "fp16mask", "tf32", "softmaxalgo"]}
+COMBOS = {
+    "convbn": ["bf16", "tf32", "convalgo"],
+    "vit": ["bf16", "tf32", "softmaxalgo"],
+    "moe": ["bf16", "tf32", "softmaxalgo"],
+    "rnn": ["bf16", "tf32"],
+    "gqa": ["bf16", "fp16mask", "tf32", "softmaxalgo"],
+}
 BUG_CASES = [
-    C("convbn", "bf16", "scale", 0), C("convbn", "bf16", "nan", 3), C("convbn", "bf16", "eps", 2),
-    C("convbn", "tf32", "scale", 3, factor=1.05), C("convbn", "tf32", "gradact", 0), C("convbn", "convalgo", "gradact", 3),
-    C("convbn", "convalgo", "eps", 1), C("convbn", "bf16", "gradact", 2),
-    C("vit", "bf16", "scale", 0), C("vit", "bf16", "softmaxdim", 2), C("vit", "tf32", "gradact", 0),
-    C("vit", "tf32", "nan", 2), C("vit", "softmaxalgo", "gradlin", 2), C("vit", "softmaxalgo", "eps", 1),
-    C("vit", "bf16", "gradact", 2), C("vit", "tf32", "scale", 1, factor=1.05),
-    C("moe", "bf16", "scale", 2), C("moe", "bf16", "softmaxdim", 0), C("moe", "tf32", "nan", 1),
-    C("moe", "tf32", "gradact", 2), C("moe", "softmaxalgo", "gradlin", 0), C("moe", "softmaxalgo", "eps", 2),
+    C("convbn", "bf16", "scale", 0),
+    C("convbn", "bf16", "nan", 3),
+    C("convbn", "bf16", "eps", 2),
+    C("convbn", "tf32", "scale", 3, factor=1.05),
+    C("convbn", "tf32", "gradact", 0),
+    C("convbn", "convalgo", "gradact", 3),
+    C("convbn", "convalgo", "eps", 1),
+    C("convbn", "bf16", "gradact", 2),
+    C("vit", "bf16", "scale", 0),
+    C("vit", "bf16", "softmaxdim", 2),
+    C("vit", "tf32", "gradact", 0),
+    C("vit", "tf32", "nan", 2),
+    C("vit", "softmaxalgo", "gradlin", 2),
+    C("vit", "softmaxalgo", "eps", 1),
+    C("vit", "bf16", "gradact", 2),
+    C("vit", "tf32", "scale", 1, factor=1.05),
+    C("moe", "bf16", "scale", 2),
+    C("moe", "bf16", "softmaxdim", 0),
+    C("moe", "tf32", "nan", 1),
+    C("moe", "tf32", "gradact", 2),
+    C("moe", "softmaxalgo", "gradlin", 0),
+    C("moe", "softmaxalgo", "eps", 2),
     C("moe", "bf16", "gradact", 0),
-    C("rnn", "bf16", "scale", 1), C("rnn", "bf16", "eps", 4), C("rnn", "tf32", "gradact", 5),
-    C("rnn", "tf32", "nan", 3), C("rnn", "tf32", "gradlin", 1), C("rnn", "bf16", "gradact", 0),
-    C("gqa", "fp16mask", "scale", 3), C("gqa", "fp16mask", "softmaxdim", 1), C("gqa", "fp16mask", "gradact", 0),
-    C("gqa", "bf16", "gradact", 3), C("gqa", "bf16", "eps", 2), C("gqa", "tf32", "scale", 0, factor=1.05),
-    C("gqa", "tf32", "gradlin", 3), C("gqa", "softmaxalgo", "softmaxdim", 3), C("gqa", "softmaxalgo", "nan", 2),
-    C("gqa", "tf32", "gradact", 1), C("gqa", "bf16", "scale", 1), C("gqa", "fp16mask", "nan", 2),
-    C("gqa", "fp16mask", "eps", 1), C("gqa", "fp16mask", "gradlin", 2),
+    C("rnn", "bf16", "scale", 1),
+    C("rnn", "bf16", "eps", 4),
+    C("rnn", "tf32", "gradact", 5),
+    C("rnn", "tf32", "nan", 3),
+    C("rnn", "tf32", "gradlin", 1),
+    C("rnn", "bf16", "gradact", 0),
+    C("gqa", "fp16mask", "scale", 3),
+    C("gqa", "fp16mask", "softmaxdim", 1),
+    C("gqa", "fp16mask", "gradact", 0),
+    C("gqa", "bf16", "gradact", 3),
+    C("gqa", "bf16", "eps", 2),
+    C("gqa", "tf32", "scale", 0, factor=1.05),
+    C("gqa", "tf32", "gradlin", 3),
+    C("gqa", "softmaxalgo", "softmaxdim", 3),
+    C("gqa", "softmaxalgo", "nan", 2),
+    C("gqa", "tf32", "gradact", 1),
+    C("gqa", "bf16", "scale", 1),
+    C("gqa", "fp16mask", "nan", 2),
+    C("gqa", "fp16mask", "eps", 1),
+    C("gqa", "fp16mask", "gradlin", 2),
 ]
 MODE_CASES = [
-    C("rnn", "tf32", "none", task="tensor"), C("rnn", "tf32", "scale", 2, task="tensor", factor=1.05),
+    C("rnn", "tf32", "none", task="tensor"),
+    C("rnn", "tf32", "scale", 2, task="tensor", factor=1.05),
     C("moe", "bf16", "gradact", 1, task="tensor"),
-    C("gqa", "bf16", "none", task="md5"), C("convbn", "bf16", "none", task="md5"),
-    C("vit", "tf32", "none", task="md5"), C("gqa", "bf16", "scale", 2, task="md5"),
+    C("gqa", "bf16", "none", task="md5"),
+    C("convbn", "bf16", "none", task="md5"),
+    C("vit", "tf32", "none", task="md5"),
+    C("gqa", "bf16", "scale", 2, task="md5"),
     C("moe", "bf16", "softmaxdim", 1, task="md5"),
 ]
-DIST_CASES = [C("dist", "none", "scale", 0, factor=1.05), C("dist", "tf32", "scale", 0, factor=1.05),
-              C("dist", "tf32", "none")]
+DIST_CASES = [
+    C("dist", "none", "scale", 0, factor=1.05),
+    C("dist", "tf32", "scale", 0, factor=1.05),
+    C("dist", "tf32", "none"),
+]
 
 
 # noise_wide_more.tar.xz (a second TUNE batch, mostly noise only): every family x every noise source it has, at two
 # other seeds and sizes (A: seed 11, width 48, batch x2; B: seed 23, width 24, one layer less); a few tensor and md5
 # noise-only runs; bugs at layers the wide_* cases do not use; two more dist cases.
-MORE_NOISES = {"convbn": ["bf16", "tf32", "convalgo"], "vit": ["bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo"],
-               "moe": ["bf16", "tf32", "softmaxalgo"], "rnn": ["bf16", "tf32"],
-               "gqa": ["bf16", "fp16mask", "tf32", "softmaxalgo"]}
+MORE_NOISES = {
+    "convbn": ["bf16", "tf32", "convalgo"],
+    "vit": ["bf16", "fp16mask", "tf32", "convalgo", "softmaxalgo"],
+    "moe": ["bf16", "tf32", "softmaxalgo"],
+    "rnn": ["bf16", "tf32"],
+    "gqa": ["bf16", "fp16mask", "tf32", "softmaxalgo"],
+}
 
 
 def VA(m):
@@ -653,16 +743,30 @@ def VT(m):  # small tensor cases
 MORE_CASES = (
     [C2(m, n, **VA(m)) for m, ns in MORE_NOISES.items() for n in ns]
     + [C2(m, n, **VB(m)) for m, ns in MORE_NOISES.items() for n in ns]
-    + [C2("convbn", "convalgo", task="tensor", **VT("convbn")), C2("vit", "fp16mask", task="tensor", **VT("vit")),
-       C2("moe", "softmaxalgo", task="tensor", **VT("moe")),
-       C2("rnn", "bf16", task="md5", seed=31, data_seed=31), C2("gqa", "fp16mask", task="md5", **VB("gqa")),
-       C2("convbn", "tf32", task="md5", **VA("convbn"))]
-    + [C2("convbn", "bf16", "scale", 1, factor=1.05, **VA("convbn")), C2("vit", "tf32", "scale", 2, **VA("vit")),
-       C2("moe", "bf16", "nan", 0, **VB("moe")), C2("gqa", "bf16", "softmaxdim", 2, **VA("gqa")),
-       C2("rnn", "bf16", "eps", 2, **VA("rnn")), C2("moe", "tf32", "gradact", 1, **VA("moe")),
-       C2("vit", "bf16", "gradlin", 0, **VB("vit")), C2("gqa", "tf32", "gradlin", 1, **VB("gqa")),
-       C2("convbn", "tf32", "nan", 1, **VB("convbn")), C2("rnn", "tf32", "gradact", 3, **VB("rnn"))]
-    + [C2("dist", "bf16", "scale", 0, seed=11, data_seed=11, width=48), C2("dist", "bf16", "none", seed=11, data_seed=11, width=48)]
+    + [
+        C2("convbn", "convalgo", task="tensor", **VT("convbn")),
+        C2("vit", "fp16mask", task="tensor", **VT("vit")),
+        C2("moe", "softmaxalgo", task="tensor", **VT("moe")),
+        C2("rnn", "bf16", task="md5", seed=31, data_seed=31),
+        C2("gqa", "fp16mask", task="md5", **VB("gqa")),
+        C2("convbn", "tf32", task="md5", **VA("convbn")),
+    ]
+    + [
+        C2("convbn", "bf16", "scale", 1, factor=1.05, **VA("convbn")),
+        C2("vit", "tf32", "scale", 2, **VA("vit")),
+        C2("moe", "bf16", "nan", 0, **VB("moe")),
+        C2("gqa", "bf16", "softmaxdim", 2, **VA("gqa")),
+        C2("rnn", "bf16", "eps", 2, **VA("rnn")),
+        C2("moe", "tf32", "gradact", 1, **VA("moe")),
+        C2("vit", "bf16", "gradlin", 0, **VB("vit")),
+        C2("gqa", "tf32", "gradlin", 1, **VB("gqa")),
+        C2("convbn", "tf32", "nan", 1, **VB("convbn")),
+        C2("rnn", "tf32", "gradact", 3, **VB("rnn")),
+    ]
+    + [
+        C2("dist", "bf16", "scale", 0, seed=11, data_seed=11, width=48),
+        C2("dist", "bf16", "none", seed=11, data_seed=11, width=48),
+    ]
 )
 
 
@@ -680,29 +784,60 @@ def VS(m):  # small tensor cases
 
 THIRD_CASES = (
     # levels
-    [C3("vit", "bf16", level="L1"), C3("gqa", "tf32", level="L1"), C3("convbn", "convalgo", level="L1"),
-     C3("moe", "softmaxalgo", level="L1"), C3("rnn", "bf16", level="L1"),
-     C3("vit", "bf16", "scale", 1, level="L1"), C3("gqa", "fp16mask", "nan", 2, level="L1"),
-     C3("convbn", "tf32", "gradact", 2, level="L1"), C3("moe", "bf16", "gradact", 2, level="L1"),
-     C3("vit", "tf32", level="L0"), C3("gqa", "bf16", level="L0"), C3("convbn", "bf16", level="L0"),
-     C3("moe", "tf32", level="L0"), C3("rnn", "tf32", level="L0"),
-     C3("moe", "bf16", "scale", 1, level="L0"), C3("convbn", "bf16", "nan", 2, level="L0"),
-     C3("gqa", "fp16mask", "gradact", 1, level="L0"), C3("vit", "softmaxalgo", "gradact", 0, level="L0")]
+    [
+        C3("vit", "bf16", level="L1"),
+        C3("gqa", "tf32", level="L1"),
+        C3("convbn", "convalgo", level="L1"),
+        C3("moe", "softmaxalgo", level="L1"),
+        C3("rnn", "bf16", level="L1"),
+        C3("vit", "bf16", "scale", 1, level="L1"),
+        C3("gqa", "fp16mask", "nan", 2, level="L1"),
+        C3("convbn", "tf32", "gradact", 2, level="L1"),
+        C3("moe", "bf16", "gradact", 2, level="L1"),
+        C3("vit", "tf32", level="L0"),
+        C3("gqa", "bf16", level="L0"),
+        C3("convbn", "bf16", level="L0"),
+        C3("moe", "tf32", level="L0"),
+        C3("rnn", "tf32", level="L0"),
+        C3("moe", "bf16", "scale", 1, level="L0"),
+        C3("convbn", "bf16", "nan", 2, level="L0"),
+        C3("gqa", "fp16mask", "gradact", 1, level="L0"),
+        C3("vit", "softmaxalgo", "gradact", 0, level="L0"),
+    ]
     # gradweight, early and late
-    + [C3("vit", "bf16", "gradweight", 0), C3("gqa", "tf32", "gradweight", 3), C3("moe", "softmaxalgo", "gradweight", 2),
-       C3("gqa", "bf16", "gradweight", 0)]
+    + [
+        C3("vit", "bf16", "gradweight", 0),
+        C3("gqa", "tf32", "gradweight", 3),
+        C3("moe", "softmaxalgo", "gradweight", 2),
+        C3("gqa", "bf16", "gradweight", 0),
+    ]
     # deeper models
-    + [C3("gqa", "bf16", **VD("gqa", 8)), C3("gqa", "fp16mask", **VD("gqa", 8)), C3("vit", "bf16", **VD("vit", 6)),
-       C3("vit", "fp16mask", **VD("vit", 6)), C3("gqa", "bf16", "gradlin", 7, **VD("gqa", 8)),
-       C3("gqa", "fp16mask", "gradact", 6, **VD("gqa", 8)), C3("vit", "bf16", "gradweight", 5, **VD("vit", 6)),
-       C3("vit", "fp16mask", "gradact", 5, **VD("vit", 6))]
+    + [
+        C3("gqa", "bf16", **VD("gqa", 8)),
+        C3("gqa", "fp16mask", **VD("gqa", 8)),
+        C3("vit", "bf16", **VD("vit", 6)),
+        C3("vit", "fp16mask", **VD("vit", 6)),
+        C3("gqa", "bf16", "gradlin", 7, **VD("gqa", 8)),
+        C3("gqa", "fp16mask", "gradact", 6, **VD("gqa", 8)),
+        C3("vit", "bf16", "gradweight", 5, **VD("vit", 6)),
+        C3("vit", "fp16mask", "gradact", 5, **VD("vit", 6)),
+    ]
     # fused attention on one side
-    + [C3("vit", "sdpa"), C3("gqa", "sdpa"), C3("gqa", "sdpa", seed=11, data_seed=11, width=48),
-       C3("gqa", "sdpa", "scale", 2)]
+    + [
+        C3("vit", "sdpa"),
+        C3("gqa", "sdpa"),
+        C3("gqa", "sdpa", seed=11, data_seed=11, width=48),
+        C3("gqa", "sdpa", "scale", 2),
+    ]
     # tensor bf16; md5 tf32 and bf16
-    + [C3("vit", "bf16", task="tensor", **VS("vit")), C3("vit", "bf16", "scale", 1, task="tensor", **VS("vit")),
-       C3("gqa", "tf32", task="md5"), C3("vit", "tf32", "scale", 2, task="md5"),
-       C3("moe", "bf16", task="md5"), C3("moe", "bf16", "nan", 1, task="md5")]
+    + [
+        C3("vit", "bf16", task="tensor", **VS("vit")),
+        C3("vit", "bf16", "scale", 1, task="tensor", **VS("vit")),
+        C3("gqa", "tf32", task="md5"),
+        C3("vit", "tf32", "scale", 2, task="md5"),
+        C3("moe", "bf16", task="md5"),
+        C3("moe", "bf16", "nan", 1, task="md5"),
+    ]
 )
 
 
@@ -743,8 +878,9 @@ def heldout(name: str) -> bool:
 def run_key(model, side, noise, bug, layer, task, factor, vtag="") -> str:
     if side == "bench":
         return f"{model}_bench{vtag}_{task}"
-    return (f"{model}_npu_{noise}_{bug}_{layer if bug != 'none' else 0}_{F_(factor) if bug == 'scale' else ''}"
-            f"{vtag}_{task}")
+    return (
+        f"{model}_npu_{noise}_{bug}_{layer if bug != 'none' else 0}_{F_(factor) if bug == 'scale' else ''}{vtag}_{task}"
+    )
 
 
 OUR_SNIPPET = r"""
@@ -768,8 +904,12 @@ def build_main(argv: list[str]) -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-pack", action="store_true")
-    p.add_argument("--set", default="wide", choices=["wide", "more", "third"],
-                   help="wide: the wide_* cases (noise_wide + heldout); more: the wide2_* cases (noise_wide_more)")
+    p.add_argument(
+        "--set",
+        default="wide",
+        choices=["wide", "more", "third"],
+        help="wide: the wide_* cases (noise_wide + heldout); more: the wide2_* cases (noise_wide_more)",
+    )
     a = p.parse_args(argv)
     work = Path(a.work)
     runs, cases = work / "runs", work / "cases"
@@ -786,8 +926,24 @@ def build_main(argv: list[str]) -> None:
         vtag = variant_tag(c)
         key = run_key(model, side, noise, bug, layer, task, factor, vtag)
         if key not in need:
-            cmd = ["--model", model, "--side", side, "--noise", noise, "--bug", bug, "--layer", str(layer),
-                   "--factor", str(factor), "--task", task, "--out", str(runs / key)]
+            cmd = [
+                "--model",
+                model,
+                "--side",
+                side,
+                "--noise",
+                noise,
+                "--bug",
+                bug,
+                "--layer",
+                str(layer),
+                "--factor",
+                str(factor),
+                "--task",
+                task,
+                "--out",
+                str(runs / key),
+            ]
             for k, v in c.get("variant", {}).items():
                 cmd += [f"--{k.replace('_', '-')}", str(v)]
             need[key] = cmd
@@ -796,8 +952,14 @@ def build_main(argv: list[str]) -> None:
     plan = []
     for c in todo:
         m, n, b, l, t, f = c["model"], c["noise"], c["bug"], c["layer"], c["task"], c["factor"]
-        plan.append((c, want(m, "npu", n, b, l, t, f, c), want(m, "bench", n, "none", 0, t, f, c),
-                     want(m, "npu", n, "none", 0, t, f, c)))
+        plan.append(
+            (
+                c,
+                want(m, "npu", n, b, l, t, f, c),
+                want(m, "bench", n, "none", 0, t, f, c),
+                want(m, "npu", n, "none", 0, t, f, c),
+            )
+        )
 
     def do(item):
         key, cmd = item
@@ -835,8 +997,10 @@ def build_main(argv: list[str]) -> None:
                 if c["task"] == "tensor":
                     shutil.copytree(src / "dump_tensor_data", dst / "dump_tensor_data")
         multi = ranks != ["rank"]
-        cmp = {"npu_path": "./npu/step0" if multi else "./npu/step0/rank/dump.json",
-               "bench_path": "./bench/step0" if multi else "./bench/step0/rank/dump.json"}
+        cmp = {
+            "npu_path": "./npu/step0" if multi else "./npu/step0/rank/dump.json",
+            "bench_path": "./bench/step0" if multi else "./bench/step0/rank/dump.json",
+        }
         (d / "compare.json").write_text(json.dumps(cmp, indent=1))
         truth = make_truth(c, name, runs / npu_key, runs / twin_key, ranks, a.ours, work)
         (d / "TRUTH.json").write_text(json.dumps(truth, indent=1))
@@ -844,8 +1008,11 @@ def build_main(argv: list[str]) -> None:
 
     if not a.no_pack:
         here = me.parent
-        packs = {"wide": (("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)),
-                 "more": (("noise_wide_more.tar.xz", False),), "third": (("noise_wide_third.tar.xz", False),)}[a.set]
+        packs = {
+            "wide": (("noise_wide.tar.xz", False), ("noise_wide_heldout.tar.xz", True)),
+            "more": (("noise_wide_more.tar.xz", False),),
+            "third": (("noise_wide_third.tar.xz", False),),
+        }[a.set]
         prefix = {"wide": "wide_", "more": "wide2_", "third": "wide3_"}[a.set]
         for archive, held in packs:
             names = sorted(x.name for x in cases.iterdir() if x.name.startswith(prefix) and heldout(x.name) == held)
@@ -919,10 +1086,12 @@ def neighbours(rank: Path, origin: str, with_producer: bool = False) -> list[str
             if n.endswith(phase) and {_sig(x) for x in _leaves(data[n].get("output"))} & ins:
                 out.append(n)
                 break
-        for n in names[i + 1:]:
+        for n in names[i + 1 :]:
             e = data[n]
-            if n.endswith(phase) and {_sig(x) for k in ("input_args", "input_kwargs", "input")
-                                      for x in _leaves(e.get(k))} & outs:
+            if (
+                n.endswith(phase)
+                and {_sig(x) for k in ("input_args", "input_kwargs", "input") for x in _leaves(e.get(k))} & outs
+            ):
                 out.append(n)
                 break
     children: dict[str, list[str]] = {}
@@ -965,9 +1134,11 @@ def direct_twin_modules(bug_rank: Path, twin_rank: Path) -> str | None:
 
     def parts(rank, e):
         ins = [x for k in ("input_args", "input_kwargs", "input") for x in _leaves(e.get(k))]
-        return ([_tensor_sig(rank, x) for x in ins if x.get("type") == "torch.Tensor"],
-                [_sig(x) for x in ins if x.get("type") != "torch.Tensor"],
-                [_tensor_sig(rank, x) for x in _leaves(e.get("output"))])
+        return (
+            [_tensor_sig(rank, x) for x in ins if x.get("type") == "torch.Tensor"],
+            [_sig(x) for x in ins if x.get("type") != "torch.Tensor"],
+            [_tensor_sig(rank, x) for x in _leaves(e.get("output"))],
+        )
 
     cands = []
     for name, ea in a.items():
@@ -992,9 +1163,12 @@ def neighbours_modules(rank: Path, origin: str) -> list[str]:
     phase = ".backward." if ".backward." in origin else ".forward."
     around = set(_ancestors(tree, origin))
     outs = {_sig(x) for x in _leaves(data[origin].get("output"))}
-    for n in rows[rows.index(origin) + 1:]:
-        if phase in n and n not in around and {_sig(x) for k in ("input_args", "input_kwargs", "input")
-                                               for x in _leaves(data[n].get(k))} & outs:
+    for n in rows[rows.index(origin) + 1 :]:
+        if (
+            phase in n
+            and n not in around
+            and {_sig(x) for k in ("input_args", "input_kwargs", "input") for x in _leaves(data[n].get(k))} & outs
+        ):
             out.append(n)
             break
     children: dict[str, list[str]] = {}
@@ -1013,9 +1187,16 @@ def gradweight_truth(bug_rank: Path, twin_rank: Path, nth: int) -> tuple[list[st
     a = json.loads((bug_rank / "dump.json").read_text())["data"]
     b = json.loads((twin_rank / "dump.json").read_text())["data"]
     tree = _tree(bug_rank)
-    param = next((n for n in a if n.endswith(".parameters_grad") and
-                  [_tensor_sig(bug_rank, x) for x in _leaves(a[n])] !=
-                  [_tensor_sig(twin_rank, x) for x in _leaves(b.get(n))]), None)
+    param = next(
+        (
+            n
+            for n in a
+            if n.endswith(".parameters_grad")
+            and [_tensor_sig(bug_rank, x) for x in _leaves(a[n])]
+            != [_tensor_sig(twin_rank, x) for x in _leaves(b.get(n))]
+        ),
+        None,
+    )
     call = None
     if param:
         fwd = param[: -len(".parameters_grad")] + f".forward.{nth}"
@@ -1025,20 +1206,26 @@ def gradweight_truth(bug_rank: Path, twin_rank: Path, nth: int) -> tuple[list[st
 
 
 def ours(py: str, compare_json: Path) -> dict:
-    r = subprocess.run([py, "-c", OUR_SNIPPET, str(compare_json)], capture_output=True, text=True,
-                       cwd=compare_json.parent)
+    r = subprocess.run(
+        [py, "-c", OUR_SNIPPET, str(compare_json)], capture_output=True, text=True, cwd=compare_json.parent
+    )
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[str], py: str, work: Path) -> dict:
-    truth = {"case": name, "model": c["model"], "noise": c["noise"], "kind": c["bug"],
-             "layer": c["layer"] if c["bug"] != "none" else None,
-             "factor": c["factor"] if c["bug"] == "scale" else None,
-             "task": {"statistics": "stat"}.get(c["task"], c["task"]),
-             "phase": "backward" if c["bug"].startswith("grad") else ("forward" if c["bug"] != "none" else None),
-             "split": "held-aside" if heldout(name) else "tune"}
+    truth = {
+        "case": name,
+        "model": c["model"],
+        "noise": c["noise"],
+        "kind": c["bug"],
+        "layer": c["layer"] if c["bug"] != "none" else None,
+        "factor": c["factor"] if c["bug"] == "scale" else None,
+        "task": {"statistics": "stat"}.get(c["task"], c["task"]),
+        "phase": "backward" if c["bug"].startswith("grad") else ("forward" if c["bug"] != "none" else None),
+        "split": "held-aside" if heldout(name) else "tune",
+    }
     if c.get("variant"):
         truth["variant"] = {**VARIANT, **c["variant"]}
     if c["bug"] == "none" and c["model"] != "dist":
@@ -1050,8 +1237,14 @@ def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[st
         tdir = work / "twin" / name / rk
         tdir.mkdir(parents=True, exist_ok=True)
         cj = tdir / "compare.json"
-        cj.write_text(json.dumps({"npu_path": str(bug_run / "step0" / rk / "dump.json"),
-                                  "bench_path": str(twin_run / "step0" / rk / "dump.json")}))
+        cj.write_text(
+            json.dumps(
+                {
+                    "npu_path": str(bug_run / "step0" / rk / "dump.json"),
+                    "bench_path": str(twin_run / "step0" / rk / "dump.json"),
+                }
+            )
+        )
         got = ours(py, cj) if c["bug"] != "none" else {"origins": [], "suspects": []}
         direct = direct_twin(bug_run / "step0" / rk, twin_run / "step0" / rk) if c["bug"] != "none" else None
         first = got["origins"][0]["entry"] if got["origins"] else None
@@ -1088,28 +1281,40 @@ def make_truth(c: dict, name: str, bug_run: Path, twin_run: Path, ranks: list[st
             return truth
         a = json.loads((bug_run / "step0" / "rank0" / "dump.json").read_text())["data"]
         b = json.loads((twin_run / "step0" / "rank0" / "dump.json").read_text())["data"]
-        first_ar = next(n for n in a if "all_reduce" in n and
-                        [_sig(x) for x in _leaves(a[n].get("output"))] != [_sig(x) for x in _leaves(b[n].get("output"))])
+        first_ar = next(
+            n
+            for n in a
+            if "all_reduce" in n
+            and [_sig(x) for x in _leaves(a[n].get("output"))] != [_sig(x) for x in _leaves(b[n].get("output"))]
+        )
         per_rank["rank0"] = [first_ar]
         truth["origin"] = per_rank
         truth["twin"] = twins
-        truth["how"] = ("rank1: the first call of the twin npu(bug) vs npu(no bug) whose tensor inputs agree and "
-                        "whose outputs differ, plus its consumer and one-call modules; rank0 (no bug): the first all_reduce whose output "
-                        "differs between the bug run and its twin")
+        truth["how"] = (
+            "rank1: the first call of the twin npu(bug) vs npu(no bug) whose tensor inputs agree and "
+            "whose outputs differ, plus its consumer and one-call modules; rank0 (no bug): the first all_reduce whose output "
+            "differs between the bug run and its twin"
+        )
         return truth
     truth["origin"] = per_rank["rank"]
     truth["twin"] = twins["rank"]
-    truth["how"] = ("origin = the first call of the twin npu(bug) vs npu(no bug), same precision, whose tensor inputs "
-                    "agree and whose outputs or non-tensor arguments differ (twin.direct; our tool's first origin on "
-                    "the same twin in twin.our_first_origin), plus its consumer and the one-call modules around them")
+    truth["how"] = (
+        "origin = the first call of the twin npu(bug) vs npu(no bug), same precision, whose tensor inputs "
+        "agree and whose outputs or non-tensor arguments differ (twin.direct; our tool's first origin on "
+        "the same twin in twin.our_first_origin), plus its consumer and the one-call modules around them"
+    )
     level = c.get("variant", {}).get("level", "mix")
     if c["bug"] == "gradweight":
-        truth["how"] = ("gradweight: the parameters_grad row that differs in the twin npu(bug) vs npu(no bug) "
-                        "(twin.param) and the backward row of the F.linear call inside that module")
+        truth["how"] = (
+            "gradweight: the parameters_grad row that differs in the twin npu(bug) vs npu(no bug) "
+            "(twin.param) and the backward row of the F.linear call inside that module"
+        )
     elif level == "L0":
-        truth["how"] = ("level L0: the innermost module row of the twin npu(bug) vs npu(no bug) whose tensor inputs "
-                        "agree and whose outputs differ (twin.direct), its consumer module and the modules around it "
-                        "that hold it alone")
+        truth["how"] = (
+            "level L0: the innermost module row of the twin npu(bug) vs npu(no bug) whose tensor inputs "
+            "agree and whose outputs differ (twin.direct), its consumer module and the modules around it "
+            "that hold it alone"
+        )
     if level != "mix":
         truth["level"] = level
     return truth

@@ -1,4 +1,5 @@
 """Import stub for `mindspore` (reference runs only: the kernel compare does not use MindSpore itself)."""
+
 import concurrent.futures, importlib.abc, importlib.machinery, sys, types
 
 

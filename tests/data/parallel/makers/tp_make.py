@@ -11,6 +11,7 @@ entropy; SGD. With tp=1 the plain classes (Embedding, Linear) are used.
 N = T * P * D, Megatron's rank order (rank = t + T * (d + D * p)). --bug R: on global rank R only, the output of the
 first fc1 of the last block is scaled by 1.1 (inside F.linear, so the kernel's own output differs).
 """
+
 import argparse
 import json
 import math
@@ -51,9 +52,12 @@ p.add_argument("--task", default="statistics", choices=["statistics", "tensor"])
 p.add_argument("--summary_mode", default="statistics", choices=["statistics", "md5"])
 p.add_argument("--level", default="mix")
 p.add_argument("--same_data", action="store_true", help="every DP replica gets replica 0's data")
-p.add_argument("--row_bias", action="store_true",
-               help="row-parallel layers have a bias, added after the all-reduce as Megatron does (an extra "
-                    "Tensor.__add__ per layer on the sharded side; the plain Linear adds it inside F.linear)")
+p.add_argument(
+    "--row_bias",
+    action="store_true",
+    help="row-parallel layers have a bias, added after the all-reduce as Megatron does (an extra "
+    "Tensor.__add__ per layer on the sharded side; the plain Linear adds it inside F.linear)",
+)
 args = p.parse_args()
 
 WORLD = args.tp * args.pp * args.dp
@@ -85,8 +89,15 @@ if WORLD > 1:
                 DP_GROUP = g
 
 os.makedirs(args.out, exist_ok=True)
-cfg = {"task": args.task, "dump_path": args.out, "rank": [], "step": [], "level": args.level, "async_dump": False,
-       args.task: {"scope": [], "list": [], "data_mode": ["all"]}}
+cfg = {
+    "task": args.task,
+    "dump_path": args.out,
+    "rank": [],
+    "step": [],
+    "level": args.level,
+    "async_dump": False,
+    args.task: {"scope": [], "list": [], "data_mode": ["all"]},
+}
 if args.task == "statistics":
     cfg["statistics"]["summary_mode"] = args.summary_mode
 cfg_path = os.path.join(args.out, f"..config_rank{RANK}.json")
@@ -235,7 +246,7 @@ class Stage(nn.Module):
                     self.embed.weight.copy_(emb)
             else:
                 self.embed = VocabParallelEmbedding(emb)
-        self.layers = nn.ModuleList(blocks[stage * per:(stage + 1) * per])
+        self.layers = nn.ModuleList(blocks[stage * per : (stage + 1) * per])
         if self.last:
             self.ln_f = ln_f
             self.head = nn.Linear(DM, CLASSES)
