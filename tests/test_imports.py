@@ -149,7 +149,6 @@ HAND_PARSES = {
     "load.parallel_layout": "plain_class_name rewrites row names (not entries) at their last direction part",
     "pair.align": "module calls and inner API calls of 1M-row dumps in one rpartition pass over the module entries "
     "(parse_entry per entry costs about 0.3 s more there, bench/align_1m.py)",
-    "pair.aligned": "the direction of a merged group's parts as the words of its own records",
     "pair.calls": "call_key(s): twin of _sharednames' counter removal over whole name lists",
     "pair.param_grad": "the two dumpers' parameters_grad spellings, rewritten in place",
     "pair.risk_level": "its stems come from _sharednames.stem_counts (C): the same rule on both paths",

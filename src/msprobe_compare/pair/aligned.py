@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
 from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
@@ -23,6 +24,7 @@ from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
 
 CONCAT, SHARED, SUM = "concat", "shared", "sum"
+FORWARD, BACKWARD, GRADS = Direction.FORWARD, Direction.BACKWARD, Direction.PARAMETERS_GRAD  # a module call's entries
 
 
 class Built:
@@ -102,12 +104,12 @@ class _Groups:
     def __init__(self, side: Side, groups: list[tuple[int, ...]]) -> None:
         self.side = side
         self.groups = groups
-        self.part_of: dict[int, tuple[int, str]] = {}  # old entry -> (group, direction)
-        self.at: dict[int, tuple[int, str]] = {}  # old entry where a group's entry is written
+        self.part_of: dict[int, tuple[int, Direction]] = {}  # old entry -> (group, direction)
+        self.at: dict[int, tuple[int, Direction]] = {}  # old entry where a group's entry is written
         for g, calls in enumerate(groups):
             parts = [side.calls[c] for c in calls]
-            for direction, entries in (("forward", [c.entry for c in parts]), ("backward", [c.backward for c in parts]),
-                                       ("grads", [c.grads for c in parts])):  # fmt: skip
+            for direction, entries in ((FORWARD, [c.entry for c in parts]), (BACKWARD, [c.backward for c in parts]),
+                                       (GRADS, [c.grads for c in parts])):  # fmt: skip
                 if any(e < 0 for e in entries):
                     continue
                 for e in entries:
@@ -136,7 +138,7 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
     for e in sorted(g.at):
         gi, direction = g.at[e]
         calls = [side.calls[c] for c in groups[gi]]
-        part_entries = [c.entry if direction == "forward" else c.backward if direction == "backward" else c.grads
+        part_entries = [c.entry if direction is FORWARD else c.backward if direction is BACKWARD else c.grads
                         for c in calls]  # fmt: skip
         fwd_shared = all(_shared(t, [c.slots[k] for c in calls]) for k in calls[0].slots
                          if k.startswith("input") and all(k in c.slots for c in calls))  # fmt: skip
@@ -151,13 +153,13 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
                 out.copy_row(t, parts[0], t.names[parts[0]], index)
                 continue
             how = CONCAT
-            if direction == "forward" and key.startswith("input") and _shared(t, parts):
+            if direction is FORWARD and key.startswith("input") and _shared(t, parts):
                 how = SHARED
-            elif direction == "backward" and key.startswith("output") and fwd_shared:
+            elif direction is BACKWARD and key.startswith("output") and fwd_shared:
                 how = SUM
             m_rows[(part_entries[0], key)] = row = len(out.names)
             out.copy_row(t, parts[0], ";".join(t.names[r] for r in parts), index,
-                         shape=_shape([t.shape[r] for r in parts], how, 0 if direction == "grads" or
+                         shape=_shape([t.shape[r] for r in parts], how, 0 if direction is GRADS or
                                       key.startswith("parameters.") else -1))  # fmt: skip
             out.data_name[row] = NO_DATA_FILE  # no one file holds the combination
             if how == CONCAT:
@@ -241,9 +243,9 @@ class AlignedTables:
     rows_paired: int
 
 
-def _first(side: Side, calls: tuple[int, ...], direction: str) -> int:
+def _first(side: Side, calls: tuple[int, ...], direction: Direction) -> int:
     c = side.calls[calls[0]]
-    return c.entry if direction == "forward" else c.backward if direction == "backward" else c.grads
+    return c.entry if direction is FORWARD else c.backward if direction is BACKWARD else c.grads
 
 
 def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) -> AlignedTables:
@@ -334,7 +336,7 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], wa
         pairs = [(k, k) for k in params_n if k in params_b] or (
             [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
         )
-        b_n, b_b = _first(al.npu, p.npu, "grads"), _first(al.bench, p.bench, "grads")
+        b_n, b_b = _first(al.npu, p.npu, GRADS), _first(al.bench, p.bench, GRADS)
         for k_n, k_b in pairs:
             want_n.append((f_n, k_n))
             want_b.append((f_b, k_b))
