@@ -197,3 +197,16 @@ def test_mindspore_runs_of_different_code_align_on_the_documented_command(cases_
     assert "Root cause: Cell.model.layers.1.feed_forward.w2." in out
     doc = yaml.safe_load(next(tmp_path.glob("module_alignment_*.yaml")).read_text())
     assert any(p["npu"] == "model.layers.0.attention.w_qkv" and p["bench"].count(";") == 2 for p in doc["pairs"])
+
+
+def test_the_html_trees_of_mindspore_cells(cases_ms: Path, monkeypatch) -> None:
+    """The report's side-by-side trees list MindSpore cells as they do modules (they listed none: `Module.` only)."""
+    from msprobe_compare.render.html import _alignment_json
+
+    monkeypatch.chdir(cases_ms / "impl_mf_vs_hfms_fp32_scale_L1")
+    cfg = load_config(Path("compare.json"), Options(framework="mindspore", quiet=True))
+    got = _alignment_json(build_outcome(cfg, Console(quiet=True)))
+    assert got is not None
+    assert "model.layers.0.attention.w_qkv" in got["order"]["npu"]
+    assert "model.layers.0.self_attn.q_proj" in got["order"]["bench"]
+    assert got["marks"]["npu"].get("model.layers.1.feed_forward.w2") == "origin"

@@ -514,10 +514,10 @@ def _rootcause_json(rc: RootCause, blob: _Blob, stacks: dict[str, list[str]] | N
 
 
 def _module_call(entry: str) -> str | None:
-    """A module entry (`Module.<path>.<Class>.<forward|backward>.<n>`, `...parameters_grad`) as the alignment
-    names its forward call (`path`, `path#n`); None for any other entry."""
+    """A module entry (`Module.<path>.<Class>.<forward|backward>.<n>`, `...parameters_grad`; a MindSpore cell's:
+    `Cell.`) as the alignment names its forward call (`path`, `path#n`); None for any other entry."""
     n = parse_entry(entry)
-    if n.prefix != "Module" or n.kind is not Kind.MODULE:
+    if n.kind is not Kind.MODULE:
         return None
     if n.direction is Direction.PARAMETERS_GRAD:
         return (n.module_path or None) if not n.counter else None  # 26.x's counted parameters_grad: none
