@@ -163,8 +163,8 @@ def _with_replicas(layout: ParallelLayout, dumps: list[RankDump]) -> ParallelLay
     dp = _replicas(dumps, layout.pp) if layout.dp == 1 and layout.tp > 1 else 1
     if dp == 1 or layout.tp % dp:
         return layout
-    return ParallelLayout(layout.tp // dp, layout.pp, dp, layout.order, layout.source + f"; {dp} data-parallel "
-                          "replicas: ranks whose parameters are the same")  # fmt: skip
+    why = f"; {dp} data-parallel replicas: ranks whose parameters are the same"
+    return replace(layout, tp=layout.tp // dp, dp=dp, source=layout.source + why)
 
 
 def _same(a: ParallelLayout, b: ParallelLayout) -> bool:

@@ -57,8 +57,8 @@ class Built:
         return got
 
     def rows(self, want: list[tuple[int, str]]) -> np.ndarray:
-        """`row` of each (entry, key), -1 for none: the rows of the side's own table looked up, then moved here at
-        once."""
+        """The row here of each (entry of the side's own table, row key), -1 for none (a merged group's: by its first
+        part's entry): the rows of the side's own table looked up, then moved here at once."""
         merged, keyed, keys = self.merged, self._keyed, self.keys
         old_rows = []
         for e, k in want:
@@ -72,16 +72,6 @@ class Built:
                 if m is not None:
                     got[i] = m
         return got
-
-    def row(self, e: int, key: str) -> int | None:
-        """The row here of entry `e`'s row `key` (a merged group's: by its first part's entry); None if none."""
-        got = self.merged.get((e, key))
-        if got is not None:
-            return got
-        r = self.keys(e).get(key)
-        if r is None or self.new_of_old[r] < 0:
-            return None
-        return int(self.new_of_old[r])
 
 
 def _shape(shapes: list[str], how: str, axis: int) -> str:
@@ -243,11 +233,6 @@ class AlignedTables:
     rows_paired: int
 
 
-def _first(side: Side, calls: tuple[int, ...], direction: Direction) -> int:
-    c = side.calls[calls[0]]
-    return c.entry if direction is FORWARD else c.backward if direction is BACKWARD else c.grads
-
-
 def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) -> AlignedTables:
     """Both sides' tables and the match of their rows: every slot pair of every boundary pair, forward and
     backward, the parameters and their gradients, and the API calls paired inside (`inner`: npu entry, bench
@@ -336,7 +321,7 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], wa
         pairs = [(k, k) for k in params_n if k in params_b] or (
             [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
         )
-        b_n, b_b = _first(al.npu, p.npu, GRADS), _first(al.bench, p.bench, GRADS)
+        b_n, b_b = calls_n[p.npu[0]].grads, calls_b[p.bench[0]].grads
         for k_n, k_b in pairs:
             want_n.append((f_n, k_n))
             want_b.append((f_b, k_b))
