@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import shutil
 import statistics
@@ -39,15 +40,17 @@ HERE = Path(__file__).resolve().parent
 def renamed(data: Path) -> Path:
     """`data`'s pair with the bench side's modules renamed (made once, beside it)."""
     out = data.parent / (data.name + "_renamed")
-    if (out / "compare.json").exists():
-        return out
     src, dst = data / "bench" / "step0" / "rank", out / "bench" / "step0" / "rank"
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in ("dump.json", "construct.json", "stack.json"):
-        if (src / name).exists():
-            (dst / name).write_bytes((src / name).read_bytes().replace(b'"Module.', b'"Module.model.'))
-    npu = data / "npu" / "step0" / "rank"
-    (out / "compare.json").write_text(f'{{"npu_path": "{npu / "dump.json"}", "bench_path": "{dst / "dump.json"}"}}')
+    if not (dst / "dump.json").exists():
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in ("construct.json", "stack.json", "dump.json"):
+            if (src / name).exists():
+                (dst / name).write_bytes((src / name).read_bytes().replace(b'"Module.', b'"Module.model.'))
+    # The same compare.json but for the bench path: same stack_path, so both runs write the same columns (without
+    # a stack_path the compare finds stack.json beside the NPU dump and adds NPU_Stack_Info, spec section 1.4).
+    config = json.loads((data / "compare.json").read_text())
+    config["bench_path"] = str(dst / "dump.json")
+    (out / "compare.json").write_text(json.dumps(config, indent=1))
     return out
 
 

@@ -407,3 +407,23 @@ def test_tree_beside_takes_the_plain_subset_only(fast):
                 b'{"megatron_micro_step_number": null}', b'{"a": "b\tc"}',
                 b'{"Module.a.forward.0": null, "Module.a.forward.0": "x"}'):  # fmt: skip
         assert pairing.tree_beside(raw, base) is None, raw
+
+
+def test_tree_beside_with_every_name_moved_gives_the_diff_when_read(fast):
+    """A tree of different code (every module renamed: each name's parent moved, more than tree_beside checks at
+    once): the same tree and diff as the full read, the moved names made when first read, in base's order; and a
+    tree with one name moved among many keeps its one name."""
+    import json
+
+    base = {f"Module.layers.{i}.forward.0": None for i in range(100)}
+    base.update({f"Functional.linear.{i}.forward": f"Module.layers.{i}.forward.0" for i in range(100)})
+    renamed = {k.replace("Module.", "Module.model."): v.replace("Module.", "Module.model.") if v else v
+               for k, v in base.items()}  # fmt: skip
+    one = dict(base, **{"Functional.linear.7.forward": "Module.layers.8.forward.0"})
+    for tree in (renamed, one):
+        raw = json.dumps(tree).encode()
+        got, want = pairing.tree_beside(raw, base), _tree_twin(raw, base)
+        assert got is not None and _trees_equal(got, want)
+        assert not got[1].equal and got[1].moved == want[1].moved
+    assert pairing.tree_beside(json.dumps(one).encode(), base)[1].moved == ("Functional.linear.7.forward",)
+    assert len(pairing.tree_beside(json.dumps(renamed).encode(), base)[1].moved) == 100

@@ -268,7 +268,8 @@ def read_construct_json(path: Path) -> dict[str, str | None]:
 
 
 ConstructBeside = tuple[dict[str, "str | None"], set[str], bool]
-"""A construct.json read beside the other side's tree: (tree, the names of both whose parents differ, whether some
+"""A construct.json read beside the other side's tree: (tree, the names of both that may have another parent (a
+name given twice is listed though its last parent may be base's: compare `tree[k]` with `base[k]`), whether some
 name is not in the other tree)."""
 
 
@@ -289,8 +290,7 @@ def _c_construct_beside(raw: bytes, base: dict[str, str | None]) -> ConstructBes
     got = _C.tree_beside(raw, base) if type(base) is dict else None
     if got is None or "megatron_micro_step_number" in got[0]:  # read_construct_json's normalisation: its path only
         return None
-    tree, moved, fresh = got
-    return tree, {k for k in moved if tree[k] != base[k]}, fresh  # a name given twice: its last parent counts
+    return got
 
 
 construct_beside = native.twin("_sharednames", _c_construct_beside, _py_construct_beside)

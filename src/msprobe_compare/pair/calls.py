@@ -11,7 +11,7 @@ import functools
 import itertools
 import operator
 import re
-from collections.abc import Iterable, Set as AbstractSet
+from collections.abc import Callable, Iterable, Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -226,13 +226,33 @@ class _Sides:
         return bool((self.bench_of_npu >= 0).all() and (self.npu_of_bench >= 0).all())
 
 
-@dataclass(frozen=True)
 class TreeDiff:
     """How the two construct.json trees differ: whether they are equal, and the names both hold whose enclosing
-    modules differ (in the NPU tree's order). Made once per compare, where the trees are read (`tree_diff`)."""
+    modules differ (in the NPU tree's order). Made once per compare, where the trees are read (`tree_diff`).
+    `moved` may be given as a function, called on first read: runs of different code (whose every name moved) are
+    aligned instead, and never read it."""
 
-    equal: bool
-    moved: tuple[str, ...]
+    __slots__ = ("equal", "_moved", "_make")
+
+    def __init__(self, equal: bool, moved: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> None:
+        self.equal = equal
+        self._moved: tuple[str, ...] | None = None if callable(moved) else moved
+        self._make: Callable[[], tuple[str, ...]] | None = moved if callable(moved) else None
+
+    @property
+    def moved(self) -> tuple[str, ...]:
+        if self._moved is None:
+            assert self._make is not None
+            self._moved, self._make = self._make(), None
+        return self._moved
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TreeDiff) and (self.equal, self.moved) == (other.equal, other.moved)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TreeDiff(equal={self.equal}, moved={self.moved!r})"
 
 
 def tree_diff(npu_parents: dict[str, str | None], bench_parents: dict[str, str | None]) -> TreeDiff:
@@ -250,10 +270,19 @@ def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str 
     got = construct_beside(raw, base)
     if got is None:
         return None
-    tree, moved, fresh = got
-    diff = TreeDiff(not moved and not fresh and len(tree) == len(base),
-                    tuple(k for k in base if k in moved) if moved else ())  # fmt: skip
-    return tree, diff
+    tree, maybe, fresh = got
+    get = tree.__getitem__
+    differs = list(itertools.compress(maybe, map(operator.ne, map(get, maybe), map(base.__getitem__, maybe)))) \
+        if len(maybe) < 64 else None  # fmt: skip
+    if differs is None and not any(tree[k] != base[k] for k in maybe):
+        differs = []
+
+    def moved() -> tuple[str, ...]:  # many names (runs of different code): made when read, in base's order
+        names = set(differs if differs is not None else (k for k in maybe if tree[k] != base[k]))
+        return tuple(k for k in base if k in names) if names else ()
+
+    return tree, TreeDiff(differs == [] and not fresh and len(tree) == len(base), moved() if differs is not None
+                          else moved)  # fmt: skip
 
 
 @dataclass(frozen=True)
