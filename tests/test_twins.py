@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent
 PKG = ROOT.parent / "src" / "msprobe_compare"
 
 # the modules that bind twins (every `native.twin(` in the package: test_the_binding_modules_are_listed)
-MODULES = ("load.dumpjson", "load.rows", "load.stream", "pair.calls", "pair.exact", "pair.param_grad",
+MODULES = ("load.dumpjson", "load.rows", "load.stream", "pair.align", "pair.aligned", "pair.calls", "pair.exact",
+           "pair.param_grad",
            "pair.risk_level", "measure.legacy_parse", "measure.stats", "measure.tensor_compare", "judge.noise",
            "judge.calls", "judge.floors", "render.flat", "render.xlsx")  # fmt: skip
 
@@ -126,6 +127,11 @@ ELSEWHERE = {
     "msprobe_compare.measure.stats.stat_cells":
         "measure/test_stats.py::test_native_cells_are_in_use_and_equal_numpy_on_many_rows",
     "msprobe_compare.render.xlsx.sheet_block": "render/test_xlsx_native.py::test_native_rows_are_the_python_rows",
+    "msprobe_compare.pair.align.module_scan": "pair/test_align_native.py::test_module_scan_twins_agree_on_real_dumps",
+    "msprobe_compare.pair.aligned.rows_alike":
+        "pair/test_align_native.py::test_rows_alike_and_keyed_rows_twins_agree",
+    "msprobe_compare.pair.aligned.keyed_rows":
+        "pair/test_align_native.py::test_rows_alike_and_keyed_rows_twins_agree",
     "msprobe_compare.measure.tensor_compare.accumulate":
         "measure/test_metric_table.py::test_every_metric_is_produced_by_both_twins",
 }  # fmt: skip

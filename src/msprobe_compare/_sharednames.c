@@ -23,6 +23,14 @@
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * call_keys(names) -> [key, ...] or None
  *     pair.calls.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
+ * module_scan(entries, names, bounds, prefixes, tree) -> (calls, parents, flags) or None
+ *     pair/align.py's module calls in one pass over a side's entries (its Python twin, _py_module_scan, says what
+ *     each item holds); None when a text has no UTF-8 form.
+ * rows_alike(names_n, bounds_n, entries_n, shape_n, names_b, bounds_b, entries_b, shape_b, e_n, e_b) -> codes
+ * keyed_rows(names, bounds, entries, e, keys) -> rows
+ *     rows of entries by their keys (a row's name less its entry's name and a dot): per entry pair whether their
+ *     rows hold the same keys (and shapes) in the same order; per (entry, key) its first row (pair/aligned.py's
+ *     Python twins say the same in Python).
  * phase_flags(entries, backward, grad, ends, inplace)
  *     per name: "backward" in it, "parameters_grad" in it, it ends with ".backward", a call of an in-place API
  *     (`add_.3.forward`: "_." in it and its API part ends with one "_"); load/rows.name_flags' string tests in one
@@ -939,6 +947,427 @@ done:
     return result;
 }
 
+
+/* module_scan: a side's module calls in one pass (pair/align.py's module_calls). */
+
+typedef struct {
+    Py_ssize_t entry, count;
+    PyObject *path, *cls, *slots; /* owned */
+} ScanCall;
+
+/* rpartition(s, '.') over UTF-8 bytes: the position of the last '.', -1 for none ('.' is never inside a multi-byte
+ * character, so byte positions split where str's do). */
+static Py_ssize_t last_dot(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (s[i] == '.') return i;
+    return -1;
+}
+
+/* `text.partition('.')[2].rpartition('.')` of text = s[0:n]: *path and *cls (new references). */
+static int path_and_class(const char *s, Py_ssize_t n, PyObject **path, PyObject **cls) {
+    const char *dot = memchr(s, '.', (size_t)n);
+    const char *rest = dot ? dot + 1 : s + n;
+    Py_ssize_t m = (s + n) - rest, d = last_dot(rest, m);
+    *path = PyUnicode_DecodeUTF8(rest, d < 0 ? 0 : d, NULL);
+    *cls = PyUnicode_DecodeUTF8(rest + d + 1, m - d - 1, NULL);
+    if (!*path || !*cls) {
+        Py_CLEAR(*path);
+        Py_CLEAR(*cls);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_text(const char *s, Py_ssize_t n, const char *want) {
+    return (size_t)n == strlen(want) && memcmp(s, want, (size_t)n) == 0;
+}
+
+/* A call counter: 1 to 18 ASCII digits (the Python twin's rule), else -1. */
+static long long counter(const char *s, Py_ssize_t n) {
+    if (n < 1 || n > 18) return -1;
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* dict[key] as a Py_ssize_t, `missing` when absent; -2 on error. */
+static Py_ssize_t lookup_index(PyObject *dict, PyObject *key, Py_ssize_t missing) {
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (!v) return PyErr_Occurred() ? -2 : missing;
+    return PyLong_AsSsize_t(v);
+}
+
+static int set_index(PyObject *dict, PyObject *key, Py_ssize_t value, int keep_first) {
+    PyObject *v = PyLong_FromSsize_t(value);
+    if (!v) return -1;
+    int rc = 0;
+    if (keep_first) {
+        PyObject *got = PyDict_SetDefault(dict, key, v);
+        rc = got ? 0 : -1;
+    } else {
+        rc = PyDict_SetItem(dict, key, v);
+    }
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *module_scan(PyObject *self, PyObject *args) {
+    PyObject *entries, *names, *prefixes, *tree;
+    Py_buffer bb;
+    if (!PyArg_ParseTuple(args, "O!O!y*O!O", &PyList_Type, &entries, &PyList_Type, &names, &bb, &PyTuple_Type,
+                          &prefixes, &tree))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(entries), rows = PyList_GET_SIZE(names), np = PyTuple_GET_SIZE(prefixes);
+    PyObject *result = NULL, *mask = NULL, *index = NULL, *backward = NULL, *grads = NULL, *parents = NULL,
+             *first = NULL, *out = NULL;
+    ScanCall *calls = NULL;
+    Py_ssize_t ncalls = 0, cap = 0;
+    const int64_t *bounds = (const int64_t *)bb.buf;
+    if (tree != Py_None && !PyDict_CheckExact(tree)) {
+        PyErr_SetString(PyExc_TypeError, "module_scan: tree must be a dict or None");
+        goto done;
+    }
+    if (sized(&bb, 8, n + 1, "module_scan: bounds") < 0) goto done;
+    for (Py_ssize_t i = 0; i < np; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(prefixes, i))) {
+            PyErr_SetString(PyExc_TypeError, "module_scan: prefixes must be texts");
+            goto done;
+        }
+    mask = PyBytes_FromStringAndSize(NULL, n);
+    index = PyDict_New();
+    backward = PyDict_New();
+    grads = PyDict_New();
+    if (!mask || !index || !backward || !grads) goto done;
+    char *is_module = PyBytes_AS_STRING(mask);
+    memset(is_module, 0, (size_t)n);
+    for (Py_ssize_t e = 0; e < n; e++) {
+        PyObject *entry = PyList_GET_ITEM(entries, e);
+        Py_ssize_t len;
+        if (!PyUnicode_Check(entry)) {
+            PyErr_SetString(PyExc_TypeError, "module_scan: entries must be texts");
+            goto done;
+        }
+        const char *s = PyUnicode_AsUTF8AndSize(entry, &len);
+        if (!s) goto done;
+        int hit = 0;
+        for (Py_ssize_t i = 0; i < np && !hit; i++) {
+            Py_ssize_t pn;
+            const char *p = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(prefixes, i), &pn);
+            if (!p) goto done;
+            hit = len >= pn && memcmp(s, p, (size_t)pn) == 0;
+        }
+        if (!hit) continue;
+        is_module[e] = 1;
+        Py_ssize_t d1 = last_dot(s, len), hlen = d1 < 0 ? 0 : d1;
+        const char *last = s + d1 + 1;
+        Py_ssize_t lastn = len - d1 - 1;
+        PyObject *path = NULL, *cls = NULL, *key = NULL;
+        if (is_text(last, lastn, "parameters_grad")) {
+            if (path_and_class(s, hlen, &path, &cls) < 0) goto done;
+            key = PyTuple_Pack(2, path, cls);
+            Py_DECREF(path);
+            Py_DECREF(cls);
+            int bad = !key || set_index(grads, key, e, 1) < 0;
+            Py_XDECREF(key);
+            if (bad) goto done;
+            continue;
+        }
+        Py_ssize_t d2 = last_dot(s, hlen), slen = d2 < 0 ? 0 : d2;
+        const char *dir = s + d2 + 1;
+        Py_ssize_t dirn = hlen - d2 - 1;
+        long long count = counter(last, lastn);
+        int fwd = is_text(dir, dirn, "forward"), bwd = is_text(dir, dirn, "backward");
+        if (count < 0 || (!fwd && !bwd)) {
+            /* the Python twin also skips a call without a path: checked below once the path is made */
+            if (count < 0) continue;
+        }
+        if (path_and_class(s, slen, &path, &cls) < 0) goto done;
+        if (PyUnicode_GET_LENGTH(path) == 0 || (!fwd && !bwd)) {
+            Py_DECREF(path);
+            Py_DECREF(cls);
+            continue;
+        }
+        if (bwd) {
+            key = Py_BuildValue("(OOL)", path, cls, count);
+            Py_DECREF(path);
+            Py_DECREF(cls);
+            int bad = !key || set_index(backward, key, e, 0) < 0;
+            Py_XDECREF(key);
+            if (bad) goto done;
+            continue;
+        }
+        int64_t lo = bounds[e], hi = bounds[e + 1];
+        PyObject *slots = PyDict_New();
+        if (!slots || lo < 0 || hi < lo || hi > rows) {
+            if (slots) PyErr_SetString(PyExc_ValueError, "module_scan: bounds outside the names");
+            Py_XDECREF(slots);
+            Py_DECREF(path);
+            Py_DECREF(cls);
+            goto done;
+        }
+        Py_ssize_t cut = PyUnicode_GET_LENGTH(entry) + 1;
+        for (int64_t r = lo; r < hi; r++) {
+            PyObject *name = PyList_GET_ITEM(names, (Py_ssize_t)r);
+            PyObject *k = PyUnicode_Check(name) ? PyUnicode_Substring(name, cut, PY_SSIZE_T_MAX) : NULL;
+            if (!k && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module_scan: names must be texts");
+            int bad = !k || set_index(slots, k, (Py_ssize_t)r, 1) < 0;
+            Py_XDECREF(k);
+            if (bad) {
+                Py_DECREF(slots);
+                Py_DECREF(path);
+                Py_DECREF(cls);
+                goto done;
+            }
+        }
+        if (ncalls == cap) {
+            Py_ssize_t more = cap ? cap * 2 : 256;
+            ScanCall *grown = PyMem_Realloc(calls, (size_t)more * sizeof(ScanCall));
+            if (!grown) {
+                PyErr_NoMemory();
+                Py_DECREF(slots);
+                Py_DECREF(path);
+                Py_DECREF(cls);
+                goto done;
+            }
+            calls = grown;
+            cap = more;
+        }
+        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, path, cls, slots};
+        if (set_index(index, entry, ncalls - 1, 0) < 0) goto done;
+    }
+    if (tree != Py_None) { /* per entry its parent; per module the first entry inside it */
+        parents = PyList_New(n);
+        first = PyDict_New();
+        if (!parents || !first) goto done;
+        for (Py_ssize_t e = 0; e < n; e++) {
+            PyObject *parent = PyDict_GetItemWithError(tree, PyList_GET_ITEM(entries, e));
+            if (!parent && PyErr_Occurred()) goto done;
+            if (!parent) parent = Py_None;
+            Py_INCREF(parent);
+            PyList_SET_ITEM(parents, e, parent);
+            while (parent != Py_None) {
+                int in = PyDict_Contains(first, parent);
+                if (in < 0 || (!in && set_index(first, parent, e, 0) < 0)) goto done;
+                if (in) break;
+                PyObject *up = PyDict_GetItemWithError(tree, parent);
+                if (!up && PyErr_Occurred()) goto done;
+                parent = up ? up : Py_None;
+            }
+        }
+    }
+    out = PyList_New(ncalls);
+    if (!out) goto done;
+    for (Py_ssize_t c = 0; c < ncalls; c++) {
+        ScanCall *k = &calls[c];
+        PyObject *entry = PyList_GET_ITEM(entries, k->entry);
+        Py_ssize_t parent = -1, start = k->entry, bwd = -1, grad = -1;
+        if (parents) {
+            PyObject *up = PyList_GET_ITEM(parents, k->entry);
+            int truthy = up == Py_None ? 0 : PyObject_IsTrue(up);
+            if (truthy < 0) goto done;
+            if (truthy && (parent = lookup_index(index, up, -1)) == -2) goto done;
+            Py_ssize_t f = lookup_index(first, entry, k->entry);
+            if (f == -2) goto done;
+            if (f < start) start = f;
+        }
+        PyObject *key = Py_BuildValue("(OOn)", k->path, k->cls, k->count);
+        if (!key || (bwd = lookup_index(backward, key, -1)) == -2) {
+            Py_XDECREF(key);
+            goto done;
+        }
+        Py_DECREF(key);
+        if (k->count == 0) {
+            key = PyTuple_Pack(2, k->path, k->cls);
+            if (!key || (grad = lookup_index(grads, key, -1)) == -2) {
+                Py_XDECREF(key);
+                goto done;
+            }
+            Py_DECREF(key);
+        }
+        PyObject *item = Py_BuildValue("(nOOnnnOnn)", k->entry, k->path, k->cls, k->count, parent, start, k->slots,
+                                       bwd, grad);
+        if (!item) goto done;
+        PyList_SET_ITEM(out, c, item);
+    }
+    result = Py_BuildValue("(OOO)", out, parents ? parents : Py_None, mask);
+done:
+    result = none_on_encode_error(result); /* lone surrogates: the Python twin */
+    for (Py_ssize_t c = 0; c < ncalls; c++) {
+        Py_DECREF(calls[c].path);
+        Py_DECREF(calls[c].cls);
+        Py_DECREF(calls[c].slots);
+    }
+    PyMem_Free(calls);
+    Py_XDECREF(out);
+    Py_XDECREF(mask);
+    Py_XDECREF(index);
+    Py_XDECREF(backward);
+    Py_XDECREF(grads);
+    Py_XDECREF(parents);
+    Py_XDECREF(first);
+    PyBuffer_Release(&bb);
+    return result;
+}
+
+
+/* rows_alike and keyed_rows: rows of entries by their keys (a row's name less its entry's name and a dot). */
+
+/* The key of `name` (str[cut:], cut in code points): *s, *n over its UTF-8 bytes when the name is ASCII (a code
+ * point a byte), else *key a new str. 0, or -1 on error. */
+static int key_of(PyObject *name, Py_ssize_t cut, const char **s, Py_ssize_t *n, PyObject **key) {
+    *key = NULL;
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "row names must be texts");
+        return -1;
+    }
+    if (PyUnicode_IS_ASCII(name)) {
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        *s = (const char *)PyUnicode_DATA(name) + (cut < len ? cut : len);
+        *n = cut < len ? len - cut : 0;
+        return 0;
+    }
+    *key = PyUnicode_Substring(name, cut, PY_SSIZE_T_MAX);
+    return *key ? 0 : -1;
+}
+
+/* Whether row a's key (cut ca) equals row b's (cut cb): 1, 0, -1 on error. */
+static int same_key(PyObject *a, Py_ssize_t ca, PyObject *b, Py_ssize_t cb) {
+    const char *sa = NULL, *sb = NULL;
+    Py_ssize_t na = 0, nb = 0;
+    PyObject *ka, *kb;
+    if (key_of(a, ca, &sa, &na, &ka) < 0) return -1;
+    if (key_of(b, cb, &sb, &nb, &kb) < 0) {
+        Py_XDECREF(ka);
+        return -1;
+    }
+    int eq;
+    if (!ka && !kb) {
+        eq = na == nb && memcmp(sa, sb, (size_t)na) == 0;
+    } else { /* a text beyond ASCII: compared as str */
+        if (!ka) ka = PyUnicode_FromStringAndSize(sa, na);
+        if (!kb) kb = PyUnicode_FromStringAndSize(sb, nb);
+        eq = ka && kb ? PyObject_RichCompareBool(ka, kb, Py_EQ) : -1;
+    }
+    Py_XDECREF(ka);
+    Py_XDECREF(kb);
+    return eq;
+}
+
+static int entry_rows(const int64_t *bounds, Py_ssize_t entries, Py_ssize_t rows, int64_t e, int64_t *lo,
+                      int64_t *hi) {
+    if (e < 0 || e >= entries || bounds[e] < 0 || bounds[e + 1] < bounds[e] || bounds[e + 1] > rows) {
+        PyErr_SetString(PyExc_ValueError, "an entry or its bounds outside the table");
+        return -1;
+    }
+    *lo = bounds[e];
+    *hi = bounds[e + 1];
+    return 0;
+}
+
+static Py_ssize_t cut_of(PyObject *entries, int64_t e) {
+    PyObject *entry = PyList_GET_ITEM(entries, (Py_ssize_t)e);
+    if (!PyUnicode_Check(entry)) {
+        PyErr_SetString(PyExc_TypeError, "entries must be texts");
+        return -1;
+    }
+    return PyUnicode_GET_LENGTH(entry) + 1;
+}
+
+static PyObject *rows_alike(PyObject *self, PyObject *args) {
+    PyObject *names_n, *entries_n, *shape_n, *names_b, *entries_b, *shape_b, *result = NULL;
+    Py_buffer bn, bb, en, eb;
+    if (!PyArg_ParseTuple(args, "O!y*O!O!O!y*O!O!y*y*", &PyList_Type, &names_n, &bn, &PyList_Type, &entries_n,
+                          &PyList_Type, &shape_n, &PyList_Type, &names_b, &bb, &PyList_Type, &entries_b,
+                          &PyList_Type, &shape_b, &en, &eb))
+        return NULL;
+    Py_ssize_t k = en.len / 8, rn = PyList_GET_SIZE(names_n), rb = PyList_GET_SIZE(names_b);
+    Py_ssize_t xn = PyList_GET_SIZE(entries_n), xb = PyList_GET_SIZE(entries_b);
+    const int64_t *bounds_n = bn.buf, *bounds_b = bb.buf, *e_n = en.buf, *e_b = eb.buf;
+    if (sized(&bn, 8, xn + 1, "rows_alike: npu bounds") < 0 || sized(&bb, 8, xb + 1, "rows_alike: bench bounds") < 0 ||
+        sized(&en, 8, k, "rows_alike: npu entries") < 0 || sized(&eb, 8, k, "rows_alike: bench entries") < 0)
+        goto done;
+    if (PyList_GET_SIZE(shape_n) != rn || PyList_GET_SIZE(shape_b) != rb) {
+        PyErr_SetString(PyExc_ValueError, "rows_alike: a shape a row");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, k);
+    if (!result) goto done;
+    char *code = PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int64_t lo_n, hi_n, lo_b, hi_b;
+        if (entry_rows(bounds_n, xn, rn, e_n[i], &lo_n, &hi_n) < 0 || entry_rows(bounds_b, xb, rb, e_b[i], &lo_b, &hi_b) < 0)
+            goto fail;
+        code[i] = 0;
+        if (hi_n - lo_n != hi_b - lo_b) continue;
+        Py_ssize_t cn = cut_of(entries_n, e_n[i]), cb = cut_of(entries_b, e_b[i]);
+        if (cn < 0 || cb < 0) goto fail;
+        int same = 1, shapes = 1;
+        for (int64_t j = 0; j < hi_n - lo_n && same; j++) {
+            same = same_key(PyList_GET_ITEM(names_n, lo_n + j), cn, PyList_GET_ITEM(names_b, lo_b + j), cb);
+            if (same < 0) goto fail;
+            if (same && shapes) {
+                shapes = PyObject_RichCompareBool(PyList_GET_ITEM(shape_n, lo_n + j), PyList_GET_ITEM(shape_b, lo_b + j),
+                                                  Py_EQ);
+                if (shapes < 0) goto fail;
+            }
+        }
+        code[i] = (char)(same ? (shapes ? 2 : 1) : 0);
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    PyBuffer_Release(&bn);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&en);
+    PyBuffer_Release(&eb);
+    return result;
+}
+
+static PyObject *keyed_rows(PyObject *self, PyObject *args) {
+    PyObject *names, *entries, *keys, *result = NULL;
+    Py_buffer bb, eb;
+    if (!PyArg_ParseTuple(args, "O!y*O!y*O!", &PyList_Type, &names, &bb, &PyList_Type, &entries, &eb, &PyList_Type,
+                          &keys))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(keys), rows = PyList_GET_SIZE(names), xn = PyList_GET_SIZE(entries);
+    const int64_t *bounds = bb.buf, *want = eb.buf;
+    if (sized(&bb, 8, xn + 1, "keyed_rows: bounds") < 0 || sized(&eb, 8, k, "keyed_rows: entries") < 0) goto done;
+    result = PyBytes_FromStringAndSize(NULL, k * 8);
+    if (!result) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int64_t lo, hi;
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (entry_rows(bounds, xn, rows, want[i], &lo, &hi) < 0) goto fail;
+        Py_ssize_t cut = cut_of(entries, want[i]);
+        if (cut < 0) goto fail;
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keyed_rows: keys must be texts");
+            goto fail;
+        }
+        out[i] = -1;
+        for (int64_t r = lo; r < hi; r++) {
+            int eq = same_key(PyList_GET_ITEM(names, r), cut, key, 0);
+            if (eq < 0) goto fail;
+            if (eq) {
+                out[i] = r;
+                break;
+            }
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&eb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"code_objects", code_objects, METH_VARARGS,
      "code_objects(items) -> (int32 codes as bytes, distinct objects by identity, in order of first appearance)"},
@@ -954,6 +1383,15 @@ static PyMethodDef methods[] = {
      "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
     {"call_keys", call_keys, METH_VARARGS,
      "call_keys(names) -> the names without their call counters, or None when a name holds a line break"},
+    {"module_scan", module_scan, METH_VARARGS,
+     "module_scan(entries, names, bounds, prefixes, tree) -> (calls, parents, module flags) or None: "
+     "pair.align's module calls in one pass"},
+    {"rows_alike", rows_alike, METH_VARARGS,
+     "rows_alike(names_n, bounds_n, entries_n, shape_n, names_b, bounds_b, entries_b, shape_b, e_n, e_b) -> "
+     "int8 codes as bytes: 2 the same keys and shapes in order, 1 the same keys, 0 otherwise"},
+    {"keyed_rows", keyed_rows, METH_VARARGS,
+     "keyed_rows(names, bounds, entries, e, keys) -> int64 rows as bytes: the first row of entry e[i] keyed keys[i], "
+     "-1 for none"},
     {"phase_flags", phase_flags, METH_VARARGS,
      "phase_flags(entries, backward, grad, ends, inplace): 'backward' in, 'parameters_grad' in, "
      "endswith('.backward'), a call of an in-place API"},

@@ -31,9 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.names import MODULE_PREFIXES
 from msprobe_compare.load.rows import RowTable, StatKind
 from msprobe_compare.records import dataclass
+
+_C: Any = native.built("_sharednames")
 
 CANDIDATES = 64  # the most calls of the other side one output is checked against (repeated identical outputs)
 MERGE_LIMIT = 8  # the most sibling modules merged into one (q/k/v: 3; experts' gate/up: 2)
@@ -160,16 +163,25 @@ def shape_numel(shape: str) -> int:
         return -1
 
 
-def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
-    """The side's forward module calls in the order they end (their entries), with their slots and times."""
+ScanCall = tuple[int, str, str, int, int, int, dict[str, int], int, int]
+"""A forward module call as module_scan finds it: ModuleCall's fields in order."""
+ModuleScan = tuple[list[ScanCall], "list[str | None] | None", np.ndarray]
+
+
+def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, prefixes: tuple[str, ...],
+                    tree: dict[str, str | None] | None) -> ModuleScan:  # fmt: skip
+    """One pass over a side's entries. Per forward module call (`<prefix><path>.<Class>.forward.<n>`, n: 1 to 18
+    ASCII digits, in entry order): its entry, path, class, counter, parent call (the call `tree` gives as its
+    entry's parent, -1 without one), first entry inside it (its own or a descendant's child, at most its entry),
+    slots (row name suffix -> row; a suffix given twice: its first row), backward entry (`...backward.<n>`) and,
+    for a first call, its parameters_grad entry (-1: none). Then per entry its parent in `tree` (None without a
+    tree) and whether it is a module's (a `prefixes` name)."""
     index: dict[str, int] = {}
-    calls: list[ModuleCall] = []
-    bounds = table.entry_bounds.tolist()
-    names, entries = table.names, table.entries
+    calls: list[list[Any]] = []
     backward: dict[tuple[str, str, int], int] = {}
     grads: dict[tuple[str, str], int] = {}
-    slot_rows: list[int] = []
-    modules = np.fromiter(map(str.startswith, entries, itertools.repeat(MODULES)), dtype=bool, count=len(entries))
+    starts = bounds.tolist()
+    modules = np.fromiter(map(str.startswith, entries, itertools.repeat(prefixes)), dtype=bool, count=len(entries))
     for e in np.flatnonzero(modules).tolist():
         entry = entries[e]
         head, _, last = entry.rpartition(".")
@@ -179,29 +191,52 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
             continue
         stem, _, direction = head.rpartition(".")
         path, _, cls = stem.partition(".")[2].rpartition(".")
-        if not last.isdigit() or not path:
+        if not (last.isascii() and last.isdigit() and len(last) <= 18) or not path:
             continue
         if direction == "backward":
             backward[(path, cls, int(last))] = e
         elif direction == "forward":
-            lo, hi, cut = bounds[e], bounds[e + 1], len(entry) + 1
+            lo, hi, cut = starts[e], starts[e + 1], len(entry) + 1
             slots = dict(zip([x[cut:] for x in names[lo:hi]], range(lo, hi)))
             if len(slots) != hi - lo:  # a key given twice: its first row
                 slots = {}
                 for r in range(lo, hi):
                     slots.setdefault(names[r][cut:], r)
-            slot_rows.extend(slots.values())
             index[entry] = len(calls)
-            calls.append(ModuleCall(e, path, cls, int(last), -1, e, slots))
-    first_inside, parents = _first_inside(entries, tree) if tree else ({}, None)
+            calls.append([e, path, cls, int(last), -1, e, slots, -1, -1])
+    first_inside, parents = _first_inside(entries, tree) if tree is not None else ({}, None)
     for c in calls:
-        e = c.entry
+        e = c[0]
         parent = parents[e] if parents is not None else None
-        c.parent = index.get(parent, -1) if parent else -1
-        c.start = min(first_inside.get(entries[e], e), e)
-        c.backward = backward.get((c.path, c.cls, c.count), -1)
-        if c.count == 0:
-            c.grads = grads.get((c.path, c.cls), -1)
+        c[4] = index.get(parent, -1) if parent else -1
+        c[5] = min(first_inside.get(entries[e], e), e)
+        c[7] = backward.get((c[1], c[2], c[3]), -1)
+        if c[3] == 0:
+            c[8] = grads.get((c[1], c[2]), -1)
+    return [tuple(c) for c in calls], parents, modules
+
+
+def _c_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, prefixes: tuple[str, ...],
+                   tree: dict[str, str | None] | None) -> ModuleScan:  # fmt: skip
+    """_py_module_scan in one pass in C (`_sharednames.module_scan`; lists, a dict tree, texts with a UTF-8
+    form, else the Python twin)."""
+    got = None
+    if type(entries) is list and type(names) is list and (tree is None or type(tree) is dict):
+        got = _C.module_scan(entries, names, np.ascontiguousarray(bounds, dtype=np.int64), prefixes, tree)
+    if got is None:
+        return _py_module_scan(entries, names, bounds, prefixes, tree)
+    calls, parents, flags = got
+    return calls, parents, np.frombuffer(flags, dtype=bool)
+
+
+module_scan = native.twin("_sharednames", _c_module_scan, _py_module_scan)
+
+
+def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
+    """The side's forward module calls in the order they end (their entries), with their slots and times."""
+    found, parents, modules = module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
+    calls = [ModuleCall(*c) for c in found]
+    slot_rows = list(itertools.chain.from_iterable(c.slots.values() for c in calls))
     numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)
     shape = table.shape
     sizes = {sh: shape_numel(sh) for sh in {shape[r] for r in slot_rows}}  # few distinct shapes

@@ -16,12 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_compare import native
 from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
 from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
+
+_C: Any = native.built("_sharednames")
 
 CONCAT, SHARED, SUM = "concat", "shared", "sum"
 FORWARD, BACKWARD, GRADS = Direction.FORWARD, Direction.BACKWARD, Direction.PARAMETERS_GRAD  # a module call's entries
@@ -56,22 +59,79 @@ class Built:
                 got.setdefault(t.names[r][cut:], r)
         return got
 
-    def rows(self, want: list[tuple[int, str]]) -> np.ndarray:
+    def rows(self, want_e: list[int], want_k: list[str]) -> np.ndarray:
         """The row here of each (entry of the side's own table, row key), -1 for none (a merged group's: by its first
         part's entry): the rows of the side's own table looked up, then moved here at once."""
-        merged, keyed, keys = self.merged, self._keyed, self.keys
-        old_rows = []
-        for e, k in want:
-            got_e = keyed.get(e)
-            old_rows.append((got_e if got_e is not None else keys(e)).get(k, -1))
-        old = np.array(old_rows, dtype=np.int64)
+        t = self.old
+        old = keyed_rows(t.names, t.entry_bounds, t.entries, np.asarray(want_e, dtype=np.int64), want_k)
         got = np.where(old >= 0, self.new_of_old[np.maximum(old, 0)], -1) if len(old) else old
-        if merged:
-            for i, ek in enumerate(want):
+        if self.merged:
+            merged = self.merged
+            for i, ek in enumerate(zip(want_e, want_k)):
                 m = merged.get(ek)
                 if m is not None:
                     got[i] = m
         return got
+
+
+def _py_keyed_rows(names: list[str], bounds: np.ndarray, entries: list[str], want: np.ndarray,
+                   keys: list[str]) -> np.ndarray:  # fmt: skip
+    """Per (entry want[i], key keys[i]): the first row of the entry whose key (its name less the entry's name and a
+    dot) is keys[i], -1 for none."""
+    keyed: dict[int, dict[str, int]] = {}
+    out = np.full(len(keys), -1, dtype=np.int64)
+    for i, (e, k) in enumerate(zip(want.tolist(), keys)):
+        got = keyed.get(e)
+        if got is None:
+            cut = len(entries[e]) + 1
+            got = keyed[e] = {}
+            for r in range(int(bounds[e]), int(bounds[e + 1])):
+                got.setdefault(names[r][cut:], r)
+        out[i] = got.get(k, -1)
+    return out
+
+
+def _c_keyed_rows(names: list[str], bounds: np.ndarray, entries: list[str], want: np.ndarray,
+                  keys: list[str]) -> np.ndarray:  # fmt: skip
+    """_py_keyed_rows in C (`_sharednames.keyed_rows`: each entry's few rows scanned; lists)."""
+    if type(names) is not list or type(entries) is not list or type(keys) is not list:
+        return _py_keyed_rows(names, bounds, entries, want, keys)
+    got = _C.keyed_rows(names, np.ascontiguousarray(bounds, dtype=np.int64), entries,
+                        np.ascontiguousarray(want, dtype=np.int64), keys)  # fmt: skip
+    return np.frombuffer(got, dtype=np.int64).copy()
+
+
+keyed_rows = native.twin("_sharednames", _c_keyed_rows, _py_keyed_rows)
+
+
+def _py_rows_alike(tn: RowTable, tb: RowTable, e_n: np.ndarray, e_b: np.ndarray) -> np.ndarray:
+    """Per entry pair (e_n[i] of `tn`, e_b[i] of `tb`): 2 when their rows hold the same keys (names less the entry's
+    name and a dot) and shapes in the same order, 1 the same keys in the same order, else 0 (int8)."""
+    bn, bb = tn.entry_bounds.tolist(), tb.entry_bounds.tolist()
+    names_n, names_b, shape_n, shape_b = tn.names, tb.names, tn.shape, tb.shape
+    out = np.zeros(len(e_n), dtype=np.int8)
+    for i, (a, b) in enumerate(zip(e_n.tolist(), e_b.tolist())):
+        lo_n, hi_n, lo_b, hi_b = bn[a], bn[a + 1], bb[b], bb[b + 1]
+        if hi_n - lo_n != hi_b - lo_b:
+            continue
+        cut_n, cut_b = len(tn.entries[a]) + 1, len(tb.entries[b]) + 1
+        if [x[cut_n:] for x in names_n[lo_n:hi_n]] == [x[cut_b:] for x in names_b[lo_b:hi_b]]:
+            out[i] = 2 if shape_n[lo_n:hi_n] == shape_b[lo_b:hi_b] else 1
+    return out
+
+
+def _c_rows_alike(tn: RowTable, tb: RowTable, e_n: np.ndarray, e_b: np.ndarray) -> np.ndarray:
+    """_py_rows_alike in C (`_sharednames.rows_alike`; lists)."""
+    if not all(type(x) is list for x in (tn.names, tn.entries, tn.shape, tb.names, tb.entries, tb.shape)):
+        return _py_rows_alike(tn, tb, e_n, e_b)
+    i64 = np.int64
+    got = _C.rows_alike(tn.names, np.ascontiguousarray(tn.entry_bounds, dtype=i64), tn.entries, tn.shape, tb.names,
+                        np.ascontiguousarray(tb.entry_bounds, dtype=i64), tb.entries, tb.shape,
+                        np.ascontiguousarray(e_n, dtype=i64), np.ascontiguousarray(e_b, dtype=i64))  # fmt: skip
+    return np.frombuffer(got, dtype=np.int8).copy()
+
+
+rows_alike = native.twin("_sharednames", _c_rows_alike, _py_rows_alike)
 
 
 def _shape(shapes: list[str], how: str, axis: int) -> str:
@@ -239,13 +299,12 @@ def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) ->
     entry)."""
     npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
     bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
-    want_n: list[tuple[int, str]] = []  # (entry of the side's own table, row key) a slot pair names, per side
-    want_b: list[tuple[int, str]] = []
+    want = _Want()
     for p in al.pairs:
-        _pair_rows(al, p, want_n, want_b)
+        _pair_rows(al, p, want)
     old_n, old_b = _inner_rows(npu, bench, inner or [])
-    a = np.concatenate([npu.rows(want_n), npu.new_of_old[old_n]])
-    b = np.concatenate([bench.rows(want_b), bench.new_of_old[old_b]])
+    a = np.concatenate([npu.rows(want.e_n, want.k_n), npu.new_of_old[old_n]])
+    b = np.concatenate([bench.rows(want.e_b, want.k_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
     a, b = a[keep], b[keep]
     first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
@@ -258,35 +317,28 @@ def _inner_rows(npu: Built, bench: Built, inner: list[tuple[int, int]]) -> tuple
     """The rows (of each side's own table) of the API calls paired inside paired modules: rows of the same key
     whose element counts agree. Calls whose rows have the same keys in the same order pair row by row."""
     tn, tb = npu.old, bench.old
-    bn, bb = tn.entry_bounds.tolist(), tb.entry_bounds.tolist()
-    names_n, names_b, shape_n, shape_b = tn.names, tb.names, tn.shape, tb.shape
-    entries_n, entries_b = tn.entries, tb.entries
-    spans: list[tuple[int, int, int]] = []  # whole calls paired row by row: npu rows [lo, hi), bench rows from lo_b
+    pairs = np.array(inner, dtype=np.int64).reshape(-1, 2)
+    e_n, e_b = pairs[:, 0], pairs[:, 1]
+    alike = rows_alike(tn, tb, e_n, e_b)
+    spans = np.flatnonzero(alike == 2)
+    shape_n, shape_b = tn.shape, tb.shape
     old_n: list[int] = []
     old_b: list[int] = []
-    for e_n, e_b in inner:
+    for i in np.flatnonzero(alike != 2).tolist():
+        a, b = int(e_n[i]), int(e_b[i])
         got: Iterable[tuple[int, int]]
-        lo_n, hi_n, lo_b, hi_b = bn[e_n], bn[e_n + 1], bb[e_b], bb[e_b + 1]
-        if hi_n - lo_n == hi_b - lo_b:
-            if entries_n[e_n] == entries_b[e_b]:
-                same = names_n[lo_n:hi_n] == names_b[lo_b:hi_b]
-            else:
-                cut_n, cut_b = len(entries_n[e_n]) + 1, len(entries_b[e_b]) + 1
-                same = [x[cut_n:] for x in names_n[lo_n:hi_n]] == [x[cut_b:] for x in names_b[lo_b:hi_b]]
-            if same:
-                if shape_n[lo_n:hi_n] == shape_b[lo_b:hi_b]:
-                    spans.append((lo_n, hi_n, lo_b))
-                    continue
-                got = zip(range(lo_n, hi_n), range(lo_b, hi_b))
-            else:
-                got = _by_key(npu, bench, e_n, e_b)
+        if alike[i] == 1:
+            got = zip(range(int(tn.entry_bounds[a]), int(tn.entry_bounds[a + 1])),
+                      range(int(tb.entry_bounds[b]), int(tb.entry_bounds[b + 1])))  # fmt: skip
         else:
-            got = _by_key(npu, bench, e_n, e_b)
-        for i, j in got:
-            if shape_n[i] == shape_b[j] or shape_numel(shape_n[i]) == shape_numel(shape_b[j]):
-                old_n.append(i)
+            got = _by_key(npu, bench, a, b)
+        for i_, j in got:
+            if shape_n[i_] == shape_b[j] or shape_numel(shape_n[i_]) == shape_numel(shape_b[j]):
+                old_n.append(i_)
                 old_b.append(j)
-    return _with_spans(old_n, old_b, spans)
+    lo = tn.entry_bounds[e_n[spans]].astype(np.int64)
+    return _with_spans(old_n, old_b, lo, tn.entry_bounds[e_n[spans] + 1].astype(np.int64),
+                       tb.entry_bounds[e_b[spans]].astype(np.int64))  # fmt: skip
 
 
 def _by_key(npu: Built, bench: Built, e_n: int, e_b: int) -> Iterator[tuple[int, int]]:
@@ -294,11 +346,9 @@ def _by_key(npu: Built, bench: Built, e_n: int, e_b: int) -> Iterator[tuple[int,
     return ((i, keys_b[k]) for k, i in npu.keys(e_n).items() if k in keys_b)
 
 
-def _with_spans(old_n: list[int], old_b: list[int], spans: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+def _with_spans(old_n: list[int], old_b: list[int], lo: np.ndarray, hi: np.ndarray,
+                lo_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The row pairs, then every row of each span (npu rows [lo, hi) with bench rows from lo_b on), vectorised."""
-    if not spans:
-        return np.array(old_n, dtype=np.int64), np.array(old_b, dtype=np.int64)
-    lo, hi, lo_b = (np.array(x, dtype=np.int64) for x in zip(*spans))
     size = hi - lo
     within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
     return (
@@ -307,32 +357,44 @@ def _with_spans(old_n: list[int], old_b: list[int], spans: list[tuple[int, int, 
     )
 
 
-def _pair_rows(al: Alignment, p: BoundaryPair, want_n: list[tuple[int, str]], want_b: list[tuple[int, str]]) -> None:
+class _Want:
+    """The (entry of the side's own table, row key) pairs that slot pairs join, per side, as parallel lists."""
+
+    def __init__(self) -> None:
+        self.e_n: list[int] = []
+        self.k_n: list[str] = []
+        self.e_b: list[int] = []
+        self.k_b: list[str] = []
+
+    def add(self, e_n: int, keys_n: list[str], e_b: int, keys_b: list[str]) -> None:
+        self.e_n.extend([e_n] * len(keys_n))
+        self.k_n.extend(keys_n)
+        self.e_b.extend([e_b] * len(keys_b))
+        self.k_b.extend(keys_b)
+
+
+def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want) -> None:
     """The (entry, row key) of each side that pair `p`'s slot pairs join: forward, parameters and their gradients,
     backward."""
     calls_n, calls_b = al.npu.calls, al.bench.calls
-    f_n, f_b = calls_n[p.npu[0]].entry, calls_b[p.bench[0]].entry
-    for sp in p.slots:
-        want_n.append((f_n, sp.npu))
-        want_b.append((f_b, sp.bench))
+    c_n, c_b = calls_n[p.npu[0]], calls_b[p.bench[0]]
+    f_n, f_b = c_n.entry, c_b.entry
+    if p.slots:
+        want.add(f_n, [sp.npu for sp in p.slots], f_b, [sp.bench for sp in p.slots])
     if p.how == "parameters" or p.first == "parameters":  # a later call reads the same parameters
-        params_n = sorted(k for k in al.npu.calls[p.npu[0]].slots if k.startswith("parameters."))
-        params_b = sorted(k for k in al.bench.calls[p.bench[0]].slots if k.startswith("parameters."))
+        params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
+        params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
         pairs = [(k, k) for k in params_n if k in params_b] or (
             [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
         )
-        b_n, b_b = calls_n[p.npu[0]].grads, calls_b[p.bench[0]].grads
+        b_n, b_b = c_n.grads, c_b.grads
         for k_n, k_b in pairs:
-            want_n.append((f_n, k_n))
-            want_b.append((f_b, k_b))
+            want.add(f_n, [k_n], f_b, [k_b])
             if b_n >= 0 and b_b >= 0:
-                want_n.append((b_n, k_n.split(".", 1)[1]))
-                want_b.append((b_b, k_b.split(".", 1)[1]))
-    w_n, w_b = calls_n[p.npu[0]].backward, calls_b[p.bench[0]].backward
+                want.add(b_n, [k_n.split(".", 1)[1]], b_b, [k_b.split(".", 1)[1]])
+    w_n, w_b = c_n.backward, c_b.backward
     if w_n >= 0 and w_b >= 0 and p.grads:
-        for sp in p.grads:
-            want_n.append((w_n, sp.npu))
-            want_b.append((w_b, sp.bench))
+        want.add(w_n, [sp.npu for sp in p.grads], w_b, [sp.bench for sp in p.grads])
 
 
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
