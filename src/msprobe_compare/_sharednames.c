@@ -23,9 +23,10 @@
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
  * call_keys(names) -> [key, ...] or None
  *     pair.calls.call_keys' substitutions name by name (None when a name holds a line break: the caller's own rule).
- * module_scan(entries, names, bounds, prefixes, tree) -> (calls, parents, flags) or None
+ * module_scan(entries, names, bounds, prefixes, tree) -> (calls, parent calls, flags) or None
  *     pair/align.py's module calls in one pass over a side's entries (its Python twin, _py_module_scan, says what
- *     each item holds); None when a text has no UTF-8 form.
+ *     each item holds); None when a text has no UTF-8 form. The tree's items are walked beside the entries, looked
+ *     up only where the orders part; an entry with the previous entry's parent takes its answers.
  * rows_alike(names_n, bounds_n, entries_n, shape_n, names_b, bounds_b, entries_b, shape_b, e_n, e_b) -> codes
  * keyed_rows(names, bounds, entries, e, keys) -> rows
  *     rows of entries by their keys (a row's name less its entry's name and a dot): per entry pair whether their
@@ -1014,6 +1015,12 @@ static int set_index(PyObject *dict, PyObject *key, Py_ssize_t value, int keep_f
     return rc;
 }
 
+/* Two texts alike: the same object, or str of the same code points. */
+static int same_str(PyObject *a, PyObject *b) {
+    return a == b || (PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
+                      PyUnicode_Compare(a, b) == 0);
+}
+
 static PyObject *module_scan(PyObject *self, PyObject *args) {
     PyObject *entries, *names, *prefixes, *tree;
     Py_buffer bb;
@@ -1021,8 +1028,8 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
                           &prefixes, &tree))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries), rows = PyList_GET_SIZE(names), np = PyTuple_GET_SIZE(prefixes);
-    PyObject *result = NULL, *mask = NULL, *index = NULL, *backward = NULL, *grads = NULL, *parents = NULL,
-             *first = NULL, *out = NULL;
+    PyObject *result = NULL, *mask = NULL, *index = NULL, *backward = NULL, *grads = NULL,
+             *first = NULL, *out = NULL, *up_call = NULL;
     ScanCall *calls = NULL;
     Py_ssize_t ncalls = 0, cap = 0;
     const int64_t *bounds = (const int64_t *)bb.buf;
@@ -1059,7 +1066,10 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             if (!p) goto done;
             hit = len >= pn && memcmp(s, p, (size_t)pn) == 0;
         }
-        if (!hit) continue;
+        if (!hit) {
+            is_module[e] = (char)(len >= 8 && memcmp(s + len - 8, ".forward", 8) == 0 ? 2 : 0);
+            continue;
+        }
         is_module[e] = 1;
         Py_ssize_t d1 = last_dot(s, len), hlen = d1 < 0 ? 0 : d1;
         const char *last = s + d1 + 1;
@@ -1139,15 +1149,37 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         if (set_index(index, entry, ncalls - 1, 0) < 0) goto done;
     }
     if (tree != Py_None) { /* per entry its parent; per module the first entry inside it */
-        parents = PyList_New(n);
         first = PyDict_New();
-        if (!parents || !first) goto done;
+        up_call = PyBytes_FromStringAndSize(NULL, n * 8);
+        if (!first || !up_call) goto done;
+        int64_t *pc = (int64_t *)PyBytes_AS_STRING(up_call);
+        /* The tree's items are walked beside the entries (construct.json is mostly written in the dump's order): an
+         * entry that is the next item's name takes its parent without a hash lookup. */
+        Py_ssize_t pos = 0;
+        PyObject *tk = NULL, *tv = NULL, *last = NULL;
+        int more = PyDict_Next(tree, &pos, &tk, &tv);
+        Py_ssize_t last_call = -1;
         for (Py_ssize_t e = 0; e < n; e++) {
-            PyObject *parent = PyDict_GetItemWithError(tree, PyList_GET_ITEM(entries, e));
-            if (!parent && PyErr_Occurred()) goto done;
-            if (!parent) parent = Py_None;
-            Py_INCREF(parent);
-            PyList_SET_ITEM(parents, e, parent);
+            PyObject *entry = PyList_GET_ITEM(entries, e), *parent;
+            if (more && same_str(tk, entry)) {
+                parent = tv;
+                more = PyDict_Next(tree, &pos, &tk, &tv);
+            } else {
+                parent = PyDict_GetItemWithError(tree, entry);
+                if (!parent && PyErr_Occurred()) goto done;
+                if (!parent) parent = Py_None;
+            }
+            if (parent != Py_None && last && same_str(parent, last)) {
+                pc[e] = last_call; /* the previous entry's parent: its call and first entry are known */
+                continue;
+            }
+            last = parent;
+            last_call = -1;
+            if (parent != Py_None) {
+                int truthy = PyObject_IsTrue(parent);
+                if (truthy < 0 || (truthy && (last_call = lookup_index(index, parent, -1)) == -2)) goto done;
+            }
+            pc[e] = last_call;
             while (parent != Py_None) {
                 int in = PyDict_Contains(first, parent);
                 if (in < 0 || (!in && set_index(first, parent, e, 0) < 0)) goto done;
@@ -1164,11 +1196,8 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         ScanCall *k = &calls[c];
         PyObject *entry = PyList_GET_ITEM(entries, k->entry);
         Py_ssize_t parent = -1, start = k->entry, bwd = -1, grad = -1;
-        if (parents) {
-            PyObject *up = PyList_GET_ITEM(parents, k->entry);
-            int truthy = up == Py_None ? 0 : PyObject_IsTrue(up);
-            if (truthy < 0) goto done;
-            if (truthy && (parent = lookup_index(index, up, -1)) == -2) goto done;
+        if (up_call) {
+            parent = (Py_ssize_t)((const int64_t *)PyBytes_AS_STRING(up_call))[k->entry];
             Py_ssize_t f = lookup_index(first, entry, k->entry);
             if (f == -2) goto done;
             if (f < start) start = f;
@@ -1192,7 +1221,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         if (!item) goto done;
         PyList_SET_ITEM(out, c, item);
     }
-    result = Py_BuildValue("(OOO)", out, parents ? parents : Py_None, mask);
+    result = Py_BuildValue("(OOO)", out, up_call ? up_call : Py_None, mask);
 done:
     result = none_on_encode_error(result); /* lone surrogates: the Python twin */
     for (Py_ssize_t c = 0; c < ncalls; c++) {
@@ -1206,8 +1235,8 @@ done:
     Py_XDECREF(index);
     Py_XDECREF(backward);
     Py_XDECREF(grads);
-    Py_XDECREF(parents);
     Py_XDECREF(first);
+    Py_XDECREF(up_call);
     PyBuffer_Release(&bb);
     return result;
 }
@@ -1384,7 +1413,7 @@ static PyMethodDef methods[] = {
     {"call_keys", call_keys, METH_VARARGS,
      "call_keys(names) -> the names without their call counters, or None when a name holds a line break"},
     {"module_scan", module_scan, METH_VARARGS,
-     "module_scan(entries, names, bounds, prefixes, tree) -> (calls, parents, module flags) or None: "
+     "module_scan(entries, names, bounds, prefixes, tree) -> (calls, parent calls, flags) or None: "
      "pair.align's module calls in one pass"},
     {"rows_alike", rows_alike, METH_VARARGS,
      "rows_alike(names_n, bounds_n, entries_n, shape_n, names_b, bounds_b, entries_b, shape_b, e_n, e_b) -> "

@@ -245,11 +245,11 @@ def test_inner_calls_pair_where_both_run_the_same_apis() -> None:
             f"Functional.linear.{count}.forward", [a["ctx"], w["o"]], [a["o"]], "Module.m.attn.o_proj.Linear.forward.0"
         )
     al = align(npu.side(), bench.side())
-    assert inner_calls(al, npu.tree, bench.tree) == [
-        (
+    assert inner_calls(al, npu.tree, bench.tree).tolist() == [
+        [
             al.npu.table.entries.index("Functional.linear.7.forward"),
             al.bench.table.entries.index("Functional.linear.2.forward"),
-        )
+        ]
     ]
     tables = aligned_tables(al, inner_calls(al, npu.tree, bench.tree))
     row = tables.npu.table.names.index("Functional.linear.7.forward.output.0")

@@ -19,7 +19,10 @@ from tests.native_helpers import native_module
 
 
 def _same_scan(got, want) -> bool:
-    return got[0] == want[0] and got[1] == want[1] and np.array_equal(got[2], want[2]) and got[2].dtype == bool
+    parents = (got[1] is None and want[1] is None) or (
+        got[1] is not None and want[1] is not None and got[1].tolist() == want[1].tolist()
+    )
+    return got[0] == want[0] and parents and got[2].tolist() == want[2].tolist() and got[2].dtype == np.uint8
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +99,10 @@ def test_module_scan_twins_agree_on_names_the_dumper_does_not_write() -> None:
         "input.0": int(t.entry_bounds[0]),
         "parameters.weight": int(t.entry_bounds[0]) + 2,
     }
+    _, up, flags = align._c_module_scan(t.entries, t.names, t.entry_bounds, align.MODULES, trees[1])
+    linear = t.entries.index("Functional.linear.0.forward")
+    assert up[linear] == 0 and flags[linear] == align.API_FORWARD and flags[0] == align.MODULE
+    assert up[t.entries.index("Module.é.Çlass.forward.0")] == -1  # an empty parent is none
     assert (
         found["a"][7] == 1 and found["a"][8] == 2 and found["a"][3] == 0 and found["a"][4] == 3 and found["net"][4] == 0
     )

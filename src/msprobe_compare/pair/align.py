@@ -34,6 +34,7 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.names import MODULE_PREFIXES
 from msprobe_compare.load.rows import RowTable, StatKind
+from msprobe_compare.pair.calls import Names
 from msprobe_compare.records import dataclass
 
 _C: Any = native.built("_sharednames")
@@ -80,8 +81,8 @@ class Side:
     numel: np.ndarray  # per row: element count (-1 without a shape, and for rows of no module call's forward slots)
     low: bool = False  # the run computes in a low precision somewhere (autocast): its fp32 tensors carry that noise
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a size and 4 finite numbers
-    parents: list[str | None] | None = None  # per entry: its parent in the module tree (None without a tree)
-    modules: np.ndarray | None = None  # per entry: a module's or cell's (MODULES names)
+    up_call: np.ndarray | None = None  # per entry: the call (index into calls) the tree puts it in, -1 for none
+    api: np.ndarray | None = None  # per entry: the forward of a call that is no module's (`X.3.forward`)
 
 
 @dataclass
@@ -165,7 +166,8 @@ def shape_numel(shape: str) -> int:
 
 ScanCall = tuple[int, str, str, int, int, int, dict[str, int], int, int]
 """A forward module call as module_scan finds it: ModuleCall's fields in order."""
-ModuleScan = tuple[list[ScanCall], "list[str | None] | None", np.ndarray]
+ModuleScan = tuple[list[ScanCall], "np.ndarray | None", np.ndarray]
+MODULE, API_FORWARD = 1, 2  # module_scan's flags of an entry: a module's or cell's; another call's forward
 
 
 def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, prefixes: tuple[str, ...],
@@ -174,8 +176,9 @@ def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pr
     ASCII digits, in entry order): its entry, path, class, counter, parent call (the call `tree` gives as its
     entry's parent, -1 without one), first entry inside it (its own or a descendant's child, at most its entry),
     slots (row name suffix -> row; a suffix given twice: its first row), backward entry (`...backward.<n>`) and,
-    for a first call, its parameters_grad entry (-1: none). Then per entry its parent in `tree` (None without a
-    tree) and whether it is a module's (a `prefixes` name)."""
+    for a first call, its parameters_grad entry (-1: none). Then per entry the call that is its parent in `tree`
+    (int64, -1 for none; None without a tree) and its flags (uint8): MODULE for a `prefixes` name, else
+    API_FORWARD for a name ending with `.forward`."""
     index: dict[str, int] = {}
     calls: list[list[Any]] = []
     backward: dict[tuple[str, str, int], int] = {}
@@ -204,16 +207,22 @@ def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pr
                     slots.setdefault(names[r][cut:], r)
             index[entry] = len(calls)
             calls.append([e, path, cls, int(last), -1, e, slots, -1, -1])
-    first_inside, parents = _first_inside(entries, tree) if tree is not None else ({}, None)
+    up_call = None
+    first_inside: dict[str, int] = {}
+    if tree is not None:
+        first_inside, parents = _first_inside(entries, tree)
+        up_call = np.fromiter((index.get(p, -1) if p else -1 for p in parents), dtype=np.int64, count=len(entries))
     for c in calls:
         e = c[0]
-        parent = parents[e] if parents is not None else None
-        c[4] = index.get(parent, -1) if parent else -1
+        if up_call is not None:
+            c[4] = int(up_call[e])
         c[5] = min(first_inside.get(entries[e], e), e)
         c[7] = backward.get((c[1], c[2], c[3]), -1)
         if c[3] == 0:
             c[8] = grads.get((c[1], c[2]), -1)
-    return [tuple(c) for c in calls], parents, modules
+    ends = np.fromiter(map(str.endswith, entries, itertools.repeat(".forward")), dtype=bool, count=len(entries))
+    flags = np.where(modules, MODULE, np.where(ends, API_FORWARD, 0)).astype(np.uint8)
+    return [tuple(c) for c in calls], up_call, flags
 
 
 def _c_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, prefixes: tuple[str, ...],
@@ -225,8 +234,8 @@ def _c_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pre
         got = _C.module_scan(entries, names, np.ascontiguousarray(bounds, dtype=np.int64), prefixes, tree)
     if got is None:
         return _py_module_scan(entries, names, bounds, prefixes, tree)
-    calls, parents, flags = got
-    return calls, parents, np.frombuffer(flags, dtype=bool)
+    calls, up_call, flags = got
+    return calls, None if up_call is None else np.frombuffer(up_call, dtype=np.int64), np.frombuffer(flags, np.uint8)
 
 
 module_scan = native.twin("_sharednames", _c_module_scan, _py_module_scan)
@@ -234,7 +243,7 @@ module_scan = native.twin("_sharednames", _c_module_scan, _py_module_scan)
 
 def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     """The side's forward module calls in the order they end (their entries), with their slots and times."""
-    found, parents, modules = module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
+    found, up_call, flags = module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
     calls = [ModuleCall(*c) for c in found]
     slot_rows = list(itertools.chain.from_iterable(c.slots.values() for c in calls))
     numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)
@@ -246,7 +255,7 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1) if len(kinds) else \
         np.zeros(0, dtype=bool)  # fmt: skip
     ok = (numel >= 0) & numeric & np.all(np.isfinite(table.stats), axis=1) if len(numel) else numeric
-    return Side(table, calls, numel, low, ok, parents, modules)
+    return Side(table, calls, numel, low, ok, up_call, flags == API_FORWARD)
 
 
 def _first_inside(entries: list[str], tree: dict[str, str | None]) -> tuple[dict[str, int], list[str | None]]:
@@ -853,7 +862,7 @@ def _first_calls(side: Side, firsts: list[int]) -> Side:
             parent = at.get(call.parent, first_of.get((up.path, up.cls), -1))
         calls.append(ModuleCall(call.entry, call.path, call.cls, call.count, parent, call.start, call.slots,
                                 call.backward, call.grads))  # fmt: skip
-    return Side(side.table, calls, side.numel, side.low, side.ok, side.parents, side.modules)
+    return Side(side.table, calls, side.numel, side.low, side.ok)  # (up_call indexes the whole side's calls)
 
 
 def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[int]]) -> Alignment:
@@ -871,22 +880,20 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         return [calls_of[side][(s.calls[c].path, s.calls[c].cls)] for c in firsts_]
 
     pairs: list[BoundaryPair] = []
-    taken: dict[str, set[int]] = {side: set() for side in sides}
     for p in first.pairs:
-        whole = {side: tuple(firsts[side][c] for c in getattr(p, side)) for side in sides}
-        pairs.append(BoundaryPair(whole["npu"], whole["bench"], p.how, p.slots, p.grads, p.fixed))
-        runs = {side: series(side, whole[side]) for side in sides}
-        n = len(runs["npu"][0])
-        if any(len(r) != n for side in sides for r in runs[side]):
+        whole_n, whole_b = tuple(firsts["npu"][c] for c in p.npu), tuple(firsts["bench"][c] for c in p.bench)
+        pairs.append(BoundaryPair(whole_n, whole_b, p.how, p.slots, p.grads, p.fixed))
+        runs_n, runs_b = series("npu", whole_n), series("bench", whole_b)
+        n = len(runs_n[0])
+        if any(len(r) != n for r in runs_n) or any(len(r) != n for r in runs_b):
             continue
-        for k in range(1, n):
-            got = {side: tuple(r[k] for r in runs[side]) for side in sides}
-            pairs.append(BoundaryPair(got["npu"], got["bench"], "repeat",
-                                      _kept(p.slots, npu, got["npu"], bench, got["bench"]), list(p.grads),
+        # the k-th calls of each part (k >= 1); their slot and gradient lists are the first pair's where they keep
+        # them all (shared: no list is changed once aligned)
+        for got_n, got_b in itertools.islice(zip(zip(*runs_n), zip(*runs_b)), 1, None):
+            pairs.append(BoundaryPair(got_n, got_b, "repeat", _kept(p.slots, npu, got_n, bench, got_b), p.grads,
                                       first=p.how))  # fmt: skip
-    for p in pairs:
-        for side in sides:
-            taken[side].update(getattr(p, side))
+    taken = {"npu": set(itertools.chain.from_iterable(p.npu for p in pairs)),
+             "bench": set(itertools.chain.from_iterable(p.bench for p in pairs))}  # fmt: skip
     same_as: dict[str, dict[int, int]] = {side: {} for side in sides}
     for side in sides:
         for w, h in first.same_as[side].items():
@@ -902,7 +909,8 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
 def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...]) -> list[SlotPair]:
     """The slot pairs a later call pair keeps: those whose forward slots its calls have too."""
     have_a, have_b = npu.calls[a[0]].slots, bench.calls[b[0]].slots
-    return [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
+    kept = [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
+    return slots if len(kept) == len(slots) else kept
 
 
 def _align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> Alignment:
@@ -927,38 +935,46 @@ def _align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> A
 
 def inner_calls(
     al: Alignment, npu_tree: dict[str, str | None] | None, bench_tree: dict[str, str | None] | None
-) -> list[tuple[int, int]]:
+) -> np.ndarray:
     """API calls paired inside paired modules (one call a side): where both run the same APIs in the same order
-    directly inside them, call k with call k, forward and backward (npu entry, bench entry)."""
-    if not npu_tree or not bench_tree:
-        return []
-    kids = {side: _api_children(s, tree) for side, s, tree in (("npu", al.npu, npu_tree),
-                                                                ("bench", al.bench, bench_tree))}  # fmt: skip
+    directly inside them, call k with call k, forward and backward (rows: npu entry, bench entry)."""
+    none = np.zeros((0, 2), dtype=np.int64)
+    if not npu_tree or not bench_tree or al.npu.up_call is None or al.bench.up_call is None:
+        return none
+    single = np.array([(p.npu[0], p.bench[0]) for p in al.pairs if len(p.npu) == 1 and len(p.bench) == 1],
+                      dtype=np.int64).reshape(-1, 2)  # fmt: skip
+    kids_n, start_n, count_n = _api_children(al.npu)
+    kids_b, start_b, count_b = _api_children(al.bench)
+    c_n, c_b = single[:, 0], single[:, 1]
+    k = count_n[c_n]
+    keep = (k > 0) & (k == count_b[c_b])
+    c_n, c_b, k = c_n[keep], c_b[keep], k[keep]
+    seg_n, seg_b = kids_n[_spread(start_n[c_n], k)], kids_b[_spread(start_b[c_b], k)]
     entries_n, entries_b = al.npu.table.entries, al.bench.table.entries
-    calls_n, calls_b = al.npu.calls, al.bench.calls
-    kids_n, kids_b = kids["npu"], kids["bench"]
-    fwd_n: list[int] = []
-    fwd_b: list[int] = []
-    for p in al.pairs:
-        if len(p.npu) != 1 or len(p.bench) != 1:
-            continue
-        a = kids_n.get(entries_n[calls_n[p.npu[0]].entry])
-        b = kids_b.get(entries_b[calls_b[p.bench[0]].entry])
-        if not a or not b or len(a) != len(b):
-            continue
-        names_a, names_b = [entries_n[e] for e in a], [entries_b[e] for e in b]
-        if names_a != names_b and list(map(_api, names_a)) != list(map(_api, names_b)):
-            continue
-        fwd_n.extend(a)
-        fwd_b.extend(b)
-    back_n = _backward_of(entries_n, fwd_n)
-    back_b = _backward_of(entries_b, fwd_b)
-    out: list[tuple[int, int]] = []
-    for e_a, e_b, w_a, w_b in zip(fwd_n, fwd_b, back_n, back_b):
-        out.append((e_a, e_b))
-        if w_a >= 0 and w_b >= 0:
-            out.append((w_a, w_b))
+    names_n = Names(entries_n)
+    same = names_n.find([entries_b[e] for e in seg_b.tolist()]) == seg_n  # the same names (entries are unique)
+    ends = np.cumsum(k)
+    alike = np.logical_and.reduceat(same, ends - k) if len(k) else np.zeros(0, dtype=bool)
+    for i in np.flatnonzero(~alike).tolist():  # other names (other call counters): the same APIs in the same order
+        lo, hi = int(ends[i] - k[i]), int(ends[i])
+        alike[i] = [_api(entries_n[e]) for e in seg_n[lo:hi].tolist()] == [_api(entries_b[e]) for e in
+                                                                           seg_b[lo:hi].tolist()]  # fmt: skip
+    chosen = np.repeat(alike, k)
+    fwd_n, fwd_b = seg_n[chosen], seg_b[chosen]
+    back_n = _backward_of(names_n, entries_n, fwd_n)
+    back_b = _backward_of(Names(entries_b), entries_b, fwd_b)
+    both = (back_n >= 0) & (back_b >= 0)
+    out = np.empty((len(fwd_n) + int(np.count_nonzero(both)), 2), dtype=np.int64)  # each forward, then its backward
+    at = np.arange(len(fwd_n)) + np.concatenate([[0], np.cumsum(both)[:-1]]) if len(fwd_n) else np.zeros(0, np.int64)
+    out[at, 0], out[at, 1] = fwd_n, fwd_b
+    out[at[both] + 1, 0], out[at[both] + 1, 1] = back_n[both], back_b[both]
     return out
+
+
+def _spread(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Positions starts[i] .. starts[i] + counts[i] - 1, for each i in turn."""
+    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts.astype(np.int64), counts) + within
 
 
 def _api(entry: str) -> str:
@@ -966,29 +982,22 @@ def _api(entry: str) -> str:
     return entry.rsplit(".", 2)[0]
 
 
-def _backward_of(entries: list[str], forward: list[int]) -> list[int]:
+def _backward_of(names: Names, entries: list[str], forward: np.ndarray) -> np.ndarray:
     """Per forward API entry (`X.3.forward`): the entry of its backward (`X.3.backward`), -1 when none."""
-    if not forward:
-        return []
-    from msprobe_compare.pair.calls import Names  # the names' index (in C where built)
-
-    return Names(entries).find([entries[e][:-7] + "backward" for e in forward]).tolist()
+    if not len(forward):
+        return np.zeros(0, dtype=np.int64)
+    return names.find([entries[e][:-7] + "backward" for e in forward.tolist()])
 
 
-def _api_children(side: Side, tree: dict[str, str | None]) -> dict[str, list[int]]:
-    """Per module (by name): the forward API calls directly inside it, in execution order."""
-    entries = side.table.entries
-    parents = side.parents if side.parents is not None else list(map(tree.get, entries))
-    n = len(entries)
-    modules = side.modules if side.modules is not None else \
-        np.fromiter(map(str.startswith, entries, itertools.repeat(MODULES)), dtype=bool, count=n)  # fmt: skip
-    api = np.fromiter(map(str.endswith, entries, itertools.repeat(".forward")), dtype=bool, count=n) & ~modules
-    kids: dict[str, list[int]] = defaultdict(list)
-    for e in np.flatnonzero(api).tolist():
-        parent = parents[e]
-        if parent:
-            kids[parent].append(e)
-    return kids
+def _api_children(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per module call, the forward API calls directly inside it, in execution order: the entries grouped by call,
+    and per call where its group starts and how many it holds."""
+    up = side.up_call
+    assert up is not None and side.api is not None
+    inside = np.flatnonzero(side.api & (up >= 0))
+    kids = inside[np.argsort(up[inside], kind="stable")]
+    count = np.bincount(up[inside], minlength=len(side.calls)).astype(np.int64)
+    return kids, np.cumsum(count) - count, count
 
 
 def _user_pairs(al: _Aligner, doc: Any, path: Any) -> None:
@@ -1027,11 +1036,16 @@ def _user_pairs(al: _Aligner, doc: Any, path: Any) -> None:
 def describe(al: Alignment) -> dict[str, Any]:
     """The alignment as plain data (the alignment file, the Python API, the HTML report): `pairs` (npu, bench,
     how, slots), `unpaired` and `same_as` (wrappers: the call whose tensors they carry) per side."""
-    sides = {"npu": al.npu, "bench": al.bench}
+    names = {"npu": list(map(call_name, al.npu.calls)), "bench": list(map(call_name, al.bench.calls))}
+    n, b = names["npu"], names["bench"]
+
+    def joined(side: list[str], calls: tuple[int, ...]) -> str:
+        return side[calls[0]] if len(calls) == 1 else ";".join(side[c] for c in calls)
+
     return {
-        "pairs": [{"npu": al.names("npu", p.npu), "bench": al.names("bench", p.bench), "how": p.how,
+        "pairs": [{"npu": joined(n, p.npu), "bench": joined(b, p.bench), "how": p.how,
                    "slots": {s.npu: s.bench for s in p.slots}} for p in al.pairs],
-        "unpaired": {side: [call_name(sides[side].calls[c]) for c in al.unpaired[side]] for side in sides},
-        "same_as": {side: {call_name(sides[side].calls[c]): call_name(sides[side].calls[h])
-                           for c, h in sorted(al.same_as[side].items())} for side in sides},
+        "unpaired": {side: [names[side][c] for c in al.unpaired[side]] for side in names},
+        "same_as": {side: {names[side][c]: names[side][h] for c, h in sorted(al.same_as[side].items())}
+                    for side in names},
     }  # fmt: skip

@@ -293,16 +293,17 @@ class AlignedTables:
     rows_paired: int
 
 
-def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) -> AlignedTables:
+def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | None = None) -> AlignedTables:
     """Both sides' tables and the match of their rows: every slot pair of every boundary pair, forward and
     backward, the parameters and their gradients, and the API calls paired inside (`inner`: npu entry, bench
     entry)."""
     npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
     bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
     want = _Want()
+    keys: dict[int, tuple[list[str], list[str]]] = {}  # id of a slot list (the later calls share theirs) -> its keys
     for p in al.pairs:
-        _pair_rows(al, p, want)
-    old_n, old_b = _inner_rows(npu, bench, inner or [])
+        _pair_rows(al, p, want, keys)
+    old_n, old_b = _inner_rows(npu, bench, np.asarray(inner if inner is not None else [], dtype=np.int64))
     a = np.concatenate([npu.rows(want.e_n, want.k_n), npu.new_of_old[old_n]])
     b = np.concatenate([bench.rows(want.e_b, want.k_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
@@ -313,11 +314,11 @@ def aligned_tables(al: Alignment, inner: list[tuple[int, int]] | None = None) ->
     return AlignedTables(npu, bench, match, int(np.count_nonzero(match != UNMATCHED)))
 
 
-def _inner_rows(npu: Built, bench: Built, inner: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+def _inner_rows(npu: Built, bench: Built, inner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows (of each side's own table) of the API calls paired inside paired modules: rows of the same key
     whose element counts agree. Calls whose rows have the same keys in the same order pair row by row."""
     tn, tb = npu.old, bench.old
-    pairs = np.array(inner, dtype=np.int64).reshape(-1, 2)
+    pairs = inner.reshape(-1, 2)
     e_n, e_b = pairs[:, 0], pairs[:, 1]
     alike = rows_alike(tn, tb, e_n, e_b)
     spans = np.flatnonzero(alike == 2)
@@ -373,14 +374,17 @@ class _Want:
         self.k_b.extend(keys_b)
 
 
-def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want) -> None:
+def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want, keys: dict[int, tuple[list[str], list[str]]]) -> None:
     """The (entry, row key) of each side that pair `p`'s slot pairs join: forward, parameters and their gradients,
-    backward."""
+    backward. `keys`: the keys of each slot list met (by id; the lists live as long as the alignment)."""
     calls_n, calls_b = al.npu.calls, al.bench.calls
     c_n, c_b = calls_n[p.npu[0]], calls_b[p.bench[0]]
     f_n, f_b = c_n.entry, c_b.entry
     if p.slots:
-        want.add(f_n, [sp.npu for sp in p.slots], f_b, [sp.bench for sp in p.slots])
+        got = keys.get(id(p.slots))
+        if got is None:
+            got = keys[id(p.slots)] = ([sp.npu for sp in p.slots], [sp.bench for sp in p.slots])
+        want.add(f_n, got[0], f_b, got[1])
     if p.how == "parameters" or p.first == "parameters":  # a later call reads the same parameters
         params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
         params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
@@ -394,7 +398,10 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want) -> None:
                 want.add(b_n, [k_n.split(".", 1)[1]], b_b, [k_b.split(".", 1)[1]])
     w_n, w_b = c_n.backward, c_b.backward
     if w_n >= 0 and w_b >= 0 and p.grads:
-        want.add(w_n, [sp.npu for sp in p.grads], w_b, [sp.bench for sp in p.grads])
+        got = keys.get(id(p.grads))
+        if got is None:
+            got = keys[id(p.grads)] = ([sp.npu for sp in p.grads], [sp.bench for sp in p.grads])
+        want.add(w_n, got[0], w_b, got[1])
 
 
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,

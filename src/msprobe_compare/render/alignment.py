@@ -61,10 +61,25 @@ def alignment_yaml(doc: dict[str, Any]) -> str:
     )
     head += "# unpaired / same_as: what was left, and the wrappers of a paired call (not read back).\n"
     head += "# One pair a line (YAML's flow style, which is JSON's syntax).\n"
-    rows = (json.dumps({"npu": p["npu"], "bench": p["bench"], "how": p["how"], "slots": dict(p["slots"])},
-                       ensure_ascii=False) for p in doc["pairs"])  # fmt: skip
-    lines = [head, "pairs:\n", *(f"- {r}\n" for r in rows)] if doc["pairs"] else [head, "pairs: []\n"]
+    lines = [head, "pairs:\n", *_pair_lines(doc["pairs"])] if doc["pairs"] else [head, "pairs: []\n"]
     for key in ("unpaired", "same_as"):
         lines.append(f"{key}:\n")
         lines += [f"  {side}: {json.dumps(value, ensure_ascii=False)}\n" for side, value in doc[key].items()]
     return "".join(lines)
+
+
+def _pair_lines(pairs: list[dict[str, Any]]) -> list[str]:
+    """A line a pair, as json.dumps(..., ensure_ascii=False) writes it: the texts encoded as json does, each distinct
+    slots mapping and method encoded once (the later calls of a module repeat their first call's)."""
+    enc = json.encoder.encode_basestring  # json.dumps' own text encoder with ensure_ascii=False
+    known: dict[Any, str] = {}
+    out = []
+    for p in pairs:
+        slots, how = p["slots"], p["how"]
+        key = (how, *slots.items())
+        tail = known.get(key)
+        if tail is None:
+            items = ", ".join(f"{enc(k)}: {enc(v)}" for k, v in slots.items())
+            tail = known[key] = f", {enc('how')}: {enc(how)}, {enc('slots')}: {{{items}}}}}\n"
+        out.append(f'- {{"npu": {enc(p["npu"])}, "bench": {enc(p["bench"])}{tail}')
+    return out
