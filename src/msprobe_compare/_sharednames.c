@@ -296,6 +296,10 @@ static int ready(NameIndex *self) {
     return 0;
 }
 
+static Py_ssize_t index_of_bytes(NameIndex *self, const char *s, Py_ssize_t len);
+static PyObject *none_on_encode_error(PyObject *result);
+static int sized(Py_buffer *b, Py_ssize_t itemsize, Py_ssize_t items, const char *what);
+
 static Py_ssize_t index_of(NameIndex *self, PyObject *key) {
     if (!PyUnicode_Check(key)) return -1; /* not a text: none of the names */
     Py_ssize_t len;
@@ -305,6 +309,11 @@ static Py_ssize_t index_of(NameIndex *self, PyObject *key) {
         PyErr_Clear(); /* no UTF-8 form: none of the names, which all have one */
         return -1;
     }
+    return index_of_bytes(self, s, len);
+}
+
+/* The first position of the text of UTF-8 bytes s[0:len], -1: none, -2: an error is set. */
+static Py_ssize_t index_of_bytes(NameIndex *self, const char *s, Py_ssize_t len) {
     Py_ssize_t g = self->guess;
     if (g < self->size && self->first[g]) { /* the next name, the first of its text: the answer when equal */
         const char *t;
@@ -343,6 +352,71 @@ done:
     return result;
 }
 
+/* find_at(texts, positions, cut, tail, out): out[i] = the first position of texts[positions[i]] less its last `cut`
+ * characters, then `tail` (`X.3.forward` -> `X.3.backward`: cut 7, tail "backward"); True, or None (out undefined)
+ * when a text's last `cut` characters are not ASCII or a text has no UTF-8 form: the caller's Python twin. */
+static PyObject *NameIndex_find_at(NameIndex *self, PyObject *args) {
+    PyObject *texts, *tail;
+    Py_buffer pos, out;
+    Py_ssize_t cut;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "O!y*nUw*", &PyList_Type, &texts, &pos, &cut, &tail, &out))
+        return NULL;
+    Py_ssize_t m = pos.len / 8, nt = PyList_GET_SIZE(texts), tl, cap = 0;
+    PyObject *result = NULL;
+    char *buf = NULL;
+    const char *t = PyUnicode_AsUTF8AndSize(tail, &tl);
+    if (!t) goto done;
+    if (cut < 0 || sized(&pos, 8, m, "find_at: positions") < 0 || sized(&out, 8, m, "find_at: out") < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "find_at: cut must be >= 0");
+        goto done;
+    }
+    const int64_t *at = pos.buf;
+    int64_t *dst = out.buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (at[i] < 0 || at[i] >= nt) {
+            PyErr_SetString(PyExc_IndexError, "find_at: a position outside the texts");
+            goto done;
+        }
+        PyObject *text = PyList_GET_ITEM(texts, (Py_ssize_t)at[i]);
+        if (!PyUnicode_Check(text)) {
+            PyErr_SetString(PyExc_TypeError, "find_at: texts must be str");
+            goto done;
+        }
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(text, &len);
+        if (!s) goto done;
+        Py_ssize_t keep = len > cut ? len - cut : 0;
+        for (Py_ssize_t k = keep; k < len; k++)
+            if ((unsigned char)s[k] >= 0x80) { /* the cut characters are not bytes: Python's slice decides */
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+        if (keep + tl > cap) {
+            cap = (keep + tl) * 2 + 64;
+            char *grown = PyMem_Realloc(buf, (size_t)cap);
+            if (!grown) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            buf = grown;
+        }
+        memcpy(buf, s, (size_t)keep);
+        memcpy(buf + keep, t, (size_t)tl);
+        Py_ssize_t j = index_of_bytes(self, buf, keep + tl);
+        if (j == -2) goto done;
+        dst[i] = j;
+    }
+    result = Py_True;
+    Py_INCREF(result);
+done:
+    result = none_on_encode_error(result);
+    PyMem_Free(buf);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyObject *NameIndex_get(NameIndex *self, PyObject *key) {
     if (ready(self) < 0) return NULL;
     Py_ssize_t j = index_of(self, key);
@@ -361,6 +435,9 @@ static PyGetSetDef NameIndex_getset[] = {
 static PyMethodDef NameIndex_methods[] = {
     {"find", (PyCFunction)NameIndex_find, METH_VARARGS, "find(keys, out): out[i] = first position of keys[i], -1: none"},
     {"get", (PyCFunction)NameIndex_get, METH_O, "get(text) -> its first position, -1: none"},
+    {"find_at", (PyCFunction)NameIndex_find_at, METH_VARARGS,
+     "find_at(texts, positions, cut, tail, out): out[i] = first position of texts[positions[i]][:-cut] + tail, "
+     "-1: none; True, or None when Python's slice must decide"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -952,9 +1029,10 @@ done:
 /* module_scan: a side's module calls in one pass (pair/align.py's module_calls). */
 
 typedef struct {
-    Py_ssize_t entry, count;
+    Py_ssize_t entry, count, node;
     PyObject *path, *cls, *slots; /* owned */
 } ScanCall;
+
 
 /* rpartition(s, '.') over UTF-8 bytes: the position of the last '.', -1 for none ('.' is never inside a multi-byte
  * character, so byte positions split where str's do). */
@@ -1015,6 +1093,33 @@ static int set_index(PyObject *dict, PyObject *key, Py_ssize_t value, int keep_f
     return rc;
 }
 
+/* The modules met by name (forward calls' entries, parents in the tree): per node its call (the last forward call
+ * of that name, -1 for none) and the first entry inside it (-1 until met); `nodes` maps a name to its node. */
+typedef struct {
+    PyObject *nodes;
+    Py_ssize_t *call, *first, n, cap;
+} Nodes;
+
+/* The node of `name`, made when new; -1 on error. */
+static Py_ssize_t node_of(Nodes *t, PyObject *name) {
+    PyObject *got = PyDict_GetItemWithError(t->nodes, name);
+    if (got) return PyLong_AsSsize_t(got);
+    if (PyErr_Occurred()) return -1;
+    if (t->n == t->cap) {
+        Py_ssize_t more = t->cap ? t->cap * 2 : 1024;
+        Py_ssize_t *call = PyMem_Realloc(t->call, (size_t)more * sizeof(Py_ssize_t));
+        if (!call) return PyErr_NoMemory(), -1;
+        t->call = call;
+        Py_ssize_t *first = PyMem_Realloc(t->first, (size_t)more * sizeof(Py_ssize_t));
+        if (!first) return PyErr_NoMemory(), -1;
+        t->first = first;
+        t->cap = more;
+    }
+    if (set_index(t->nodes, name, t->n, 0) < 0) return -1;
+    t->call[t->n] = t->first[t->n] = -1;
+    return t->n++;
+}
+
 /* Two texts alike: the same object, or str of the same code points. */
 static int same_str(PyObject *a, PyObject *b) {
     return a == b || (PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
@@ -1028,8 +1133,8 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
                           &prefixes, &tree))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries), rows = PyList_GET_SIZE(names), np = PyTuple_GET_SIZE(prefixes);
-    PyObject *result = NULL, *mask = NULL, *index = NULL, *backward = NULL, *grads = NULL,
-             *first = NULL, *out = NULL, *up_call = NULL;
+    PyObject *result = NULL, *mask = NULL, *backward = NULL, *grads = NULL, *out = NULL, *up_call = NULL;
+    Nodes nodes = {NULL, NULL, NULL, 0, 0};
     ScanCall *calls = NULL;
     Py_ssize_t ncalls = 0, cap = 0;
     const int64_t *bounds = (const int64_t *)bb.buf;
@@ -1044,10 +1149,10 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             goto done;
         }
     mask = PyBytes_FromStringAndSize(NULL, n);
-    index = PyDict_New();
+    nodes.nodes = PyDict_New();
     backward = PyDict_New();
     grads = PyDict_New();
-    if (!mask || !index || !backward || !grads) goto done;
+    if (!mask || !nodes.nodes || !backward || !grads) goto done;
     char *is_module = PyBytes_AS_STRING(mask);
     memset(is_module, 0, (size_t)n);
     for (Py_ssize_t e = 0; e < n; e++) {
@@ -1145,13 +1250,15 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             calls = grown;
             cap = more;
         }
-        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, path, cls, slots};
-        if (set_index(index, entry, ncalls - 1, 0) < 0) goto done;
+        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, -1, path, cls, slots};
+        Py_ssize_t k = node_of(&nodes, entry);
+        if (k < 0) goto done;
+        nodes.call[k] = ncalls - 1; /* a name given twice: its last call */
+        calls[ncalls - 1].node = k;
     }
-    if (tree != Py_None) { /* per entry its parent; per module the first entry inside it */
-        first = PyDict_New();
+    if (tree != Py_None) { /* per entry its parent's call; per module the first entry inside it */
         up_call = PyBytes_FromStringAndSize(NULL, n * 8);
-        if (!first || !up_call) goto done;
+        if (!up_call) goto done;
         int64_t *pc = (int64_t *)PyBytes_AS_STRING(up_call);
         /* The tree's items are walked beside the entries (construct.json is mostly written in the dump's order): an
          * entry that is the next item's name takes its parent without a hash lookup. */
@@ -1175,18 +1282,22 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             }
             last = parent;
             last_call = -1;
-            if (parent != Py_None) {
-                int truthy = PyObject_IsTrue(parent);
-                if (truthy < 0 || (truthy && (last_call = lookup_index(index, parent, -1)) == -2)) goto done;
+            if (parent == Py_None) {
+                pc[e] = -1;
+                continue;
             }
+            Py_ssize_t k = node_of(&nodes, parent);
+            int truthy = k < 0 ? -1 : PyObject_IsTrue(parent);
+            if (truthy < 0) goto done;
+            if (truthy) last_call = nodes.call[k];
             pc[e] = last_call;
-            while (parent != Py_None) {
-                int in = PyDict_Contains(first, parent);
-                if (in < 0 || (!in && set_index(first, parent, e, 0) < 0)) goto done;
-                if (in) break;
+            while (nodes.first[k] < 0) { /* the modules around it met for the first time */
+                nodes.first[k] = e;
                 PyObject *up = PyDict_GetItemWithError(tree, parent);
                 if (!up && PyErr_Occurred()) goto done;
-                parent = up ? up : Py_None;
+                if (!up || up == Py_None) break;
+                parent = up;
+                if ((k = node_of(&nodes, parent)) < 0) goto done;
             }
         }
     }
@@ -1194,13 +1305,11 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
     if (!out) goto done;
     for (Py_ssize_t c = 0; c < ncalls; c++) {
         ScanCall *k = &calls[c];
-        PyObject *entry = PyList_GET_ITEM(entries, k->entry);
         Py_ssize_t parent = -1, start = k->entry, bwd = -1, grad = -1;
         if (up_call) {
             parent = (Py_ssize_t)((const int64_t *)PyBytes_AS_STRING(up_call))[k->entry];
-            Py_ssize_t f = lookup_index(first, entry, k->entry);
-            if (f == -2) goto done;
-            if (f < start) start = f;
+            Py_ssize_t f = nodes.first[k->node];
+            if (f >= 0 && f < start) start = f;
         }
         PyObject *key = Py_BuildValue("(OOn)", k->path, k->cls, k->count);
         if (!key || (bwd = lookup_index(backward, key, -1)) == -2) {
@@ -1232,10 +1341,11 @@ done:
     PyMem_Free(calls);
     Py_XDECREF(out);
     Py_XDECREF(mask);
-    Py_XDECREF(index);
+    Py_XDECREF(nodes.nodes);
+    PyMem_Free(nodes.call);
+    PyMem_Free(nodes.first);
     Py_XDECREF(backward);
     Py_XDECREF(grads);
-    Py_XDECREF(first);
     Py_XDECREF(up_call);
     PyBuffer_Release(&bb);
     return result;

@@ -158,9 +158,16 @@ def test_the_c_twins_keep_no_reference_and_refuse_bad_bounds() -> None:
             shared.keyed_rows(t.names, bad, t.entries, np.array([0], dtype=np.int64), ["x"])
         except ValueError:
             refused += 1
+        index.find_at(t.entries, np.arange(len(t.entries), dtype=np.int64), 7, "backward", out)
+        try:
+            index.find_at(t.entries, np.array([len(t.entries)], dtype=np.int64), 7, "backward", out[:1])
+        except IndexError:
+            refused += 1
         return refused
 
-    assert calls() == 3
+    index = shared.NameIndex(t.entries)
+    out = np.empty(len(t.entries), dtype=np.int64)
+    assert calls() == 4
     before = [sys.getrefcount(x) for x in (t.entries, t.names, tree, *t.entries[:3], *t.names[:3])]
     tracemalloc.start()
     for _ in range(50):
@@ -172,3 +179,32 @@ def test_the_c_twins_keep_no_reference_and_refuse_bad_bounds() -> None:
     tracemalloc.stop()
     assert [sys.getrefcount(x) for x in (t.entries, t.names, tree, *t.entries[:3], *t.names[:3])] == before
     assert grown < 20_000, grown
+
+
+def test_find_at_gives_finds_answer_on_both_indexes(sides, monkeypatch) -> None:
+    """Names.find_at (C: NameIndex.find_at, no key text made) against find of the texts made in Python, and the
+    Python index: on real entries (each forward's backward, each entry itself) and on texts whose cut part is
+    beyond ASCII, shorter than the cut, empty, or without a UTF-8 form."""
+    from msprobe_compare.pair.calls import Names
+
+    native_module("_sharednames")
+    table = sides[0][0]
+    texts = list(table.entries) + ["é.forward", "x.forwé", "ab", "", "\udc80.forward", "ab.backward", "b"]
+    names = list(table.entries) + ["ab.backward", "b", "backward", "é.backward"]
+    at = np.arange(len(texts), dtype=np.int64)
+    c_names = Names(names)
+    monkeypatch.setenv("MSPROBE_NATIVE", "0")
+    py_names = Names(names)
+    monkeypatch.setenv("MSPROBE_NATIVE", "1")
+    assert not hasattr(py_names._index, "find_at") and hasattr(c_names._index, "find_at")
+    for cut, tail in ((7, "backward"), (0, ""), (1, "d"), (9, ""), (3, "é")):
+        want = c_names.find([t[: max(len(t) - cut, 0)] + tail for t in texts])
+        assert c_names.find_at(texts, at, cut, tail).tolist() == want.tolist()
+        assert py_names.find_at(texts, at, cut, tail).tolist() == want.tolist()
+    backward = c_names.find_at(texts, at, 7, "backward")
+    assert backward[texts.index("é.forward")] == names.index("é.backward") and backward[
+        texts.index("ab")
+    ] == names.index("backward")
+    assert (backward[: len(table.entries)] >= 0).sum() > 100
+    with pytest.raises(IndexError):
+        c_names.find_at(texts, np.array([len(texts)], dtype=np.int64))

@@ -245,16 +245,17 @@ def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
     """The side's forward module calls in the order they end (their entries), with their slots and times."""
     found, up_call, flags = module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
     calls = [ModuleCall(*c) for c in found]
-    slot_rows = list(itertools.chain.from_iterable(c.slots.values() for c in calls))
+    slot_rows = np.fromiter(itertools.chain.from_iterable(c.slots.values() for c in calls), dtype=np.int64)
     numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)
-    shape = table.shape
-    sizes = {sh: shape_numel(sh) for sh in {shape[r] for r in slot_rows}}  # few distinct shapes
-    numel[slot_rows] = [sizes[shape[r]] for r in slot_rows]
+    shapes = list(map(table.shape.__getitem__, slot_rows.tolist()))
+    sizes = {sh: shape_numel(sh) for sh in set(shapes)}  # few distinct shapes
+    numel[slot_rows] = np.fromiter(map(sizes.__getitem__, shapes), dtype=np.int64, count=len(shapes))
     low = any(_low(d) for d in table.dtype_codes[0] if d)
-    kinds = np.asarray(table.stat_kind)
-    numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1) if len(kinds) else \
-        np.zeros(0, dtype=bool)  # fmt: skip
-    ok = (numel >= 0) & numeric & np.all(np.isfinite(table.stats), axis=1) if len(numel) else numeric
+    ok = np.zeros(len(table), dtype=bool)  # the slots' only, as numel
+    if len(slot_rows):
+        kinds = np.asarray(table.stat_kind)[slot_rows]
+        numeric = np.all((kinds == StatKind.NUMBER) | (kinds == StatKind.INT), axis=1)
+        ok[slot_rows] = (numel[slot_rows] >= 0) & numeric & np.all(np.isfinite(table.stats[slot_rows]), axis=1)
     return Side(table, calls, numel, low, ok, up_call, flags == API_FORWARD)
 
 
@@ -952,7 +953,7 @@ def inner_calls(
     seg_n, seg_b = kids_n[_spread(start_n[c_n], k)], kids_b[_spread(start_b[c_b], k)]
     entries_n, entries_b = al.npu.table.entries, al.bench.table.entries
     names_n = Names(entries_n)
-    same = names_n.find([entries_b[e] for e in seg_b.tolist()]) == seg_n  # the same names (entries are unique)
+    same = names_n.find_at(entries_b, seg_b) == seg_n  # the same names (entries are unique)
     ends = np.cumsum(k)
     alike = np.logical_and.reduceat(same, ends - k) if len(k) else np.zeros(0, dtype=bool)
     for i in np.flatnonzero(~alike).tolist():  # other names (other call counters): the same APIs in the same order
@@ -984,9 +985,7 @@ def _api(entry: str) -> str:
 
 def _backward_of(names: Names, entries: list[str], forward: np.ndarray) -> np.ndarray:
     """Per forward API entry (`X.3.forward`): the entry of its backward (`X.3.backward`), -1 when none."""
-    if not len(forward):
-        return np.zeros(0, dtype=np.int64)
-    return names.find([entries[e][:-7] + "backward" for e in forward.tolist()])
+    return names.find_at(entries, forward, 7, "backward")
 
 
 def _api_children(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -59,15 +59,15 @@ class Built:
                 got.setdefault(t.names[r][cut:], r)
         return got
 
-    def rows(self, want_e: list[int], want_k: list[str]) -> np.ndarray:
+    def rows(self, want_e: np.ndarray, want_k: list[str]) -> np.ndarray:
         """The row here of each (entry of the side's own table, row key), -1 for none (a merged group's: by its first
         part's entry): the rows of the side's own table looked up, then moved here at once."""
         t = self.old
-        old = keyed_rows(t.names, t.entry_bounds, t.entries, np.asarray(want_e, dtype=np.int64), want_k)
+        old = keyed_rows(t.names, t.entry_bounds, t.entries, want_e, want_k)
         got = np.where(old >= 0, self.new_of_old[np.maximum(old, 0)], -1) if len(old) else old
         if self.merged:
             merged = self.merged
-            for i, ek in enumerate(zip(want_e, want_k)):
+            for i, ek in enumerate(zip(want_e.tolist(), want_k)):
                 m = merged.get(ek)
                 if m is not None:
                     got[i] = m
@@ -300,12 +300,13 @@ def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | No
     npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
     bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
     want = _Want()
-    keys: dict[int, tuple[list[str], list[str]]] = {}  # id of a slot list (the later calls share theirs) -> its keys
+    keys: dict[int, _Keys] = {}  # id of a slot list (the later calls share theirs) -> its keys
+    params: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, str]]] = {}
     for p in al.pairs:
-        _pair_rows(al, p, want, keys)
+        _pair_rows(al, p, want, keys, params)
     old_n, old_b = _inner_rows(npu, bench, np.asarray(inner if inner is not None else [], dtype=np.int64))
-    a = np.concatenate([npu.rows(want.e_n, want.k_n), npu.new_of_old[old_n]])
-    b = np.concatenate([bench.rows(want.e_b, want.k_b), bench.new_of_old[old_b]])
+    a = np.concatenate([npu.rows(want.entries("npu"), want.k_n), npu.new_of_old[old_n]])
+    b = np.concatenate([bench.rows(want.entries("bench"), want.k_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
     a, b = a[keep], b[keep]
     first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
@@ -359,26 +360,39 @@ def _with_spans(old_n: list[int], old_b: list[int], lo: np.ndarray, hi: np.ndarr
 
 
 class _Want:
-    """The (entry of the side's own table, row key) pairs that slot pairs join, per side, as parallel lists."""
+    """The (entry of the side's own table, row key) pairs that slot pairs join, per side: per run of keys its entry
+    and count, and the keys in order (the entries are repeated once, at the end)."""
 
     def __init__(self) -> None:
         self.e_n: list[int] = []
+        self.n_n: list[int] = []
         self.k_n: list[str] = []
         self.e_b: list[int] = []
+        self.n_b: list[int] = []
         self.k_b: list[str] = []
 
     def add(self, e_n: int, keys_n: list[str], e_b: int, keys_b: list[str]) -> None:
-        self.e_n.extend([e_n] * len(keys_n))
-        self.k_n.extend(keys_n)
-        self.e_b.extend([e_b] * len(keys_b))
-        self.k_b.extend(keys_b)
+        self.e_n.append(e_n)
+        self.n_n.append(len(keys_n))
+        self.k_n += keys_n
+        self.e_b.append(e_b)
+        self.n_b.append(len(keys_b))
+        self.k_b += keys_b
+
+    def entries(self, side: str) -> np.ndarray:
+        e, n = (self.e_n, self.n_n) if side == "npu" else (self.e_b, self.n_b)
+        return np.repeat(np.array(e, dtype=np.int64), np.array(n, dtype=np.int64))
 
 
-def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want, keys: dict[int, tuple[list[str], list[str]]]) -> None:
+_Keys = tuple[list[str], list[str]]
+
+
+def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want, keys: dict[int, _Keys],
+               params: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, str]]]) -> None:  # fmt: skip
     """The (entry, row key) of each side that pair `p`'s slot pairs join: forward, parameters and their gradients,
-    backward. `keys`: the keys of each slot list met (by id; the lists live as long as the alignment)."""
-    calls_n, calls_b = al.npu.calls, al.bench.calls
-    c_n, c_b = calls_n[p.npu[0]], calls_b[p.bench[0]]
+    backward. `keys`: the keys of each slot list met (by id; the lists live as long as the alignment); `params`:
+    the parameter pairs of each pair of slot layouts met."""
+    c_n, c_b = al.npu.calls[p.npu[0]], al.bench.calls[p.bench[0]]
     f_n, f_b = c_n.entry, c_b.entry
     if p.slots:
         got = keys.get(id(p.slots))
@@ -386,11 +400,14 @@ def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want, keys: dict[int, tupl
             got = keys[id(p.slots)] = ([sp.npu for sp in p.slots], [sp.bench for sp in p.slots])
         want.add(f_n, got[0], f_b, got[1])
     if p.how == "parameters" or p.first == "parameters":  # a later call reads the same parameters
-        params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
-        params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
-        pairs = [(k, k) for k in params_n if k in params_b] or (
-            [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
-        )
+        layout = (tuple(c_n.slots), tuple(c_b.slots))
+        pairs = params.get(layout)
+        if pairs is None:
+            params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
+            params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
+            pairs = params[layout] = [(k, k) for k in params_n if k in params_b] or (
+                [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
+            )
         b_n, b_b = c_n.grads, c_b.grads
         for k_n, k_b in pairs:
             want.add(f_n, [k_n], f_b, [k_b])

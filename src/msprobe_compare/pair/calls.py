@@ -153,6 +153,16 @@ class Names:
     def get(self, name: str) -> int:
         return int(self._index.get(name))
 
+    def find_at(self, texts: list[str], positions: np.ndarray, cut: int = 0, tail: str = "") -> np.ndarray:
+        """`find` of texts[p][:len - cut] + tail for each p of `positions` (`X.3.forward` -> `X.3.backward`: cut 7,
+        tail "backward"); in C (`NameIndex.find_at`) no key text is made."""
+        at = np.ascontiguousarray(positions, dtype=np.int64)
+        out = np.empty(len(at), dtype=np.int64)
+        c_find_at = getattr(self._index, "find_at", None)  # the C index's only
+        if c_find_at is None or type(texts) is not list or c_find_at(texts, at, cut, tail, out) is None:
+            out = self.find([t[: max(len(t) - cut, 0)] + tail for t in map(texts.__getitem__, at.tolist())])
+        return out
+
     def __contains__(self, name: object) -> bool:
         return self.get(name) >= 0  # type: ignore[arg-type]
 
