@@ -20,6 +20,7 @@ from msprobe_compare.api import build_outcome
 from msprobe_compare.cli import main
 from msprobe_compare.config import Options, load_config
 from msprobe_compare.log import Console
+from msprobe_compare.pair.exact import match_exact
 from msprobe_compare.python_api import compare_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -152,6 +153,76 @@ def test_align_off_keeps_the_tables_by_name_and_same_code_is_not_aligned(cases: 
     monkeypatch.chdir(cases / "impl_hf_vs_fused_bf16_none")
     same = compare_json(cases / "impl_hf_vs_fused_bf16_none" / "compare.json", tmp_path / "same")
     assert same.alignment is None  # one module tree, other kernels: today's tables
+
+
+def _other_model(case: Path, out: Path, scaled: bool = True) -> Path:
+    """`case` with its bench modules renamed and (`scaled`) every bench statistic scaled by its own factor: trees
+    that differ and no tensor in common, as in dumps of two different models whose API calls still share their
+    names."""
+    import random
+    import shutil
+
+    shutil.copytree(case, out)
+    bench = out / "bench" / "step0" / "rank"
+    rng = random.Random(3)
+    doc = json.loads((bench / "dump.json").read_text())
+
+    def scale(x: object) -> None:
+        if isinstance(x, dict):
+            if isinstance(x.get("Max"), (int, float)):
+                f = 1.5 + rng.random()
+                for k in ("Max", "Min", "Mean", "Norm"):
+                    if isinstance(x.get(k), (int, float)):
+                        x[k] *= f
+            for v in x.values():
+                scale(v)
+        elif isinstance(x, list):
+            for v in x:
+                scale(v)
+
+    if scaled:
+        scale(doc)
+    (bench / "dump.json").write_text(json.dumps(doc).replace('"Module.', '"Module.model.'))
+    for name in ("construct.json", "stack.json"):
+        if (bench / name).exists():
+            (bench / name).write_text((bench / name).read_text().replace('"Module.', '"Module.model.'))
+    return out
+
+
+def test_trees_that_differ_without_tensors_in_common_stay_paired_by_name(cases: Path, tmp_path, capsys,
+                                                                         monkeypatch) -> None:  # fmt: skip
+    """Aligning pairs fewer rows than the names do: said, and the tables are those of --align off. Where the
+    alignment pairs more rows than the names could (named_rows_bound), the names' pairing is not made at all."""
+    import msprobe_compare.api as api
+
+    case = _other_model(cases / "impl_hf_vs_hf_fp32_none", tmp_path / "other")
+    monkeypatch.chdir(case)
+    assert main(["-f", "pytorch", "compare", "-i", str(case / "compare.json"), "-o", str(tmp_path / "cli")]) == 0
+    said = capsys.readouterr()
+    auto = compare_json(case / "compare.json", tmp_path / "auto")
+    off = compare_json(case / "compare.json", tmp_path / "off", align="off")
+    assert auto.alignment is None and auto.matched == off.matched > 1000
+    assert "aligning them pairs 0 rows where the names pair" in said.out + said.err
+    made = []
+    monkeypatch.setattr(api, "match_exact", lambda *a, **k: made.append(1) or match_exact(*a, **k))
+    renamed = _other_model(cases / "impl_hf_vs_hf_fp32_none", tmp_path / "renamed", scaled=False)
+    monkeypatch.chdir(renamed)
+    assert compare_json(renamed / "compare.json", tmp_path / "aligned").alignment is not None and not made
+    monkeypatch.chdir(case)
+    assert compare_json(case / "compare.json", tmp_path / "again").alignment is None and made == [1]
+
+
+def test_the_named_rows_bound_is_never_below_the_names_pairing(cases: Path, cases2: Path) -> None:
+    from msprobe_compare.load.dumpjson import read_json
+    from msprobe_compare.load.rows import flatten
+    from msprobe_compare.pair.exact import named_rows_bound
+
+    for case in [*_all(cases), *_all(cases2)]:
+        cfg = json.loads((case / "compare.json").read_text())
+        npu, bench = (flatten(p, read_json(p)["data"]) for p in ((case / cfg[f"{s}_path"]).resolve()
+                                                                  for s in ("npu", "bench")))  # fmt: skip
+        named = int((match_exact(npu, bench) >= 0).sum())
+        assert named <= named_rows_bound(npu, bench) <= len(npu.names), case.name
 
 
 def test_consistent_check_of_26x_pairs_by_its_maps_first_on_both_spellings(cases: Path, capsys, tmp_path,

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +37,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import Measured, measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
 from msprobe_compare.model import CompareOutcome
-from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
+from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact, named_rows_bound
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import findings, report, table
@@ -196,15 +198,27 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
         fuzzy = (match >= 0) & (np.asarray(npu.names, dtype=object) != np.asarray(
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
-        match = match_exact(npu, bench, keys=param_grad_keys(npu, bench, keys), cross_framework=cross)
+        by_names = functools.partial(match_exact, npu, bench, keys=param_grad_keys(npu, bench, keys),
+                                     cross_framework=cross)  # fmt: skip
+        match = None  # made below, unless the alignment's pairing is taken without it
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     alignment = None
     if plain and opts.align != "off":
-        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console,
-                           by_name=int(np.count_nonzero(match >= 0)))  # fmt: skip
+        exact: list[np.ndarray] = []
+
+        def by_name() -> int:  # how many rows the names pair (the by-name match, made once)
+            if not exact:
+                exact.append(by_names())
+            return int(np.count_nonzero(exact[0] >= 0))
+
+        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console, by_name=by_name)
         if aligned is not None:
             alignment, npu, bench, match = aligned
             plain = False  # the analysis reads the alignment's pairing, not the trees'
+        elif exact:
+            match = exact[0]
+    if match is None:
+        match = by_names()
     tensors = None
     if mode is Mode.ALL:
         console.stage("comparing tensors")
@@ -229,11 +243,12 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
 
 
 def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
-             bench_tree: dict[str, str | None] | None, console: Console, by_name: int = 0
+             bench_tree: dict[str, str | None] | None, console: Console, by_name: Callable[[], int] = lambda: 0
              ) -> tuple[dict[str, Any], RowTable, RowTable, np.ndarray] | None:  # fmt: skip
     """Runs of different code (pair/align.py): their aligned tables and match, and the alignment; None when the
-    module trees are the same code (auto) and no alignment file is given, or when (auto) the alignment pairs fewer
-    rows than the names do (`by_name`: two dumps of different models): the tables stay as they are."""
+    module trees are the same code (auto) and no alignment file is given, or when (auto) the alignment pairs no
+    more rows than the names do (`by_name()`: two dumps of different models): the tables stay as they are. The
+    names' pairing is made only when the alignment pairs no more rows than the names could (`named_rows_bound`)."""
     from msprobe_compare.pair.align import decide
 
     decision = decide(npu, bench)
@@ -253,9 +268,11 @@ def _aligned(opts: Options, npu: RowTable, bench: RowTable, npu_tree: dict[str, 
     al, tables = plan(npu, bench, npu_tree, bench_tree, user=user, user_path=opts.alignment,
                       backend=opts.consistent_check)  # fmt: skip
     asked = opts.align == "on" or opts.alignment is not None or opts.consistent_check is not None
-    if not asked and tables.rows_paired <= by_name:
-        console.info(not_aligned_line(decision, tables.rows_paired, by_name))
-        return None
+    if not asked and tables.rows_paired <= named_rows_bound(npu, bench):
+        named = by_name()
+        if tables.rows_paired <= named:
+            console.info(not_aligned_line(decision, tables.rows_paired, named))
+            return None
     for line in align_lines(al, tables, why):
         console.info(line)
     from msprobe_compare.pair.align import describe
