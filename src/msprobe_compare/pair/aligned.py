@@ -11,6 +11,7 @@ rows of calls without a counterpart stay unmatched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
-from msprobe_compare.pair.align import Alignment, BoundaryPair, Side, align, inner_calls, module_calls, shape_numel
+from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
@@ -299,14 +300,10 @@ def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | No
     entry)."""
     npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
     bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
-    want = _Want()
-    keys: dict[int, _Keys] = {}  # id of a slot list (the later calls share theirs) -> its keys
-    params: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, str]]] = {}
-    for p in al.pairs:
-        _pair_rows(al, p, want, keys, params)
+    e_n, k_n, e_b, k_b = _slot_rows(al)
     old_n, old_b = _inner_rows(npu, bench, np.asarray(inner if inner is not None else [], dtype=np.int64))
-    a = np.concatenate([npu.rows(want.entries("npu"), want.k_n), npu.new_of_old[old_n]])
-    b = np.concatenate([bench.rows(want.entries("bench"), want.k_b), bench.new_of_old[old_b]])
+    a = np.concatenate([npu.rows(e_n, k_n), npu.new_of_old[old_n]])
+    b = np.concatenate([bench.rows(e_b, k_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
     a, b = a[keep], b[keep]
     first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
@@ -359,66 +356,67 @@ def _with_spans(old_n: list[int], old_b: list[int], lo: np.ndarray, hi: np.ndarr
     )
 
 
-class _Want:
-    """The (entry of the side's own table, row key) pairs that slot pairs join, per side: per run of keys its entry
-    and count, and the keys in order (the entries are repeated once, at the end)."""
-
-    def __init__(self) -> None:
-        self.e_n: list[int] = []
-        self.n_n: list[int] = []
-        self.k_n: list[str] = []
-        self.e_b: list[int] = []
-        self.n_b: list[int] = []
-        self.k_b: list[str] = []
-
-    def add(self, e_n: int, keys_n: list[str], e_b: int, keys_b: list[str]) -> None:
-        self.e_n.append(e_n)
-        self.n_n.append(len(keys_n))
-        self.k_n += keys_n
-        self.e_b.append(e_b)
-        self.n_b.append(len(keys_b))
-        self.k_b += keys_b
-
-    def entries(self, side: str) -> np.ndarray:
-        e, n = (self.e_n, self.n_n) if side == "npu" else (self.e_b, self.n_b)
-        return np.repeat(np.array(e, dtype=np.int64), np.array(n, dtype=np.int64))
-
-
-_Keys = tuple[list[str], list[str]]
-
-
-def _pair_rows(al: Alignment, p: BoundaryPair, want: _Want, keys: dict[int, _Keys],
-               params: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, str]]]) -> None:  # fmt: skip
-    """The (entry, row key) of each side that pair `p`'s slot pairs join: forward, parameters and their gradients,
-    backward. `keys`: the keys of each slot list met (by id; the lists live as long as the alignment); `params`:
-    the parameter pairs of each pair of slot layouts met."""
-    c_n, c_b = al.npu.calls[p.npu[0]], al.bench.calls[p.bench[0]]
-    f_n, f_b = c_n.entry, c_b.entry
-    if p.slots:
-        got = keys.get(id(p.slots))
-        if got is None:
-            got = keys[id(p.slots)] = ([sp.npu for sp in p.slots], [sp.bench for sp in p.slots])
-        want.add(f_n, got[0], f_b, got[1])
-    if p.how == "parameters" or p.first == "parameters":  # a later call reads the same parameters
-        layout = (tuple(c_n.slots), tuple(c_b.slots))
-        pairs = params.get(layout)
-        if pairs is None:
-            params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
-            params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
-            pairs = params[layout] = [(k, k) for k in params_n if k in params_b] or (
-                [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
-            )
-        b_n, b_b = c_n.grads, c_b.grads
-        for k_n, k_b in pairs:
-            want.add(f_n, [k_n], f_b, [k_b])
-            if b_n >= 0 and b_b >= 0:
-                want.add(b_n, [k_n.split(".", 1)[1]], b_b, [k_b.split(".", 1)[1]])
-    w_n, w_b = c_n.backward, c_b.backward
-    if w_n >= 0 and w_b >= 0 and p.grads:
-        got = keys.get(id(p.grads))
-        if got is None:
-            got = keys[id(p.grads)] = ([sp.npu for sp in p.grads], [sp.bench for sp in p.grads])
-        want.add(w_n, got[0], w_b, got[1])
+def _slot_rows(al: Alignment) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+    """The (entry of each side's own table, row key) pairs that the boundary pairs' slot pairs join, in pair order:
+    forward slots, parameters and their gradients, backward slots. Pairs alike (the later calls of a module share
+    their first pair's slot lists; parameters by slot layout) share one template of (which entry, keys), made
+    once; the entries and keys are then laid out for all pairs at once."""
+    calls_n, calls_b = al.npu.calls, al.bench.calls
+    index: dict[tuple[Any, ...], int] = {}
+    kinds: list[list[int]] = []  # per template, per key: 0 the forward entry, 1 the parameters_grad one, 2 backward
+    keys_n: list[list[str]] = []
+    keys_b: list[list[str]] = []
+    tids: list[int] = []
+    ents: list[int] = []  # per pair: npu forward, grads, backward entries, then the bench side's
+    for p in al.pairs:
+        c_n, c_b = calls_n[p.npu[0]], calls_b[p.bench[0]]
+        params = p.how == "parameters" or p.first == "parameters"  # a later call reads the same parameters
+        grads = params and c_n.grads >= 0 and c_b.grads >= 0
+        back = c_n.backward >= 0 and c_b.backward >= 0 and bool(p.grads)
+        key = (id(p.slots), id(p.grads) if back else 0, (tuple(c_n.slots), tuple(c_b.slots)) if params else None,
+               grads)  # fmt: skip
+        t = index.get(key)
+        if t is None:
+            t = index[key] = len(kinds)
+            kind = [0] * len(p.slots)
+            kn, kb = [sp.npu for sp in p.slots], [sp.bench for sp in p.slots]
+            if params:
+                params_n = sorted(k for k in c_n.slots if k.startswith("parameters."))
+                params_b = sorted(k for k in c_b.slots if k.startswith("parameters."))
+                pairs = [(k, k) for k in params_n if k in params_b] or (
+                    [(params_n[0], params_b[0])] if len(params_n) == 1 and len(params_b) == 1 else []
+                )
+                for k_n, k_b in pairs:
+                    kind.append(0)
+                    kn.append(k_n)
+                    kb.append(k_b)
+                    if grads:
+                        kind.append(1)
+                        kn.append(k_n.split(".", 1)[1])
+                        kb.append(k_b.split(".", 1)[1])
+            if back:
+                kind += [2] * len(p.grads)
+                kn += [sp.npu for sp in p.grads]
+                kb += [sp.bench for sp in p.grads]
+            kinds.append(kind)
+            keys_n.append(kn)
+            keys_b.append(kb)
+        tids.append(t)
+        ents += (c_n.entry, c_n.grads, c_n.backward, c_b.entry, c_b.grads, c_b.backward)
+    if not tids:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, [], empty, []
+    sizes = np.array([len(k) for k in kinds], dtype=np.int64)
+    at = np.cumsum(sizes) - sizes  # each template's first key in the flat lists
+    tid = np.array(tids, dtype=np.int64)
+    count = sizes[tid]
+    pair = np.repeat(np.arange(len(tid)), count)
+    flat = np.repeat(at[tid] - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+    which = np.array(list(itertools.chain.from_iterable(kinds)), dtype=np.int64)[flat]
+    e = np.array(ents, dtype=np.int64).reshape(-1, 2, 3)
+    flat_n = np.array(list(itertools.chain.from_iterable(keys_n)), dtype=object)
+    flat_b = np.array(list(itertools.chain.from_iterable(keys_b)), dtype=object)
+    return e[pair, 0, which], flat_n[flat].tolist(), e[pair, 1, which], flat_b[flat].tolist()
 
 
 def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
