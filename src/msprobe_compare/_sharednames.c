@@ -1262,7 +1262,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         int64_t *pc = (int64_t *)PyBytes_AS_STRING(up_call);
         /* The tree's items are walked beside the entries (construct.json is mostly written in the dump's order): an
          * entry that is the next item's name takes its parent without a hash lookup. */
-        Py_ssize_t pos = 0;
+        Py_ssize_t pos = 0, misses = 0, budget = n; /* budget: the items skipped ahead in all, at most n */
         PyObject *tk = NULL, *tv = NULL, *last = NULL;
         int more = PyDict_Next(tree, &pos, &tk, &tv);
         Py_ssize_t last_call = -1;
@@ -1271,10 +1271,28 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             if (more && same_str(tk, entry)) {
                 parent = tv;
                 more = PyDict_Next(tree, &pos, &tk, &tv);
+                misses = 0;
             } else {
                 parent = PyDict_GetItemWithError(tree, entry);
                 if (!parent && PyErr_Occurred()) goto done;
                 if (!parent) parent = Py_None;
+                if (more && ++misses >= 8 && budget > 0) { /* out of step: look a little ahead for this entry */
+                    Py_ssize_t at = pos;
+                    PyObject *k = tk, *v = tv;
+                    int found = 0;
+                    for (int step = 0; step < 256 && budget > 0 && PyDict_Next(tree, &at, &k, &v); step++) {
+                        budget--;
+                        if (same_str(k, entry)) {
+                            found = 1;
+                            break;
+                        }
+                    }
+                    if (found) { /* in step again after it */
+                        pos = at;
+                        more = PyDict_Next(tree, &pos, &tk, &tv);
+                    }
+                    misses = 0;
+                }
             }
             if (parent != Py_None && last && same_str(parent, last)) {
                 pc[e] = last_call; /* the previous entry's parent: its call and first entry are known */

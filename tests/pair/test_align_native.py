@@ -41,8 +41,19 @@ def sides(tmp_path_factory) -> list[tuple[RowTable, dict | None]]:
 def test_module_scan_twins_agree_on_real_dumps(sides) -> None:
     native_module("_sharednames")
     calls = 0
+    import random
+
+    rng = random.Random(5)
     for table, tree in sides:
-        for t in (tree, None):
+        others = []
+        if tree:  # the tree's items in other orders than the dump's (the C twin walks them beside the entries)
+            items = list(tree.items())
+            shuffled = items[:]
+            rng.shuffle(shuffled)
+            extra = [(f"Tensor.extra.{i}.forward", None) for i in range(300)]
+            late = items[len(items) // 3 :] + items[: len(items) // 3]
+            others = [dict(items[::-1]), dict(shuffled), dict(extra + items), dict(late), dict(items[::2] + extra)]
+        for t in (tree, None, *others):
             args = (table.entries, table.names, table.entry_bounds, align.MODULES, t)
             got, want = align._c_module_scan(*args), align._py_module_scan(*args)
             assert _same_scan(got, want)

@@ -881,6 +881,7 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         return [calls_of[side][(s.calls[c].path, s.calls[c].cls)] for c in firsts_]
 
     pairs: list[BoundaryPair] = []
+    calls_n, calls_b = npu.calls, bench.calls
     for p in first.pairs:
         whole_n, whole_b = tuple(firsts["npu"][c] for c in p.npu), tuple(firsts["bench"][c] for c in p.bench)
         pairs.append(BoundaryPair(whole_n, whole_b, p.how, p.slots, p.grads, p.fixed))
@@ -890,9 +891,11 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
             continue
         # the k-th calls of each part (k >= 1); their slot and gradient lists are the first pair's where they keep
         # them all (shared: no list is changed once aligned)
+        need_n, need_b = {sp.npu for sp in p.slots}, {sp.bench for sp in p.slots}
         for got_n, got_b in itertools.islice(zip(zip(*runs_n), zip(*runs_b)), 1, None):
-            pairs.append(BoundaryPair(got_n, got_b, "repeat", _kept(p.slots, npu, got_n, bench, got_b), p.grads,
-                                      first=p.how))  # fmt: skip
+            have_n, have_b = calls_n[got_n[0]].slots.keys(), calls_b[got_b[0]].slots.keys()
+            slots = p.slots if need_n <= have_n and need_b <= have_b else _kept(p.slots, npu, got_n, bench, got_b)
+            pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, first=p.how))
     taken = {"npu": set(itertools.chain.from_iterable(p.npu for p in pairs)),
              "bench": set(itertools.chain.from_iterable(p.bench for p in pairs))}  # fmt: skip
     same_as: dict[str, dict[int, int]] = {side: {} for side in sides}
@@ -901,9 +904,13 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
             ws, hs = series(side, (firsts[side][w], firsts[side][h]))
             for a, b in zip(ws, hs) if len(ws) == len(hs) else zip(ws[:1], hs[:1]):
                 same_as[side][a] = b
-    pairs.sort(key=lambda p: npu.calls[p.npu[-1]].entry)
-    unpaired = {side: [c for c in range(len(s.calls)) if c not in taken[side] and c not in same_as[side]]
-                for side, s in sides.items()}  # fmt: skip
+    ends = np.fromiter((calls_n[p.npu[-1]].entry for p in pairs), dtype=np.int64, count=len(pairs))
+    pairs = [pairs[i] for i in np.argsort(ends, kind="stable").tolist()]  # as list.sort by the end: stable
+    unpaired = {}
+    for side, s in sides.items():
+        free = np.ones(len(s.calls), dtype=bool)
+        free[np.fromiter(itertools.chain(taken[side], same_as[side]), dtype=np.int64)] = False
+        unpaired[side] = np.flatnonzero(free).tolist()
     return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
 
 
@@ -1041,9 +1048,17 @@ def describe(al: Alignment) -> dict[str, Any]:
     def joined(side: list[str], calls: tuple[int, ...]) -> str:
         return side[calls[0]] if len(calls) == 1 else ";".join(side[c] for c in calls)
 
+    made: dict[int, dict[str, str]] = {}  # per slot list (the later calls share their first pair's): its mapping
+
+    def slots(p: BoundaryPair) -> dict[str, str]:
+        got = made.get(id(p.slots))
+        if got is None:
+            got = made[id(p.slots)] = {s.npu: s.bench for s in p.slots}
+        return dict(got)  # each pair its own dict
+
     return {
-        "pairs": [{"npu": joined(n, p.npu), "bench": joined(b, p.bench), "how": p.how,
-                   "slots": {s.npu: s.bench for s in p.slots}} for p in al.pairs],
+        "pairs": [{"npu": joined(n, p.npu), "bench": joined(b, p.bench), "how": p.how, "slots": slots(p)}
+                  for p in al.pairs],
         "unpaired": {side: [names[side][c] for c in al.unpaired[side]] for side in names},
         "same_as": {side: {names[side][c]: names[side][h] for c, h in sorted(al.same_as[side].items())}
                     for side in names},

@@ -10,12 +10,13 @@ SHOWN = 8  # module calls without a counterpart named on the console, per side
 
 def align_lines(al: Any, tables: Any, why: str) -> list[str]:
     """What was aligned, what was not, and why: for the console."""
-    merged = sum(len(p.npu) > 1 or len(p.bench) > 1 for p in al.pairs)
+    merged = empty = 0
     hows: dict[str, int] = {}
     for p in al.pairs:
         hows[p.how] = hows.get(p.how, 0) + 1
+        merged += len(p.npu) > 1 or len(p.bench) > 1
+        empty += not p.slots
     by = ", ".join(f"{n} by {how}" for how, n in sorted(hows.items(), key=lambda kv: -kv[1]))
-    empty = sum(not p.slots for p in al.pairs)
     lines = [f"Aligning the module trees ({why}).",
              f"{len(al.pairs)} module boundaries paired ({merged} merged N-to-1; {by}); "
              f"{tables.rows_paired} of {len(tables.npu.table)} npu rows paired."]  # fmt: skip
