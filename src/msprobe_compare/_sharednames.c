@@ -1030,8 +1030,99 @@ done:
 
 typedef struct {
     Py_ssize_t entry, count, node;
+    Py_ssize_t po, pl, co, cl; /* its path's and class's bytes in the entry's UTF-8: offset, length */
     PyObject *path, *cls, *slots; /* owned */
 } ScanCall;
+
+static Py_ssize_t last_dot(const char *s, Py_ssize_t n);
+
+/* The backward and parameters_grad entries by (path, class, counter) (-1 for parameters_grad), in C: no key objects.
+ * A slot holds an entry and where its path and class are in its UTF-8 bytes; e < 0: empty. */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t e, po, pl, co, cl;
+    long long count;
+} KeySlot;
+
+typedef struct {
+    KeySlot *slots;
+    size_t mask;
+    Py_ssize_t used;
+} KeyTable;
+
+static uint64_t key_hash(const char *s, Py_ssize_t po, Py_ssize_t pl, Py_ssize_t co, Py_ssize_t cl, long long count) {
+    return (hash_bytes(s + po, pl) * 1000003u) ^ hash_bytes(s + co, cl) ^ ((uint64_t)count * 0x9E3779B97F4A7C15u);
+}
+
+/* The slot of the key (path, class, count) of entry text s, or of an empty slot where it goes; -1 on error. */
+static Py_ssize_t key_slot(KeyTable *t, PyObject *entries, const char *s, Py_ssize_t po, Py_ssize_t pl, Py_ssize_t co,
+                           Py_ssize_t cl, long long count, uint64_t h) {
+    for (size_t k = (size_t)h & t->mask;; k = (k + 1) & t->mask) {
+        KeySlot *slot = &t->slots[k];
+        if (slot->e < 0) return (Py_ssize_t)k;
+        if (slot->hash != h || slot->count != count || slot->pl != pl || slot->cl != cl) continue;
+        Py_ssize_t len;
+        const char *o = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(entries, slot->e), &len);
+        if (!o) return -1;
+        if (memcmp(o + slot->po, s + po, (size_t)pl) == 0 && memcmp(o + slot->co, s + co, (size_t)cl) == 0)
+            return (Py_ssize_t)k;
+    }
+}
+
+/* Put entry e under its key: a key met before keeps its first entry (`first`) or takes this one. */
+static int key_put(KeyTable *t, PyObject *entries, Py_ssize_t e, const char *s, Py_ssize_t po, Py_ssize_t pl,
+                   Py_ssize_t co, Py_ssize_t cl, long long count, int first) {
+    if ((size_t)(t->used + 1) * 2 > t->mask + 1) { /* grow: rehash by the kept hashes */
+        size_t cap = (t->mask + 1) * 2;
+        KeySlot *grown = PyMem_Malloc(cap * sizeof(KeySlot));
+        if (!grown) return PyErr_NoMemory(), -1;
+        for (size_t k = 0; k < cap; k++) grown[k].e = -1;
+        for (size_t k = 0; k <= t->mask; k++) {
+            if (t->slots[k].e < 0) continue;
+            size_t q = (size_t)t->slots[k].hash & (cap - 1);
+            while (grown[q].e >= 0) q = (q + 1) & (cap - 1);
+            grown[q] = t->slots[k];
+        }
+        PyMem_Free(t->slots);
+        t->slots = grown;
+        t->mask = cap - 1;
+    }
+    uint64_t h = key_hash(s, po, pl, co, cl, count);
+    Py_ssize_t k = key_slot(t, entries, s, po, pl, co, cl, count, h);
+    if (k < 0) return -1;
+    KeySlot *slot = &t->slots[k];
+    if (slot->e >= 0 && first) return 0;
+    if (slot->e < 0) t->used++;
+    *slot = (KeySlot){h, e, po, pl, co, cl, count};
+    return 0;
+}
+
+/* The entry under the key, -1 for none, -2 on error. */
+static Py_ssize_t key_get(KeyTable *t, PyObject *entries, const char *s, Py_ssize_t po, Py_ssize_t pl, Py_ssize_t co,
+                          Py_ssize_t cl, long long count) {
+    Py_ssize_t k = key_slot(t, entries, s, po, pl, co, cl, count, key_hash(s, po, pl, co, cl, count));
+    return k < 0 ? -2 : t->slots[k].e;
+}
+
+static int key_table(KeyTable *t) {
+    t->slots = PyMem_Malloc(256 * sizeof(KeySlot));
+    if (!t->slots) return PyErr_NoMemory(), -1;
+    for (size_t k = 0; k < 256; k++) t->slots[k].e = -1;
+    t->mask = 255;
+    t->used = 0;
+    return 0;
+}
+
+/* `text.partition('.')[2].rpartition('.')` of text = s[0:n] as spans: path at *po (*pl bytes), class at *co. */
+static void path_spans(const char *s, Py_ssize_t n, Py_ssize_t *po, Py_ssize_t *pl, Py_ssize_t *co, Py_ssize_t *cl) {
+    const char *dot = memchr(s, '.', (size_t)n);
+    const char *rest = dot ? dot + 1 : s + n;
+    Py_ssize_t m = (s + n) - rest, d = last_dot(rest, m);
+    *po = rest - s;
+    *pl = d < 0 ? 0 : d;
+    *co = (rest - s) + d + 1;
+    *cl = m - d - 1;
+}
 
 
 /* rpartition(s, '.') over UTF-8 bytes: the position of the last '.', -1 for none ('.' is never inside a multi-byte
@@ -1040,21 +1131,6 @@ static Py_ssize_t last_dot(const char *s, Py_ssize_t n) {
     for (Py_ssize_t i = n - 1; i >= 0; i--)
         if (s[i] == '.') return i;
     return -1;
-}
-
-/* `text.partition('.')[2].rpartition('.')` of text = s[0:n]: *path and *cls (new references). */
-static int path_and_class(const char *s, Py_ssize_t n, PyObject **path, PyObject **cls) {
-    const char *dot = memchr(s, '.', (size_t)n);
-    const char *rest = dot ? dot + 1 : s + n;
-    Py_ssize_t m = (s + n) - rest, d = last_dot(rest, m);
-    *path = PyUnicode_DecodeUTF8(rest, d < 0 ? 0 : d, NULL);
-    *cls = PyUnicode_DecodeUTF8(rest + d + 1, m - d - 1, NULL);
-    if (!*path || !*cls) {
-        Py_CLEAR(*path);
-        Py_CLEAR(*cls);
-        return -1;
-    }
-    return 0;
 }
 
 static int is_text(const char *s, Py_ssize_t n, const char *want) {
@@ -1070,13 +1146,6 @@ static long long counter(const char *s, Py_ssize_t n) {
         v = v * 10 + (s[i] - '0');
     }
     return v;
-}
-
-/* dict[key] as a Py_ssize_t, `missing` when absent; -2 on error. */
-static Py_ssize_t lookup_index(PyObject *dict, PyObject *key, Py_ssize_t missing) {
-    PyObject *v = PyDict_GetItemWithError(dict, key);
-    if (!v) return PyErr_Occurred() ? -2 : missing;
-    return PyLong_AsSsize_t(v);
 }
 
 static int set_index(PyObject *dict, PyObject *key, Py_ssize_t value, int keep_first) {
@@ -1133,8 +1202,9 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
                           &prefixes, &tree))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries), rows = PyList_GET_SIZE(names), np = PyTuple_GET_SIZE(prefixes);
-    PyObject *result = NULL, *mask = NULL, *backward = NULL, *grads = NULL, *out = NULL, *up_call = NULL;
+    PyObject *result = NULL, *mask = NULL, *out = NULL, *up_call = NULL;
     Nodes nodes = {NULL, NULL, NULL, 0, 0};
+    KeyTable backward = {NULL, 0, 0}, grads = {NULL, 0, 0};
     ScanCall *calls = NULL;
     Py_ssize_t ncalls = 0, cap = 0;
     const int64_t *bounds = (const int64_t *)bb.buf;
@@ -1150,9 +1220,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         }
     mask = PyBytes_FromStringAndSize(NULL, n);
     nodes.nodes = PyDict_New();
-    backward = PyDict_New();
-    grads = PyDict_New();
-    if (!mask || !nodes.nodes || !backward || !grads) goto done;
+    if (!mask || !nodes.nodes || key_table(&backward) < 0 || key_table(&grads) < 0) goto done;
     char *is_module = PyBytes_AS_STRING(mask);
     memset(is_module, 0, (size_t)n);
     for (Py_ssize_t e = 0; e < n; e++) {
@@ -1179,15 +1247,10 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         Py_ssize_t d1 = last_dot(s, len), hlen = d1 < 0 ? 0 : d1;
         const char *last = s + d1 + 1;
         Py_ssize_t lastn = len - d1 - 1;
-        PyObject *path = NULL, *cls = NULL, *key = NULL;
+        Py_ssize_t po, pl, co, cl;
         if (is_text(last, lastn, "parameters_grad")) {
-            if (path_and_class(s, hlen, &path, &cls) < 0) goto done;
-            key = PyTuple_Pack(2, path, cls);
-            Py_DECREF(path);
-            Py_DECREF(cls);
-            int bad = !key || set_index(grads, key, e, 1) < 0;
-            Py_XDECREF(key);
-            if (bad) goto done;
+            path_spans(s, hlen, &po, &pl, &co, &cl);
+            if (key_put(&grads, entries, e, s, po, pl, co, cl, -1, 1) < 0) goto done;
             continue;
         }
         Py_ssize_t d2 = last_dot(s, hlen), slen = d2 < 0 ? 0 : d2;
@@ -1195,24 +1258,18 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         Py_ssize_t dirn = hlen - d2 - 1;
         long long count = counter(last, lastn);
         int fwd = is_text(dir, dirn, "forward"), bwd = is_text(dir, dirn, "backward");
-        if (count < 0 || (!fwd && !bwd)) {
-            /* the Python twin also skips a call without a path: checked below once the path is made */
-            if (count < 0) continue;
-        }
-        if (path_and_class(s, slen, &path, &cls) < 0) goto done;
-        if (PyUnicode_GET_LENGTH(path) == 0 || (!fwd && !bwd)) {
-            Py_DECREF(path);
-            Py_DECREF(cls);
-            continue;
-        }
+        if (count < 0 || (!fwd && !bwd)) continue;
+        path_spans(s, slen, &po, &pl, &co, &cl);
+        if (pl == 0) continue; /* no path: not a module call */
         if (bwd) {
-            key = Py_BuildValue("(OOL)", path, cls, count);
-            Py_DECREF(path);
-            Py_DECREF(cls);
-            int bad = !key || set_index(backward, key, e, 0) < 0;
-            Py_XDECREF(key);
-            if (bad) goto done;
+            if (key_put(&backward, entries, e, s, po, pl, co, cl, count, 0) < 0) goto done;
             continue;
+        }
+        PyObject *path = PyUnicode_DecodeUTF8(s + po, pl, NULL), *cls = PyUnicode_DecodeUTF8(s + co, cl, NULL);
+        if (!path || !cls) {
+            Py_XDECREF(path);
+            Py_XDECREF(cls);
+            goto done;
         }
         int64_t lo = bounds[e], hi = bounds[e + 1];
         PyObject *slots = PyDict_New();
@@ -1250,7 +1307,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             calls = grown;
             cap = more;
         }
-        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, -1, path, cls, slots};
+        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, -1, po, pl, co, cl, path, cls, slots};
         Py_ssize_t k = node_of(&nodes, entry);
         if (k < 0) goto done;
         nodes.call[k] = ncalls - 1; /* a name given twice: its last call */
@@ -1329,20 +1386,10 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             Py_ssize_t f = nodes.first[k->node];
             if (f >= 0 && f < start) start = f;
         }
-        PyObject *key = Py_BuildValue("(OOn)", k->path, k->cls, k->count);
-        if (!key || (bwd = lookup_index(backward, key, -1)) == -2) {
-            Py_XDECREF(key);
-            goto done;
-        }
-        Py_DECREF(key);
-        if (k->count == 0) {
-            key = PyTuple_Pack(2, k->path, k->cls);
-            if (!key || (grad = lookup_index(grads, key, -1)) == -2) {
-                Py_XDECREF(key);
-                goto done;
-            }
-            Py_DECREF(key);
-        }
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(entries, k->entry), &len);
+        if (!s || (bwd = key_get(&backward, entries, s, k->po, k->pl, k->co, k->cl, k->count)) == -2) goto done;
+        if (k->count == 0 && (grad = key_get(&grads, entries, s, k->po, k->pl, k->co, k->cl, -1)) == -2) goto done;
         PyObject *item = Py_BuildValue("(nOOnnnOnn)", k->entry, k->path, k->cls, k->count, parent, start, k->slots,
                                        bwd, grad);
         if (!item) goto done;
@@ -1362,8 +1409,8 @@ done:
     Py_XDECREF(nodes.nodes);
     PyMem_Free(nodes.call);
     PyMem_Free(nodes.first);
-    Py_XDECREF(backward);
-    Py_XDECREF(grads);
+    PyMem_Free(backward.slots);
+    PyMem_Free(grads.slots);
     Py_XDECREF(up_call);
     PyBuffer_Release(&bb);
     return result;

@@ -22,7 +22,6 @@ from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
 from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
-from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split
 from msprobe_compare.records import dataclass
 
 _C: Any = native.built("_sharednames")
@@ -42,12 +41,6 @@ class Built:
         self.merged = merged  # (a group's first part's entry, row key) -> its row here
         self.partial = partial  # rows that are sums of the parts (only the Mean is known)
         self._keyed: dict[int, dict[str, int]] = {}
-
-    def seed(self, side: Side) -> Built:
-        """Take the module calls' forward slots as their entries' keys (read once already)."""
-        for c in side.calls:
-            self._keyed[c.entry] = c.slots
-        return self
 
     def keys(self, e: int) -> dict[str, int]:
         """Entry `e` of the side's own table: its rows by key ("input.0"), read once an entry."""
@@ -181,6 +174,8 @@ def build_side(side: Side, groups: list[tuple[int, ...]]) -> Built:
     if not groups:
         return Built(t, t, np.arange(len(t), dtype=np.int64), {}, [])
     g = _Groups(side, groups)
+    from msprobe_compare.pair.parallel import _Out, combine_partial, combine_split  # merged groups only (start-up)
+
     out = _Out()
     m_entries: list[str] = []
     m_rows: dict[tuple[int, str], int] = {}  # -> row of the combined rows' table
@@ -298,8 +293,8 @@ def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | No
     """Both sides' tables and the match of their rows: every slot pair of every boundary pair, forward and
     backward, the parameters and their gradients, and the API calls paired inside (`inner`: npu entry, bench
     entry)."""
-    npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1]).seed(al.npu)
-    bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1]).seed(al.bench)
+    npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1])
+    bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1])
     e_n, k_n, e_b, k_b = _slot_rows(al)
     old_n, old_b = _inner_rows(npu, bench, np.asarray(inner if inner is not None else [], dtype=np.int64))
     a = np.concatenate([npu.rows(e_n, k_n), npu.new_of_old[old_n]])
