@@ -32,7 +32,9 @@ dumped). Implementations (each its own nn.Module tree; class names as in the pro
             add (norm(x, residual) -> (normed, x + residual); layer 0's input norm takes x alone), decoder layers
             return (hidden, residual), logits by a LogitsProcessor(lm_head, hidden); tokens flattened to [b*s, h]
   fsdp      the hf model wrapped as FSDP's auto-wrap does: the root and every decoder layer inside a module of class
-            FullyShardedDataParallel holding `_fsdp_wrapped_module` (a plain wrapper, no real FSDP)
+            FullyShardedDataParallel holding `_fsdp_wrapped_module` (a plain wrapper, no real FSDP); with
+            --recompute each decoder layer under activation checkpointing (torch.utils.checkpoint, non-reentrant:
+            the layer's calls are dumped again, as `forward.1`, during the backward pass; impl_recompute.tar.xz)
   megatron  Megatron-core GPTModel: embedding.word_embeddings, rotary_pos_emb, decoder.layers.N.{input_layernorm,
             self_attention.{linear_qkv, core_attention(.scale_mask_softmax), linear_proj}, pre_mlp_layernorm,
             mlp.{linear_fc1, linear_fc2}}, decoder.final_layernorm, output_layer(weight=shared embedding);
@@ -107,8 +109,14 @@ def dump_main(argv: list[str]) -> None:
     p.add_argument("--layer", type=int, default=1)
     p.add_argument("--out", required=True)
     p.add_argument("--tp", type=int, default=1, help="megatron only: tensor-parallel ranks (gloo, one process each)")
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="fsdp only: activation checkpointing of every decoder layer (its calls run again in backward)",
+    )
     add_model_args(p, MODEL_DEFAULTS)
     args = p.parse_args(argv)
+    assert not args.recompute or args.impl == "fsdp", "--recompute: fsdp only"
     impl, bug, L = args.impl, args.bug, args.layer
     configure(**model_of(args))
     assert 0 <= L < NL, (L, NL)
@@ -388,11 +396,16 @@ def dump_main(argv: list[str]) -> None:
     class FullyShardedDataParallel(nn.Module):
         """Only the module tree of FSDP's auto-wrap: `_fsdp_wrapped_module` segments in the names."""
 
-        def __init__(self, module):
+        def __init__(self, module, recompute=False):
             super().__init__()
             self._fsdp_wrapped_module = module
+            self._recompute = recompute
 
         def forward(self, *args, **kwargs):
+            if self._recompute:  # activation checkpointing: the layer runs again in the backward pass
+                import torch.utils.checkpoint as checkpoint
+
+                return checkpoint.checkpoint(self._fsdp_wrapped_module, *args, use_reentrant=False, **kwargs)
             return self._fsdp_wrapped_module(*args, **kwargs)
 
     # ================================================================================================ vllm
@@ -842,7 +855,7 @@ def dump_main(argv: list[str]) -> None:
             target = model.model.layers[L].mlp.gate_proj
         if impl == "fsdp":
             for i in range(NL):
-                model.model.layers[i] = FullyShardedDataParallel(model.model.layers[i])
+                model.model.layers[i] = FullyShardedDataParallel(model.model.layers[i], args.recompute)
             model = FullyShardedDataParallel(model)
     elif impl == "vllm":
         model = VLlamaForCausalLM()
