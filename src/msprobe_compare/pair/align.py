@@ -26,6 +26,7 @@ import itertools
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
@@ -886,13 +887,17 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         whole_n, whole_b = tuple(firsts["npu"][c] for c in p.npu), tuple(firsts["bench"][c] for c in p.bench)
         pairs.append(BoundaryPair(whole_n, whole_b, p.how, p.slots, p.grads, p.fixed))
         runs_n, runs_b = series("npu", whole_n), series("bench", whole_b)
-        n = len(runs_n[0])
-        if any(len(r) != n for r in runs_n) or any(len(r) != n for r in runs_b):
+        n, m = len(runs_n[0]), len(runs_b[0])
+        if any(len(r) != n for r in runs_n) or any(len(r) != m for r in runs_b):
             continue
+        later: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = itertools.islice(zip(zip(*runs_n), zip(*runs_b)),
+                                                                                  1, None)  # fmt: skip
+        if n != m:  # called unequally often (a recomputed layer, other micro-batches): the later calls by value
+            later = _by_value(npu, list(zip(*runs_n))[1:], bench, list(zip(*runs_b))[1:], p.slots)
         # the k-th calls of each part (k >= 1); their slot and gradient lists are the first pair's where they keep
         # them all (shared: no list is changed once aligned)
         need_n, need_b = {sp.npu for sp in p.slots}, {sp.bench for sp in p.slots}
-        for got_n, got_b in itertools.islice(zip(zip(*runs_n), zip(*runs_b)), 1, None):
+        for got_n, got_b in later:
             have_n, have_b = calls_n[got_n[0]].slots.keys(), calls_b[got_b[0]].slots.keys()
             slots = p.slots if need_n <= have_n and need_b <= have_b else _kept(p.slots, npu, got_n, bench, got_b)
             pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, first=p.how))
@@ -912,6 +917,39 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         free[np.fromiter(itertools.chain(taken[side], same_as[side]), dtype=np.int64)] = False
         unpaired[side] = np.flatnonzero(free).tolist()
     return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
+
+
+def _by_value(npu: Side, calls_n: list[tuple[int, ...]], bench: Side, calls_b: list[tuple[int, ...]],
+              slots: list[SlotPair]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:  # fmt: skip
+    """The later calls of a pair's modules where the two runs call them unequally often (the first calls paired
+    already), paired in order where the tensors of the first pair's output slots (else any of its slots) agree:
+    a call the other run does not make (a layer recomputed in the backward pass, an extra micro-batch) is passed
+    over on the side with more calls left; two calls that do not agree with equal counts left are both passed over
+    (the runs part there). No value to test (no slot pair): none paired."""
+    probe = [sp for sp in slots if sp.npu.startswith("output")] or list(slots)
+    if not probe:
+        return []
+
+    def stats(side: Side, parts: tuple[int, ...], key: str) -> Stat | None:
+        rows = [side.calls[c].slots.get(key, -1) for c in parts]
+        return None if min(rows) < 0 else Stat.of(side, rows)
+
+    def agree(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+        return all(distance(stats(npu, a, sp.npu), stats(bench, b, sp.bench)) <= 1 for sp in probe)
+
+    out = []
+    i = j = 0
+    while i < len(calls_n) and j < len(calls_b):
+        if agree(calls_n[i], calls_b[j]):
+            out.append((calls_n[i], calls_b[j]))
+            i, j = i + 1, j + 1
+        elif len(calls_n) - i > len(calls_b) - j:
+            i += 1
+        elif len(calls_b) - j > len(calls_n) - i:
+            j += 1
+        else:
+            i, j = i + 1, j + 1
+    return out
 
 
 def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...]) -> list[SlotPair]:
