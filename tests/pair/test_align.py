@@ -339,7 +339,8 @@ def test_later_calls_of_many_micro_batches_follow_the_first_calls() -> None:
 def test_later_calls_of_a_recomputed_module_pair_by_value() -> None:
     """One run recomputes a module in the backward pass (each micro-batch's call made twice, the same tensors), the
     other does not: its calls pair with the first of each two; a run with an extra micro-batch pairs its first
-    ones; where the values part (a bug from the second micro-batch on), nothing later pairs."""
+    ones; where the values part (a bug from the second micro-batch on), the calls still pair in order (the
+    difference is shown), the extra one left."""
     _, w, _ = weights()
     a = [weights()[2] for _ in range(3)]
 
@@ -363,4 +364,6 @@ def test_later_calls_of_a_recomputed_module_pair_by_value() -> None:
     assert got == {("head", "head"), ("head#1", "head#2"), ("head#2", "head#4")}
     assert names(align(head(v).side(), head(v[:2]).side())) == {("head", "head"), ("head#1", "head#1")}
     parted = head([v[0], scaled(v[1], 1.5), scaled(v[2], 1.5)]).side()
-    assert names(align(parted, head(v[:2]).side())) == {("head", "head")}
+    assert names(align(parted, head(v[:2]).side())) == {("head", "head"), ("head#1", "head#1")}
+    two = head([v[0], v[0], v[0], v[1], v[2]]).side()  # two extra calls in a row, then the others
+    assert names(align(two, head(v).side())) == {("head", "head"), ("head#3", "head#1"), ("head#4", "head#2")}

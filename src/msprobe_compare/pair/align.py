@@ -919,36 +919,41 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
     return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
 
 
+LOOK_AHEAD = 8  # the most calls in a row one run makes and the other does not, found by value
+
+
 def _by_value(npu: Side, calls_n: list[tuple[int, ...]], bench: Side, calls_b: list[tuple[int, ...]],
               slots: list[SlotPair]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:  # fmt: skip
     """The later calls of a pair's modules where the two runs call them unequally often (the first calls paired
-    already), paired in order where the tensors of the first pair's output slots (else any of its slots) agree:
-    a call the other run does not make (a layer recomputed in the backward pass, an extra micro-batch) is passed
-    over on the side with more calls left; two calls that do not agree with equal counts left are both passed over
-    (the runs part there). No value to test (no slot pair): none paired."""
+    already), paired in order. A call of the run with more calls left is passed over (a layer recomputed in the
+    backward pass, an extra micro-batch) where the tensors of the first pair's output slots (else of any of its
+    slots) show it: the next of its calls agrees with the other run's call and this one does not. Elsewhere calls
+    pair in order whatever their values, as calls of modules called equally often do (where the runs part, the
+    difference is then shown). The calls left over at the end stay unpaired."""
     probe = [sp for sp in slots if sp.npu.startswith("output")] or list(slots)
-    if not probe:
-        return []
 
     def stats(side: Side, parts: tuple[int, ...], key: str) -> Stat | None:
         rows = [side.calls[c].slots.get(key, -1) for c in parts]
         return None if min(rows) < 0 else Stat.of(side, rows)
 
     def agree(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-        return all(distance(stats(npu, a, sp.npu), stats(bench, b, sp.bench)) <= 1 for sp in probe)
+        return bool(probe) and all(distance(stats(npu, a, sp.npu), stats(bench, b, sp.bench)) <= 1 for sp in probe)
 
     out = []
     i = j = 0
     while i < len(calls_n) and j < len(calls_b):
-        if agree(calls_n[i], calls_b[j]):
-            out.append((calls_n[i], calls_b[j]))
-            i, j = i + 1, j + 1
-        elif len(calls_n) - i > len(calls_b) - j:
-            i += 1
-        elif len(calls_b) - j > len(calls_n) - i:
-            j += 1
-        else:
-            i, j = i + 1, j + 1
+        surplus = (len(calls_n) - i) - (len(calls_b) - j)  # > 0: the npu run has calls the other does not make
+        if surplus and not agree(calls_n[i], calls_b[j]):
+            if surplus > 0:
+                skip = next((d for d in range(1, min(surplus, LOOK_AHEAD) + 1)
+                             if agree(calls_n[i + d], calls_b[j])), 0)  # fmt: skip
+                i += skip
+            else:
+                skip = next((d for d in range(1, min(-surplus, LOOK_AHEAD) + 1)
+                             if agree(calls_n[i], calls_b[j + d])), 0)  # fmt: skip
+                j += skip
+        out.append((calls_n[i], calls_b[j]))
+        i, j = i + 1, j + 1
     return out
 
 
