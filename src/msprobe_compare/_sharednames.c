@@ -17,7 +17,7 @@
  *     escape, no control character, valid UTF-8) to plain strings or null, whitespace around; anything else gives
  *     None, for orjson to read or report, as does a name given twice. `tree` is a copy of base less the names
  *     this file lacks or gives another parent, then those of this file (in its order), so its parents and the
- *     names of both are base's objects; `moved`, the names of both whose parents differ (set); `fresh`, whether
+ *     names of both are base's objects; `moved`, the names of both whose parents differ (list); `fresh`, whether
  *     some name is not in base. Names are walked in base's order (a hash lookup only off it).
  * children(tree, modules) -> [(name, parent), ...]
  *     the items of a construct.json tree (dict) whose parent is in the set `modules`, in the tree's order.
@@ -771,9 +771,10 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
     Py_buffer raw;
     PyObject *base;
     if (!PyArg_ParseTuple(args, "y*O!", &raw, &PyDict_Type, &base)) return NULL;
-    PyObject *changes = PyList_New(0), *moved = PySet_New(NULL), *tree = NULL, *result = NULL, *k, *v;
+    PyObject *changes = PyList_New(0), *moved = PyList_New(0), *tree = NULL, *result = NULL, *k, *v;
+    PyObject *last_value = NULL; /* the parent made for the previous change: the next item's, often (owned) */
     unsigned char *seen = NULL; /* per base item (PyDict_Next position): named here with the same parent */
-    Py_ssize_t slots = 0, members = 0, at = 0; /* at: base's next item in order */
+    Py_ssize_t slots = 0, members = 0, at = 0, kept = 0; /* at: base's next item in order; kept: items seen */
     int fresh = 0; /* a name base does not hold */
     if (!changes || !moved) goto done;
     for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);) slots = pos;
@@ -832,16 +833,27 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
         int same = old == Py_None ? vs == NULL : (old && vs && same_utf8(old, vs, vn));
         if (same && in_order) { /* base's item as it is */
             seen[at - 1] = 1;
+            kept++;
             Py_DECREF(key);
         } else {
-            PyObject *value = same ? old : vs ? PyUnicode_DecodeUTF8(vs, vn, "strict") : Py_None;
-            if (!value) {
-                Py_DECREF(key);
-                goto not_utf8;
+            PyObject *value;
+            if (same || !vs) {
+                value = same ? old : Py_None;
+                Py_INCREF(value);
+            } else if (last_value && same_utf8(last_value, vs, vn)) { /* the previous change's parent: one object */
+                value = last_value;
+                Py_INCREF(value);
+            } else {
+                value = PyUnicode_DecodeUTF8(vs, vn, "strict");
+                if (!value) {
+                    Py_DECREF(key);
+                    goto not_utf8;
+                }
+                Py_XSETREF(last_value, value);
+                Py_INCREF(value);
             }
-            if (same || !vs) Py_INCREF(value);
             PyObject *item = PyTuple_Pack(2, key, value);
-            int bad = !item || PyList_Append(changes, item) < 0 || (old && !same && PySet_Add(moved, key) < 0);
+            int bad = !item || PyList_Append(changes, item) < 0 || (old && !same && PyList_Append(moved, key) < 0);
             fresh |= !old;
             Py_XDECREF(item);
             Py_DECREF(key);
@@ -861,11 +873,19 @@ static PyObject *tree_beside(PyObject *self, PyObject *args) {
     }
 tail:
     if (skip_ws(p, end) != end) goto subset;
-    /* base's items, less the ones not named here with their parent, then the changes */
-    tree = PyDict_Copy(base);
-    if (!tree) goto done;
-    for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);)
-        if (!seen[pos - 1] && PyDict_DelItem(tree, k) < 0) goto done;
+    /* base's items, less the ones not named here with their parent, then the changes: a copy of base less those,
+     * or (most of base changed: a tree of other code) the kept items put in a new dict */
+    if (kept * 2 >= PyDict_GET_SIZE(base)) {
+        tree = PyDict_Copy(base);
+        if (!tree) goto done;
+        for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);)
+            if (!seen[pos - 1] && PyDict_DelItem(tree, k) < 0) goto done;
+    } else {
+        tree = PyDict_New();
+        if (!tree) goto done;
+        for (Py_ssize_t pos = 0; PyDict_Next(base, &pos, &k, &v);)
+            if (seen[pos - 1] && PyDict_SetItem(tree, k, v) < 0) goto done;
+    }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(changes); i++) {
         PyObject *item = PyList_GET_ITEM(changes, i);
         if (PyDict_SetItem(tree, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) goto done;
@@ -880,6 +900,7 @@ subset: /* not the subset: None, for the full parser to read (and report) */
     Py_INCREF(result);
 done:
     PyMem_Free(seen);
+    Py_XDECREF(last_value);
     Py_XDECREF(tree);
     Py_XDECREF(changes);
     Py_XDECREF(moved);
@@ -1582,7 +1603,7 @@ static PyMethodDef methods[] = {
     {"containing", containing, METH_VARARGS,
      "containing(texts, needle) -> int64 positions (bytes) of the texts that contain needle, or None"},
     {"tree_beside", tree_beside, METH_VARARGS,
-     "tree_beside(raw, base) -> (tree, moved, fresh) for a construct.json of the plain subset, else None"},
+     "tree_beside(raw, base) -> (tree, moved names (list), fresh) for a construct.json of the plain subset, else None"},
     {"children", children, METH_VARARGS,
      "children(tree, modules) -> [(name, parent)] of the tree's items whose parent is in the set modules, in order"},
     {"call_keys", call_keys, METH_VARARGS,

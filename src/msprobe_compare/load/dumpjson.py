@@ -267,7 +267,7 @@ def read_construct_json(path: Path) -> dict[str, str | None]:
     return tree
 
 
-ConstructBeside = tuple[dict[str, "str | None"], set[str], bool]
+ConstructBeside = tuple[dict[str, "str | None"], list[str], bool]
 """A construct.json read beside the other side's tree: (tree, the names of both that may have another parent (a
 name given twice is listed though its last parent may be base's: compare `tree[k]` with `base[k]`), whether some
 name is not in the other tree)."""
