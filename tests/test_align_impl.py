@@ -215,7 +215,7 @@ def test_trees_that_differ_without_tensors_in_common_stay_paired_by_name(cases: 
 def test_the_named_rows_bound_is_never_below_the_names_pairing(cases: Path, cases2: Path) -> None:
     from msprobe_compare.load.dumpjson import read_json
     from msprobe_compare.load.rows import flatten
-    from msprobe_compare.pair.exact import named_rows_bound
+    from msprobe_compare.pair.calls import named_rows_bound
 
     for case in [*_all(cases), *_all(cases2)]:
         cfg = json.loads((case / "compare.json").read_text())

@@ -18,7 +18,7 @@ from msprobe_compare.judge.highlight import Colour
 from msprobe_compare.judge.judgement import judge
 from msprobe_compare.judge.rootcause import analyse_later
 from msprobe_compare.judge.noise import Tolerance
-from msprobe_compare.pair.calls import TreeDiff, tree_beside, tree_diff
+from msprobe_compare.pair.calls import TreeDiff, named_rows_bound, tree_beside, tree_diff
 from msprobe_compare.load.framework import dump_framework
 from msprobe_compare.load.dumpjson import (
     LayerFiles,
@@ -37,7 +37,7 @@ from msprobe_compare.log import Console
 from msprobe_compare.measure.measured import Measured, measure
 from msprobe_compare.measure.tensor_metrics import MetricState, TensorMetrics, TensorMsg
 from msprobe_compare.model import CompareOutcome
-from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact, named_rows_bound
+from msprobe_compare.pair.exact import apply_dtype_gate, match_data_mapping, match_exact
 from msprobe_compare.pair.param_grad import param_grad_keys
 from msprobe_compare.pair.risk_level import risk_level_note
 from msprobe_compare.render import findings, report, table

@@ -35,7 +35,7 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.names import MODULE_PREFIXES
 from msprobe_compare.load.rows import RowTable, StatKind
-from msprobe_compare.pair.calls import Names
+from msprobe_compare.pair.calls import Names, entry_names
 from msprobe_compare.records import dataclass
 
 _C: Any = native.built("_sharednames")
@@ -1002,7 +1002,7 @@ def inner_calls(
     c_n, c_b, k = c_n[keep], c_b[keep], k[keep]
     seg_n, seg_b = kids_n[_spread(start_n[c_n], k)], kids_b[_spread(start_b[c_b], k)]
     entries_n, entries_b = al.npu.table.entries, al.bench.table.entries
-    names_n = Names(entries_n)
+    names_n = entry_names(al.npu.table)
     same = names_n.find_at(entries_b, seg_b) == seg_n  # the same names (entries are unique)
     ends = np.cumsum(k)
     alike = np.logical_and.reduceat(same, ends - k) if len(k) else np.zeros(0, dtype=bool)
@@ -1013,7 +1013,7 @@ def inner_calls(
     chosen = np.repeat(alike, k)
     fwd_n, fwd_b = seg_n[chosen], seg_b[chosen]
     back_n = _backward_of(names_n, entries_n, fwd_n)
-    back_b = _backward_of(Names(entries_b), entries_b, fwd_b)
+    back_b = _backward_of(entry_names(al.bench.table), entries_b, fwd_b)
     both = (back_n >= 0) & (back_b >= 0)
     out = np.empty((len(fwd_n) + int(np.count_nonzero(both)), 2), dtype=np.int64)  # each forward, then its backward
     at = np.arange(len(fwd_n)) + np.concatenate([[0], np.cumsum(both)[:-1]]) if len(fwd_n) else np.zeros(0, np.int64)

@@ -14,7 +14,6 @@ import numpy as np
 
 from msprobe_compare import native
 from msprobe_compare.load.rows import RowTable, coded
-from msprobe_compare.pair.param_grad import grad_entries
 
 _C: Any = native.built("_sharednames")
 
@@ -96,15 +95,6 @@ def _c_first_index(names: list[str], keys: list[str]) -> tuple[np.ndarray, bool]
 
 
 first_index = native.twin("_sharednames", _c_first_index, _py_first_index)
-
-
-def named_rows_bound(npu: RowTable, bench: RowTable) -> int:
-    """At least as many rows as `match_exact` pairs by their names (no -cm/-am keys), at a fraction of its cost: the
-    rows of the NPU entries the bench dump holds too (a row's name is its entry's and its key), and every row of a
-    parameter-gradient entry (the one name param_grad_keys rewrites)."""
-    held = first_index(bench.entries, npu.entries)[0] >= 0
-    held[grad_entries(npu.entries)] = True
-    return int(np.diff(npu.entry_bounds)[held].sum())
 
 
 def _joint_codes(npu: list[str], bench: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
