@@ -242,9 +242,15 @@ def _c_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pre
 module_scan = native.twin("_sharednames", _c_module_scan, _py_module_scan)
 
 
-def module_calls(table: RowTable, tree: dict[str, str | None] | None) -> Side:
-    """The side's forward module calls in the order they end (their entries), with their slots and times."""
-    found, up_call, flags = module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
+def scan(table: RowTable, tree: dict[str, str | None] | None) -> ModuleScan:
+    """`module_scan` of a side (what module_calls reads)."""
+    return module_scan(table.entries, table.names, table.entry_bounds, MODULES, tree)
+
+
+def module_calls(table: RowTable, tree: dict[str, str | None] | None, scanned: ModuleScan | None = None) -> Side:
+    """The side's forward module calls in the order they end (their entries), with their slots and times.
+    `scanned`: the side's `scan`, made already (in another process)."""
+    found, up_call, flags = scanned if scanned is not None else scan(table, tree)
     calls = [ModuleCall(*c) for c in found]
     slot_rows = np.fromiter(itertools.chain.from_iterable(c.slots.values() for c in calls), dtype=np.int64)
     numel = np.full(len(table), -1, dtype=np.int64)  # the slots' only: no other row is weighed (1M-row dumps)

@@ -11,6 +11,7 @@ rows of calls without a counterpart stay unmatched.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -20,13 +21,15 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
-from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, shape_numel
+from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, scan, shape_numel
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.records import dataclass
+from msprobe_compare.runtime import Later
 
 _C: Any = native.built("_sharednames")
 
 CONCAT, SHARED, SUM = "concat", "shared", "sum"
+FORK_ENTRIES = 100_000  # from this many bench entries on, their module calls are scanned in a forked child
 FORWARD, BACKWARD, GRADS = Direction.FORWARD, Direction.BACKWARD, Direction.PARAMETERS_GRAD  # a module call's entries
 
 
@@ -418,8 +421,12 @@ def plan(npu: RowTable, bench: RowTable, npu_tree: dict[str, str | None] | None,
          bench_tree: dict[str, str | None] | None, user: Any = None, user_path: Any = None,
          backend: str | None = None) -> tuple[Alignment, AlignedTables]:  # fmt: skip
     """Align the two sides (the user's pairs first, when given; then, with `backend`, 26.x's consistent-check
-    pairs for the calls the user's leave) and build the tables to compare."""
-    n, b = module_calls(npu, npu_tree), module_calls(bench, bench_tree)
+    pairs for the calls the user's leave) and build the tables to compare. Large sides: the bench side's module
+    calls are scanned in a forked child (runtime.Later) while this process scans the NPU side's."""
+    bench_scan = Later.start(functools.partial(scan, bench, bench_tree), what="the bench side's module calls",
+                             fork=len(bench.entries) >= FORK_ENTRIES)  # fmt: skip
+    n = module_calls(npu, npu_tree)
+    b = module_calls(bench, bench_tree, bench_scan.get())
     if backend is not None:
         from msprobe_compare.pair.consistent import consistent_pairs
 
