@@ -876,7 +876,8 @@ def _first_calls(side: Side, firsts: list[int]) -> Side:
 def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[int]]) -> Alignment:
     """The alignment of the first calls (`first`, over `_first_calls`) on the whole sides: each pair's k-th later
     calls pair where every module of the pair is called as often on its side, with the first pair's slots (those
-    the later calls have too); wrappers likewise. Later calls of modules called unequally often stay unpaired."""
+    the later calls have too); wrappers likewise. Later calls of modules called unequally often pair by value
+    where one run makes calls the other does not (`_by_value`)."""
     sides = {"npu": npu, "bench": bench}
     calls_of: dict[str, dict[tuple[str, str], list[int]]] = {side: defaultdict(list) for side in sides}
     for side, s in sides.items():
