@@ -1531,11 +1531,20 @@ static PyObject *rows_alike(PyObject *self, PyObject *args) {
         if (cn < 0 || cb < 0) goto fail;
         int same = 1, shapes = 1;
         for (int64_t j = 0; j < hi_n - lo_n && same; j++) {
-            same = same_key(PyList_GET_ITEM(names_n, lo_n + j), cn, PyList_GET_ITEM(names_b, lo_b + j), cb);
-            if (same < 0) goto fail;
+            PyObject *a = PyList_GET_ITEM(names_n, lo_n + j), *b = PyList_GET_ITEM(names_b, lo_b + j);
+            if (PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_IS_ASCII(a) && PyUnicode_IS_ASCII(b)) {
+                /* the common case inline: ASCII names, a byte a character */
+                Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
+                Py_ssize_t ka = la > cn ? la - cn : 0, kb = lb > cb ? lb - cb : 0;
+                same = ka == kb && memcmp((const char *)PyUnicode_DATA(a) + (la - ka),
+                                          (const char *)PyUnicode_DATA(b) + (lb - kb), (size_t)ka) == 0;
+            } else {
+                same = same_key(a, cn, b, cb);
+                if (same < 0) goto fail;
+            }
             if (same && shapes) {
-                shapes = PyObject_RichCompareBool(PyList_GET_ITEM(shape_n, lo_n + j), PyList_GET_ITEM(shape_b, lo_b + j),
-                                                  Py_EQ);
+                PyObject *x = PyList_GET_ITEM(shape_n, lo_n + j), *y = PyList_GET_ITEM(shape_b, lo_b + j);
+                shapes = x == y ? 1 : PyObject_RichCompareBool(x, y, Py_EQ);
                 if (shapes < 0) goto fail;
             }
         }
