@@ -1050,10 +1050,20 @@ done:
 /* module_scan: a side's module calls in one pass (pair/align.py's module_calls). */
 
 typedef struct {
-    Py_ssize_t entry, count, node;
+    Py_ssize_t entry, count, node, layout;
     Py_ssize_t po, pl, co, cl; /* its path's and class's bytes in the entry's UTF-8: offset, length */
     PyObject *path, *cls, *slots; /* owned */
 } ScanCall;
+
+/* Slot layouts: the calls whose slots hold the same keys in the same order share a layout (numbered in order of
+ * first use); a table of (hash of the keys, the first call with it). */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t call; /* -1: empty */
+} LayoutSlot;
+
+/* The layout of calls[c] (its slots made), given the layouts of the calls before it; -1 on error. */
+static Py_ssize_t layout_of(LayoutSlot **table, size_t *mask, Py_ssize_t *used, const void *calls_, Py_ssize_t c);
 
 static Py_ssize_t last_dot(const char *s, Py_ssize_t n);
 
@@ -1210,6 +1220,49 @@ static Py_ssize_t node_of(Nodes *t, PyObject *name) {
     return t->n++;
 }
 
+static Py_ssize_t layout_of(LayoutSlot **table, size_t *mask, Py_ssize_t *used, const void *calls_, Py_ssize_t c) {
+    const ScanCall *calls = calls_;
+    PyObject *slots = calls[c].slots, *k, *v;
+    uint64_t h = (uint64_t)PyDict_GET_SIZE(slots) * 0x9E3779B97F4A7C15u;
+    for (Py_ssize_t pos = 0; PyDict_Next(slots, &pos, &k, &v);) {
+        Py_hash_t kh = PyObject_Hash(k); /* cached: the key was hashed when put in the dict */
+        if (kh == -1) return -1;
+        h = (h ^ (uint64_t)kh) * 1099511628211u;
+    }
+    if ((size_t)(*used + 1) * 2 > *mask + 1) { /* grow */
+        size_t cap = (*mask + 1) * 2;
+        LayoutSlot *grown = PyMem_Malloc(cap * sizeof(LayoutSlot));
+        if (!grown) return PyErr_NoMemory(), -1;
+        for (size_t q = 0; q < cap; q++) grown[q].call = -1;
+        for (size_t q = 0; q <= *mask; q++) {
+            if ((*table)[q].call < 0) continue;
+            size_t r = (size_t)(*table)[q].hash & (cap - 1);
+            while (grown[r].call >= 0) r = (r + 1) & (cap - 1);
+            grown[r] = (*table)[q];
+        }
+        PyMem_Free(*table);
+        *table = grown;
+        *mask = cap - 1;
+    }
+    for (size_t q = (size_t)h & *mask;; q = (q + 1) & *mask) {
+        LayoutSlot *slot = &(*table)[q];
+        if (slot->call < 0) {
+            *slot = (LayoutSlot){h, c};
+            return (*used)++;
+        }
+        if (slot->hash != h) continue;
+        PyObject *other = calls[slot->call].slots;
+        if (PyDict_GET_SIZE(other) != PyDict_GET_SIZE(slots)) continue;
+        int same = 1;
+        PyObject *ka, *kb;
+        for (Py_ssize_t pa = 0, pb = 0; same && PyDict_Next(slots, &pa, &ka, &v) && PyDict_Next(other, &pb, &kb, &v);) {
+            same = PyObject_RichCompareBool(ka, kb, Py_EQ);
+            if (same < 0) return -1;
+        }
+        if (same) return calls[slot->call].layout;
+    }
+}
+
 /* Two texts alike: the same object, or str of the same code points. */
 static int same_str(PyObject *a, PyObject *b) {
     return a == b || (PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
@@ -1226,6 +1279,9 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *mask = NULL, *out = NULL, *up_call = NULL;
     Nodes nodes = {NULL, NULL, NULL, 0, 0};
     KeyTable backward = {NULL, 0, 0}, grads = {NULL, 0, 0};
+    LayoutSlot *layouts = NULL;
+    size_t layout_mask = 0;
+    Py_ssize_t layout_used = 0;
     ScanCall *calls = NULL;
     Py_ssize_t ncalls = 0, cap = 0;
     const int64_t *bounds = (const int64_t *)bb.buf;
@@ -1242,6 +1298,13 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
     mask = PyBytes_FromStringAndSize(NULL, n);
     nodes.nodes = PyDict_New();
     if (!mask || !nodes.nodes || key_table(&backward) < 0 || key_table(&grads) < 0) goto done;
+    layouts = PyMem_Malloc(64 * sizeof(LayoutSlot));
+    if (!layouts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t q = 0; q < 64; q++) layouts[q].call = -1;
+    layout_mask = 63;
     char *is_module = PyBytes_AS_STRING(mask);
     memset(is_module, 0, (size_t)n);
     for (Py_ssize_t e = 0; e < n; e++) {
@@ -1328,7 +1391,9 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             calls = grown;
             cap = more;
         }
-        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, -1, po, pl, co, cl, path, cls, slots};
+        calls[ncalls++] = (ScanCall){e, (Py_ssize_t)count, -1, -1, po, pl, co, cl, path, cls, slots};
+        if ((calls[ncalls - 1].layout = layout_of(&layouts, &layout_mask, &layout_used, calls, ncalls - 1)) < 0)
+            goto done;
         Py_ssize_t k = node_of(&nodes, entry);
         if (k < 0) goto done;
         nodes.call[k] = ncalls - 1; /* a name given twice: its last call */
@@ -1411,8 +1476,8 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         const char *s = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(entries, k->entry), &len);
         if (!s || (bwd = key_get(&backward, entries, s, k->po, k->pl, k->co, k->cl, k->count)) == -2) goto done;
         if (k->count == 0 && (grad = key_get(&grads, entries, s, k->po, k->pl, k->co, k->cl, -1)) == -2) goto done;
-        PyObject *item = Py_BuildValue("(nOOnnnOnn)", k->entry, k->path, k->cls, k->count, parent, start, k->slots,
-                                       bwd, grad);
+        PyObject *item = Py_BuildValue("(nOOnnnOnnn)", k->entry, k->path, k->cls, k->count, parent, start, k->slots,
+                                       bwd, grad, k->layout);
         if (!item) goto done;
         PyList_SET_ITEM(out, c, item);
     }
@@ -1432,6 +1497,7 @@ done:
     PyMem_Free(nodes.first);
     PyMem_Free(backward.slots);
     PyMem_Free(grads.slots);
+    PyMem_Free(layouts);
     Py_XDECREF(up_call);
     PyBuffer_Release(&bb);
     return result;

@@ -58,6 +58,8 @@ def test_module_scan_twins_agree_on_real_dumps(sides) -> None:
             got, want = align._c_module_scan(*args), align._py_module_scan(*args)
             assert _same_scan(got, want)
             calls += len(got[0])
+            layouts: dict[tuple[str, ...], int] = {}  # one number per key sequence, numbered as first met
+            assert all(layouts.setdefault(tuple(c[6]), len(layouts)) == c[9] for c in got[0])
     assert calls > 500
 
 

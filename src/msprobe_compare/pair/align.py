@@ -63,6 +63,7 @@ class ModuleCall:
     slots: dict[str, int]  # forward row name suffix ("input.0", "output.1", "parameters.weight") -> row
     backward: int = -1  # its backward entry, -1 when none
     grads: int = -1  # its parameters_grad entry (the first call of the module only)
+    layout: int = -1  # its slots' keys in order, numbered: calls of the same layout hold the same keys
 
     @property
     def layer(self) -> int | None:
@@ -165,7 +166,7 @@ def shape_numel(shape: str) -> int:
         return -1
 
 
-ScanCall = tuple[int, str, str, int, int, int, dict[str, int], int, int]
+ScanCall = tuple[int, str, str, int, int, int, dict[str, int], int, int, int]
 """A forward module call as module_scan finds it: ModuleCall's fields in order."""
 ModuleScan = tuple[list[ScanCall], "np.ndarray | None", np.ndarray]
 MODULE, API_FORWARD = 1, 2  # module_scan's flags of an entry: a module's or cell's; another call's forward
@@ -176,12 +177,14 @@ def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pr
     """One pass over a side's entries. Per forward module call (`<prefix><path>.<Class>.forward.<n>`, n: 1 to 18
     ASCII digits, in entry order): its entry, path, class, counter, parent call (the call `tree` gives as its
     entry's parent, -1 without one), first entry inside it (its own or a descendant's child, at most its entry),
-    slots (row name suffix -> row; a suffix given twice: its first row), backward entry (`...backward.<n>`) and,
-    for a first call, its parameters_grad entry (-1: none). Then per entry the call that is its parent in `tree`
+    slots (row name suffix -> row; a suffix given twice: its first row), backward entry (`...backward.<n>`),
+    for a first call its parameters_grad entry (-1: none), and its layout (the number of its slots' keys in order,
+    numbered as first met). Then per entry the call that is its parent in `tree`
     (int64, -1 for none; None without a tree) and its flags (uint8): MODULE for a `prefixes` name, else
     API_FORWARD for a name ending with `.forward`."""
     index: dict[str, int] = {}
     calls: list[list[Any]] = []
+    layouts: dict[tuple[str, ...], int] = {}
     backward: dict[tuple[str, str, int], int] = {}
     grads: dict[tuple[str, str], int] = {}
     starts = bounds.tolist()
@@ -207,7 +210,7 @@ def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pr
                 for r in range(lo, hi):
                     slots.setdefault(names[r][cut:], r)
             index[entry] = len(calls)
-            calls.append([e, path, cls, int(last), -1, e, slots, -1, -1])
+            calls.append([e, path, cls, int(last), -1, e, slots, -1, -1, layouts.setdefault(tuple(slots), len(layouts))])
     up_call = None
     first_inside: dict[str, int] = {}
     if tree is not None:
@@ -869,7 +872,7 @@ def _first_calls(side: Side, firsts: list[int]) -> Side:
             up = side.calls[call.parent]
             parent = at.get(call.parent, first_of.get((up.path, up.cls), -1))
         calls.append(ModuleCall(call.entry, call.path, call.cls, call.count, parent, call.start, call.slots,
-                                call.backward, call.grads))  # fmt: skip
+                                call.backward, call.grads, call.layout))  # fmt: skip
     return Side(side.table, calls, side.numel, side.low, side.ok)  # (up_call indexes the whole side's calls)
 
 
@@ -904,10 +907,16 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         # the k-th calls of each part (k >= 1); their slot and gradient lists are the first pair's where they keep
         # them all (shared: no list is changed once aligned)
         need_n, need_b = {sp.npu for sp in p.slots}, {sp.bench for sp in p.slots}
+        layout_n, layout_b = calls_n[whole_n[0]].layout, calls_b[whole_b[0]].layout
         for got_n, got_b in later:
-            have_n, have_b = calls_n[got_n[0]].slots.keys(), calls_b[got_b[0]].slots.keys()
-            slots = p.slots if need_n <= have_n and need_b <= have_b else _kept(p.slots, npu, got_n, bench, got_b)
-            pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, first=p.how))
+            c_n, c_b = calls_n[got_n[0]], calls_b[got_b[0]]
+            if c_n.layout == layout_n and c_b.layout == layout_b:  # the first calls' keys: every slot pair kept
+                slots = p.slots
+            elif need_n <= c_n.slots.keys() and need_b <= c_b.slots.keys():
+                slots = p.slots
+            else:
+                slots = _kept(p.slots, npu, got_n, bench, got_b)
+            pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, False, p.how))
     taken = {"npu": set(itertools.chain.from_iterable(p.npu for p in pairs)),
              "bench": set(itertools.chain.from_iterable(p.bench for p in pairs))}  # fmt: skip
     same_as: dict[str, dict[int, int]] = {side: {} for side in sides}

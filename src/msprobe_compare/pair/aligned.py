@@ -371,8 +371,7 @@ def _slot_rows(al: Alignment) -> tuple[np.ndarray, list[str], np.ndarray, list[s
         params = p.how == "parameters" or p.first == "parameters"  # a later call reads the same parameters
         grads = params and c_n.grads >= 0 and c_b.grads >= 0
         back = c_n.backward >= 0 and c_b.backward >= 0 and bool(p.grads)
-        key = (id(p.slots), id(p.grads) if back else 0, (tuple(c_n.slots), tuple(c_b.slots)) if params else None,
-               grads)  # fmt: skip
+        key = (id(p.slots), id(p.grads) if back else 0, (c_n.layout, c_b.layout) if params else None, grads)
         t = index.get(key)
         if t is None:
             t = index[key] = len(kinds)
