@@ -210,7 +210,9 @@ def _py_module_scan(entries: list[str], names: list[str], bounds: np.ndarray, pr
                 for r in range(lo, hi):
                     slots.setdefault(names[r][cut:], r)
             index[entry] = len(calls)
-            calls.append([e, path, cls, int(last), -1, e, slots, -1, -1, layouts.setdefault(tuple(slots), len(layouts))])
+            calls.append(
+                [e, path, cls, int(last), -1, e, slots, -1, -1, layouts.setdefault(tuple(slots), len(layouts))]
+            )
     up_call = None
     first_inside: dict[str, int] = {}
     if tree is not None:
