@@ -444,7 +444,7 @@ static PyMethodDef NameIndex_methods[] = {
 static PySequenceMethods NameIndex_sequence = {.sq_length = (lenfunc)NameIndex_len};
 
 static PyTypeObject NameIndexType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "msprobe_compare._join.NameIndex",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "msprobe_compare._sharednames.NameIndex",
     .tp_basicsize = sizeof(NameIndex),
     .tp_dealloc = (destructor)NameIndex_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
