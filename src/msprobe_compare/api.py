@@ -198,26 +198,18 @@ def build_outcome(cfg: CompareConfig, console: Console, *, root_cause: bool = Tr
         fuzzy = (match >= 0) & (np.asarray(npu.names, dtype=object) != np.asarray(
             [bench.names[j] if j >= 0 else "" for j in match.tolist()], dtype=object))  # fmt: skip
     else:
-        by_names = functools.partial(match_exact, npu, bench, keys=param_grad_keys(npu, bench, keys),
-                                     cross_framework=cross)  # fmt: skip
+        by_names = functools.cache(functools.partial(match_exact, npu, bench, keys=param_grad_keys(npu, bench, keys),
+                                                     cross_framework=cross))  # fmt: skip
         match = None  # made below, unless the alignment's pairing is taken without it
     plain = keys is None and data_map is None and not opts.fuzzy_match and not cross  # names pair as they are
     alignment = None
     if plain and opts.align != "off":
-        exact: list[np.ndarray] = []
-
-        def by_name() -> int:  # how many rows the names pair (the by-name match, made once)
-            if not exact:
-                exact.append(by_names())
-            return int(np.count_nonzero(exact[0] >= 0))
-
-        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console, by_name=by_name)
+        aligned = _aligned(opts, npu, bench, tree[0], tree[1] if len(tree) > 1 else None, console,
+                           by_name=lambda: int(np.count_nonzero(by_names() >= 0)))  # fmt: skip
         if aligned is not None:
             alignment, npu, bench, match = aligned
             plain = False  # the analysis reads the alignment's pairing, not the trees'
-        elif exact:
-            match = exact[0]
-    if match is None:
+    if match is None:  # (made once: by_names keeps what _aligned made)
         match = by_names()
     tensors = None
     if mode is Mode.ALL:

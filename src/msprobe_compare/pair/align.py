@@ -912,12 +912,9 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         layout_n, layout_b = calls_n[whole_n[0]].layout, calls_b[whole_b[0]].layout
         for got_n, got_b in later:
             c_n, c_b = calls_n[got_n[0]], calls_b[got_b[0]]
-            if c_n.layout == layout_n and c_b.layout == layout_b:  # the first calls' keys: every slot pair kept
-                slots = p.slots
-            elif need_n <= c_n.slots.keys() and need_b <= c_b.slots.keys():
-                slots = p.slots
-            else:
-                slots = _kept(p.slots, npu, got_n, bench, got_b)
+            kept_all = (c_n.layout == layout_n and c_b.layout == layout_b) or (  # the first calls' keys, or more
+                need_n <= c_n.slots.keys() and need_b <= c_b.slots.keys())  # fmt: skip
+            slots = p.slots if kept_all else _kept(p.slots, npu, got_n, bench, got_b)
             pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, False, p.how))
     taken = {"npu": set(itertools.chain.from_iterable(p.npu for p in pairs)),
              "bench": set(itertools.chain.from_iterable(p.bench for p in pairs))}  # fmt: skip
@@ -978,8 +975,7 @@ def _by_value(npu: Side, calls_n: list[tuple[int, ...]], bench: Side, calls_b: l
 def _kept(slots: list[SlotPair], npu: Side, a: tuple[int, ...], bench: Side, b: tuple[int, ...]) -> list[SlotPair]:
     """The slot pairs a later call pair keeps: those whose forward slots its calls have too."""
     have_a, have_b = npu.calls[a[0]].slots, bench.calls[b[0]].slots
-    kept = [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
-    return slots if len(kept) == len(slots) else kept
+    return [sp for sp in slots if sp.npu in have_a and sp.bench in have_b]
 
 
 def _align(npu: Side, bench: Side, user: Any = None, user_path: Any = None) -> Alignment:
@@ -1018,7 +1014,7 @@ def inner_calls(
     k = count_n[c_n]
     keep = (k > 0) & (k == count_b[c_b])
     c_n, c_b, k = c_n[keep], c_b[keep], k[keep]
-    seg_n, seg_b = kids_n[_spread(start_n[c_n], k)], kids_b[_spread(start_b[c_b], k)]
+    seg_n, seg_b = kids_n[spread(start_n[c_n], k)], kids_b[spread(start_b[c_b], k)]
     entries_n, entries_b = al.npu.table.entries, al.bench.table.entries
     names_n = entry_names(al.npu.table)
     same = names_n.find_at(entries_b, seg_b) == seg_n  # the same names (entries are unique)
@@ -1040,7 +1036,7 @@ def inner_calls(
     return out
 
 
-def _spread(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def spread(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Positions starts[i] .. starts[i] + counts[i] - 1, for each i in turn."""
     within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     return np.repeat(starts.astype(np.int64), counts) + within

@@ -21,7 +21,7 @@ import numpy as np
 from msprobe_compare import native
 from msprobe_compare.load.names import Direction
 from msprobe_compare.load.rows import NO_DATA_FILE, RawCells, RowTable
-from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, scan, shape_numel
+from msprobe_compare.pair.align import Alignment, Side, align, inner_calls, module_calls, scan, shape_numel, spread
 from msprobe_compare.pair.exact import UNMATCHED
 from msprobe_compare.records import dataclass
 from msprobe_compare.runtime import Later
@@ -50,10 +50,7 @@ class Built:
         got = self._keyed.get(e)
         if got is None:
             t = self.old
-            cut = len(t.entries[e]) + 1
-            got = self._keyed[e] = {}
-            for r in range(t.entry_bounds[e], t.entry_bounds[e + 1]):
-                got.setdefault(t.names[r][cut:], r)
+            got = self._keyed[e] = _row_keys(t.names, t.entry_bounds, t.entries, e)
         return got
 
     def rows(self, want_e: np.ndarray, want_k: list[str]) -> np.ndarray:
@@ -71,19 +68,25 @@ class Built:
         return got
 
 
+def _row_keys(names: list[str], bounds: np.ndarray, entries: list[str], e: int) -> dict[str, int]:
+    """Entry `e`'s rows by key (a row's name less the entry's name and a dot; a key given twice: its first row)."""
+    cut = len(entries[e]) + 1
+    got: dict[str, int] = {}
+    for r in range(int(bounds[e]), int(bounds[e + 1])):
+        got.setdefault(names[r][cut:], r)
+    return got
+
+
 def _py_keyed_rows(names: list[str], bounds: np.ndarray, entries: list[str], want: np.ndarray,
                    keys: list[str]) -> np.ndarray:  # fmt: skip
-    """Per (entry want[i], key keys[i]): the first row of the entry whose key (its name less the entry's name and a
-    dot) is keys[i], -1 for none."""
+    """Per (entry want[i], key keys[i]): the first row of the entry whose key is keys[i] (`_row_keys`), -1 for
+    none."""
     keyed: dict[int, dict[str, int]] = {}
     out = np.full(len(keys), -1, dtype=np.int64)
     for i, (e, k) in enumerate(zip(want.tolist(), keys)):
         got = keyed.get(e)
         if got is None:
-            cut = len(entries[e]) + 1
-            got = keyed[e] = {}
-            for r in range(int(bounds[e]), int(bounds[e + 1])):
-                got.setdefault(names[r][cut:], r)
+            got = keyed[e] = _row_keys(names, bounds, entries, e)
         out[i] = got.get(k, -1)
     return out
 
@@ -347,10 +350,9 @@ def _with_spans(old_n: list[int], old_b: list[int], lo: np.ndarray, hi: np.ndarr
                 lo_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The row pairs, then every row of each span (npu rows [lo, hi) with bench rows from lo_b on), vectorised."""
     size = hi - lo
-    within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
     return (
-        np.concatenate([np.array(old_n, dtype=np.int64), np.repeat(lo, size) + within]),
-        np.concatenate([np.array(old_b, dtype=np.int64), np.repeat(lo_b, size) + within]),
+        np.concatenate([np.array(old_n, dtype=np.int64), spread(lo, size)]),
+        np.concatenate([np.array(old_b, dtype=np.int64), spread(lo_b, size)]),
     )
 
 
@@ -408,7 +410,7 @@ def _slot_rows(al: Alignment) -> tuple[np.ndarray, list[str], np.ndarray, list[s
     tid = np.array(tids, dtype=np.int64)
     count = sizes[tid]
     pair = np.repeat(np.arange(len(tid)), count)
-    flat = np.repeat(at[tid] - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+    flat = spread(at[tid], count)  # each pair's keys in its template's run of the flat lists
     which = np.array(list(itertools.chain.from_iterable(kinds)), dtype=np.int64)[flat]
     e = np.array(ents, dtype=np.int64).reshape(-1, 2, 3)
     flat_n = np.array(list(itertools.chain.from_iterable(keys_n)), dtype=object)

@@ -300,18 +300,13 @@ def tree_beside(raw: bytes, base: dict[str, str | None]) -> tuple[dict[str, str 
     if got is None:
         return None
     tree, maybe, fresh = got
-    get = tree.__getitem__
-    differs = list(itertools.compress(maybe, map(operator.ne, map(get, maybe), map(base.__getitem__, maybe)))) \
-        if len(maybe) < 64 else None  # fmt: skip
-    if differs is None and not any(tree[k] != base[k] for k in maybe):
-        differs = []
 
-    def moved() -> tuple[str, ...]:  # many names (runs of different code): made when read, in base's order
-        names = set(differs if differs is not None else (k for k in maybe if tree[k] != base[k]))
+    def moved() -> tuple[str, ...]:  # made when read, in base's order (runs of different code: every name, unread)
+        names = {k for k in maybe if tree[k] != base[k]}
         return tuple(k for k in base if k in names) if names else ()
 
-    return tree, TreeDiff(differs == [] and not fresh and len(tree) == len(base), moved() if differs is not None
-                          else moved)  # fmt: skip
+    equal = not fresh and len(tree) == len(base) and not any(tree[k] != base[k] for k in maybe)
+    return tree, TreeDiff(equal, moved)
 
 
 @dataclass(frozen=True)
