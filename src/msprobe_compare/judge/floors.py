@@ -48,17 +48,25 @@ class Floors:
     worst_in: np.ndarray
     beyond: _Beyond | None
     combined: np.ndarray  # per call and measure: its noisy inputs' differences and one rounding, in quadrature
+    # per call and measure, its inputs' floor where calls that nothing compared ran just before it (`unseen_calls`
+    # of them, in execution order; in the bench run where `unseen_bench`, before the calls its inputs are paired
+    # with): the upstream difference on MAX_NOISY_INPUTS operands and one rounding (0: none)
+    unseen: np.ndarray
+    unseen_calls: np.ndarray
+    unseen_bench: np.ndarray
 
     def bases(self, calls: CallTable) -> tuple[tuple, tuple]:
         """The candidates of the input and output floors, in the order the evidence names them: 0 upstream, 1 own
-        inputs (outputs only), 2 resolution, 3 precision or minimum, 4 its noisy inputs and one rounding combined
-        (outputs only)."""
-        return ((self.prior, None, calls.q_in, self.ufl, None),
+        inputs (outputs only), 2 resolution, 3 precision or minimum, 4 combined: for outputs its noisy inputs and one
+        rounding, for inputs the code nothing compared that ran before it (`unseen`)."""
+        return ((self.prior, None, calls.q_in, self.ufl, self.unseen),
                 (self.prior, _FiniteOrZero(calls.in_d), calls.q_all, self.ufl, self.combined))  # fmt: skip
 
 
-def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance) -> Floors:
-    """The floors and margins of every call (Floors)."""
+def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance,
+                 bench: RowTable | None = None) -> Floors:  # fmt: skip
+    """The floors and margins of every call (Floors); `bench`: the bench side, whose calls that nothing compared
+    count for the NPU calls paired after them (`unseen`)."""
     n_entries = len(npu.entries)
     grads = npu.phase_codes == int(Direction.PARAMETERS_GRAD)
     order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
@@ -76,7 +84,15 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
     if k_cols == 3:  # Max/Min (the third measure) are single elements: their margins are `extremes` times the others'
         weight[2] = tol.extremes
     combined = _combined(calls, ufl)
-    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(calls.in_d, calls.out_d, prior, calls.q_in,
+    unseen_calls = _unseen_calls(calls.known, order)
+    unseen_bench = np.zeros(n_entries, dtype=bool)
+    if bench is not None and n_entries:
+        in_bench = _bench_unseen_calls(bench, plan)
+        unseen_bench = in_bench > unseen_calls
+        unseen_calls = np.maximum(unseen_calls, in_bench)
+    unseen = _unseen(prior, ufl, unseen_calls)
+    floor_in, floor_out, r_in, r_out, c_in, c_out, worst_in = margins(calls.in_d, calls.out_d, prior,
+                                                                      np.maximum(calls.q_in, unseen),
                                                                       np.maximum(calls.q_all, combined), ufl,
                                                                       weight)  # fmt: skip
     beyond = None
@@ -86,7 +102,7 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance)
         upstream[order] = tol.excess_units * unit_o
         beyond = _beyond_floor(m, plan.red, plan.tin & ~calls.artifact, plan.tout, order, npu.shape, upstream)
     return Floors(order, grads, prior, prior_src, ufl, usrc, reduced, collective, weight, floor_in, floor_out, r_in,
-                  r_out, c_in, c_out, worst_in, beyond, combined)  # fmt: skip
+                  r_out, c_in, c_out, worst_in, beyond, combined, unseen, unseen_calls, unseen_bench)  # fmt: skip
 
 
 # the noisy inputs counted for an output's floor at most (a product of two noisy operands adds their noise; beyond a
@@ -101,6 +117,52 @@ def _combined(calls: CallTable, ufl: np.ndarray) -> np.ndarray:
     k = np.minimum(calls.noisy_inputs, MAX_NOISY_INPUTS).astype(np.float64)
     in_d = np.where(np.isfinite(calls.in_d), calls.in_d, 0.0)
     return np.sqrt(k[:, None] * in_d * in_d + (ufl * ufl)[:, None])
+
+
+def _unseen_calls(known: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per call, how many calls with nothing compared (one-sided code, calls without counterpart) ran directly before
+    it in execution order, since the last call with something compared."""
+    n_entries = len(known)
+    if not n_entries:
+        return np.zeros(0, dtype=np.intp)
+    known_o = known[order]
+    pos = np.arange(n_entries)
+    last = np.maximum.accumulate(np.where(known_o, pos, -1))  # the last known call at or before each position
+    before = np.r_[-1, last[:-1]]  # ... strictly before
+    count_o = pos - 1 - before
+    count_o[before < 0] = 0  # nothing compared upstream yet: no difference to carry
+    out = np.empty(n_entries, dtype=np.intp)
+    out[order] = count_o
+    return out
+
+
+def _bench_unseen_calls(bench: RowTable, plan: RowPlan) -> np.ndarray:
+    """Per NPU call, the most bench calls with no row paired that ran directly before a bench call one of its tensor
+    inputs is paired with (`_unseen_calls` in the bench run's execution order)."""
+    match = plan.match
+    paired = match >= 0
+    known = np.zeros(len(bench.entries), dtype=bool)
+    known[bench.entry_index[match[paired]]] = True
+    grads = bench.phase_codes == int(Direction.PARAMETERS_GRAD)
+    count = _unseen_calls(known, np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp))
+    rows = paired & plan.tin
+    per_row = np.zeros(len(match))
+    per_row[rows] = count[bench.entry_index[match[rows]]]
+    return plan.red.max(rows, per_row, 0.0).astype(np.intp)
+
+
+def _unseen(prior: np.ndarray, ufl: np.ndarray, unseen_calls: np.ndarray) -> np.ndarray:
+    """Per call and measure, the floor of its inputs when code nothing compared ran just before it (`unseen_calls`
+    > 0): those calls may have combined the upstream difference (`prior`) from up to MAX_NOISY_INPUTS noisy operands
+    and rounded once more, as `_combined` allows a call's outputs, but no row shows it: sqrt(k x prior^2 + ufl^2).
+    An input that comes out of such code is judged against what it may carry (a bf16 SiLU x up of other code moved
+    its Max by 3.1x the upstream floor, noise only). 0 for the other calls."""
+    if not len(ufl):
+        return np.zeros(prior.shape)
+    p = np.maximum(prior, 0.0)
+    out = np.sqrt(MAX_NOISY_INPUTS * p * p + (ufl * ufl)[:, None])
+    out[unseen_calls == 0] = 0.0
+    return out
 
 
 def _precision_floor(unit: np.ndarray, order: np.ndarray, md5: bool, collective: np.ndarray,

@@ -74,6 +74,9 @@ class FloorKind(Enum):
     LOWEST_PRECISION = "lowest precision"  # `units` unit roundoffs of `dtype`, the lowest precision upstream (`at`)
     MIN_FLOOR = "min floor"  # --tolerance min_floor
     COMBINED = "combined"  # its `units` noisy inputs' largest difference and one rounding, in quadrature
+    # inputs: `units` calls with nothing compared ran just before it (from `at`; None: in the bench run): the
+    # difference upstream on MAX_NOISY_INPUTS operands and one rounding, in quadrature (floors._unseen)
+    UNSEEN = "unseen code"
     REDUCED_MATMUL = "reduced matmul"  # `units` x the unit roundoff TF32/HF32 matmuls may run at (reduced_matmul)
     # a backward call: its incoming gradients' and its forward call's differences, times `units`, the largest gain
     # of its `peers` comparable backward calls (judge/backward.py)
@@ -218,7 +221,7 @@ def analyse(o: Measured, parents: dict[str, str | None] | None = None,
     tol = tolerance or Tolerance()
     plan = plan_rows(o, parents, bench_parents, trees)
     calls = measure_calls(o, plan, tol)
-    fl = floors_along(o.npu, plan, calls, tol)
+    fl = floors_along(o.npu, plan, calls, tol, o.bench)
     bwd = None
     if not plan.md5:  # the backward calls' gains over what their inputs explain, against their peers
         bwd = backward.judge(o.npu.entries, o.npu.phase_codes, parents or {}, calls.in_d,
@@ -469,6 +472,9 @@ class _Context:
         self.tol, self.weight, self.beyond = tol, fl.weight, fl.beyond
         self.reduced: set[int] = set(fl.reduced.tolist())  # calls whose floor is the reduced-matmul one
         self.noisy = calls.noisy_inputs
+        self.unseen_calls, self.unseen_bench, self.order = fl.unseen_calls, fl.unseen_bench, fl.order
+        self.position = np.empty(len(fl.order), dtype=np.intp)  # each call's place in execution order
+        self.position[fl.order] = np.arange(len(fl.order))
         self.starts = o.npu.entry_bounds if plan.red.in_order else None  # rows of entry e: [starts[e], starts[e + 1])
 
     def rows(self, e: int) -> np.ndarray:
@@ -488,6 +494,10 @@ class _Context:
             dt = _DTYPE_OF_UNIT.get(float(self.unit[e]), "")
             kind = FloorKind.STAT_ULP if self.names == STAT_NAMES else FloorKind.ELEMENT_ROUNDING
             return FloorSource(kind, dtype=dt)
+        if k == 4 and not outputs:  # calls nothing compared ran before it: the first of them (NPU side)
+            n = int(self.unseen_calls[e])
+            at = None if self.unseen_bench[e] else self.entries[int(self.order[self.position[e] - n])]
+            return FloorSource(FloorKind.UNSEEN, at, _rounding_text(self._source_precision(e)), float(n))
         if k == 4:  # with the rounding as the precision candidate names it
             rounding = self._source_precision(e)
             return FloorSource(FloorKind.COMBINED, rounding.at, _rounding_text(rounding),

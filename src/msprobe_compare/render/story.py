@@ -8,6 +8,7 @@ from pathlib import Path
 
 from msprobe_compare.judge.advisor import Advice, AdvisorResult, advice_for
 from msprobe_compare.judge.gate import GATE_LEVELS, LevelCounts
+from msprobe_compare.judge.floors import MAX_NOISY_INPUTS
 from msprobe_compare.judge.rootcause import (
     ArgDiff,
     CallState,
@@ -357,6 +358,11 @@ def floor_source_text(src: FloorSource | None) -> str:
     if src.kind is FloorKind.COMBINED:
         inputs = "its differing input" if src.units == 1 else f"its {src.units:g} differing inputs"
         return f"{inputs} and one {src.dtype} rounding, added in quadrature"
+    if src.kind is FloorKind.UNSEEN:
+        calls = "1 call" if src.units == 1 else f"{src.units:g} calls"
+        where = f"from {src.at}" if src.at is not None else "in the bench run"
+        return (f"{calls} nothing compared ran before it ({where}): the difference upstream on up to "
+                f"{MAX_NOISY_INPUTS} operands and one {src.dtype} rounding, added in quadrature")  # fmt: skip
     if src.kind is FloorKind.REDUCED_MATMUL:
         times = f"{src.units:g} x " if src.units != 1 else ""
         return f"{times}unit roundoff of TF32/HF32 (10 mantissa bits), which an fp32 matmul or convolution may run at"
