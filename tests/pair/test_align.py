@@ -367,3 +367,20 @@ def test_later_calls_of_a_recomputed_module_pair_by_value() -> None:
     assert names(align(parted, head(v[:2]).side())) == {("head", "head"), ("head#1", "head#1")}
     two = head([v[0], v[0], v[0], v[1], v[2]]).side()  # two extra calls in a row, then the others
     assert names(align(two, head(v).side())) == {("head", "head"), ("head#3", "head#1"), ("head#4", "head#2")}
+
+
+def test_slots_within_tolerance_of_two_tensors_pair_closest_first() -> None:
+    """A norm whose input has an RMS near 1 puts out nearly its input (bf16 statistics: within the tolerance of
+    both). The fused norm of the other run returns (normed, residual): each slot takes its closest counterpart, not
+    the first within tolerance (fresh4's layer 1 had the normed output paired with the residual)."""
+    h = t([16, 32], dtype="torch.bfloat16")
+    normed = {**h, "Max": h["Max"] * 1.004, "Min": h["Min"] * 1.006, "Norm": h["Norm"] * 1.02}  # ~ its input
+    near_h = {**h, "Max": h["Max"] * 1.002, "Norm": h["Norm"] * 0.998}  # the bench's residual: h, rounded otherwise
+    near_normed = {**normed, "Min": normed["Min"] * 1.003}
+    npu, bench = Dump(), Dump()
+    w = t([32], 0.1)
+    npu.module("layers.0.norm", "RMSNorm", [h], [normed], {"weight": w})
+    bench.module("model.layers.0.norm", "FusedRMSNorm", [t([16, 32]), t([16, 32])], [near_normed, near_h],
+                 {"weight": w})  # fmt: skip
+    al = align(npu.side(), bench.side())
+    assert slots(al, "layers.0.norm") == {("input.0", "output.1"), ("output.0", "output.0")}

@@ -641,16 +641,19 @@ class _Aligner:
         other layers (the same module in another layer), else in the other pairs of the same classes; each slot
         once. The evidence of a layer counts only where the runs still agree there."""
         evidence: dict[tuple[str, ...], list[bool]] = defaultdict(list)
+        near: dict[int, list[float]] = {}  # per pair (id), the distance of each of its value slot pairs
         for p in self.pairs:
             if p.fixed:
                 continue
             p.slots.clear()
+            dist = near[id(p)] = []
             for ka in self._slot_keys("npu", p.npu):
                 clean = self._clean(p, ka)
                 for kb in self._slot_keys("bench", p.bench):
                     d = self._dist(p, ka, kb)
                     if d <= 1:
                         p.slots.append(SlotPair(ka, kb, "value"))
+                        dist.append(d)
                     if clean and d < math.inf:
                         for key in (self._tkey(p, ka, kb), self._ckey(p, ka, kb)):
                             if key:
@@ -661,12 +664,14 @@ class _Aligner:
             used_a: set[str] = set()
             used_b: set[str] = set()
             kept = []
-            for sp in p.slots:  # by value, each slot once
+            dist = near[id(p)]  # the closest first: a normed output as near its input as bf16 can tell (RMS ~1)
+            for i in sorted(range(len(dist)), key=dist.__getitem__):  # by value, each slot once
+                sp = p.slots[i]
                 if sp.npu not in used_a and sp.bench not in used_b:
-                    kept.append(sp)
+                    kept.append(i)
                     used_a.add(sp.npu)
                     used_b.add(sp.bench)
-            p.slots[:] = kept
+            p.slots[:] = [p.slots[i] for i in sorted(kept)]  # in the slots' order
             keys_b = self._slot_keys("bench", p.bench)
             for ka in self._slot_keys("npu", p.npu):
                 if ka in used_a or self._clean(p, ka):
