@@ -256,6 +256,23 @@ def test_inner_calls_pair_where_both_run_the_same_apis() -> None:
     assert tables.bench.table.names[tables.match[row]] == "Functional.linear.2.forward.output.0"
 
 
+def test_a_row_paired_twice_keeps_its_first_counterpart() -> None:
+    x, w, a = weights()
+    npu, bench = attention(False, x, w, a), attention(True, x, w, a)
+    npu.api("Functional.linear.7.forward", [a["ctx"], w["o"]], [a["o"]], "Module.m.attn.o_proj.Linear.forward.0")
+    for count in (2, 3):
+        bench.api(f"Functional.linear.{count}.forward", [a["ctx"], w["o"]], [a["o"]],
+                  "Module.m.attn.o_proj.Linear.forward.0")  # fmt: skip
+    al = align(npu.side(), bench.side())
+    e_n = al.npu.table.entries.index("Functional.linear.7.forward")
+    e_2, e_3 = (al.bench.table.entries.index(f"Functional.linear.{k}.forward") for k in (2, 3))
+    for inner, want in (([[e_n, e_2], [e_n, e_3]], 2), ([[e_n, e_3], [e_n, e_2]], 3)):
+        tables = aligned_tables(al, np.array(inner))
+        row = tables.npu.table.names.index("Functional.linear.7.forward.output.0")
+        assert tables.bench.table.names[tables.match[row]] == f"Functional.linear.{want}.forward.output.0"
+        assert np.count_nonzero(tables.match >= 0) == tables.rows_paired
+
+
 def test_the_users_alignment_wins_and_bad_ones_are_refused() -> None:
     x, w, a = weights()
     npu, bench = attention(False, x, w, a).side(), attention(True, x, w, a).side()

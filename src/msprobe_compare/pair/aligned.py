@@ -307,9 +307,11 @@ def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | No
     b = np.concatenate([bench.rows(e_b, k_b), bench.new_of_old[old_b]])
     keep = (a >= 0) & (b >= 0)
     a, b = a[keep], b[keep]
-    first = np.unique(a, return_index=True)[1]  # a row paired twice keeps its first counterpart
     match = np.full(len(npu.table), UNMATCHED, dtype=np.int64)
-    match[a[first]] = b[first]
+    if len(a) and np.bincount(a).max() > 1:  # a row paired twice keeps its first counterpart
+        first = np.unique(a, return_index=True)[1]
+        a, b = a[first], b[first]
+    match[a] = b
     return AlignedTables(npu, bench, match, int(np.count_nonzero(match != UNMATCHED)))
 
 
