@@ -1263,6 +1263,73 @@ static Py_ssize_t layout_of(LayoutSlot **table, size_t *mask, Py_ssize_t *used, 
     }
 }
 
+/* Texts made once per distinct value: module_scan's slot keys, module paths and classes repeat across the calls
+ * (every layer, every micro-batch), so each is decoded, allocated and hashed once; by its UTF-8 bytes. */
+typedef struct {
+    PyObject *text;
+    uint64_t hash;
+} TextSlot;
+
+typedef struct {
+    TextSlot *slot;
+    size_t mask;
+    Py_ssize_t used;
+} TextCache;
+
+static uint64_t bytes_hash(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int text_cache_grow(TextCache *c) {
+    size_t size = c->slot ? (c->mask + 1) * 2 : 256;
+    TextSlot *grown = PyMem_Calloc(size, sizeof(TextSlot));
+    if (!grown) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; c->slot && i <= c->mask; i++) {
+        if (!c->slot[i].text) continue;
+        size_t j = (size_t)c->slot[i].hash & (size - 1);
+        while (grown[j].text) j = (j + 1) & (size - 1);
+        grown[j] = c->slot[i];
+    }
+    PyMem_Free(c->slot);
+    c->slot = grown;
+    c->mask = size - 1;
+    return 0;
+}
+
+/* A new reference to the text of the UTF-8 bytes s[0:n] (NULL with an exception: not UTF-8, no memory). */
+static PyObject *text_of(TextCache *c, const char *s, Py_ssize_t n) {
+    if ((!c->slot || (size_t)(c->used + 1) * 2 > c->mask + 1) && text_cache_grow(c) < 0) return NULL;
+    uint64_t h = bytes_hash(s, n);
+    size_t i = (size_t)h & c->mask;
+    for (; c->slot[i].text; i = (i + 1) & c->mask) {
+        if (c->slot[i].hash != h) continue;
+        Py_ssize_t len;
+        const char *t = PyUnicode_AsUTF8AndSize(c->slot[i].text, &len);
+        if (!t) return NULL;
+        if (len == n && memcmp(t, s, (size_t)n) == 0) {
+            Py_INCREF(c->slot[i].text);
+            return c->slot[i].text;
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (!text) return NULL;
+    Py_INCREF(text);
+    c->slot[i] = (TextSlot){text, h};
+    c->used++;
+    return text;
+}
+
+static void text_cache_free(TextCache *c) {
+    for (size_t i = 0; c->slot && i <= c->mask; i++) Py_XDECREF(c->slot[i].text);
+    PyMem_Free(c->slot);
+    c->slot = NULL;
+}
+
 /* Two texts alike: the same object, or str of the same code points. */
 static int same_str(PyObject *a, PyObject *b) {
     return a == b || (PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
@@ -1284,6 +1351,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
     Py_ssize_t layout_used = 0;
     ScanCall *calls = NULL;
     Py_ssize_t ncalls = 0, cap = 0;
+    TextCache texts = {NULL, 0, 0};
     const int64_t *bounds = (const int64_t *)bb.buf;
     if (tree != Py_None && !PyDict_CheckExact(tree)) {
         PyErr_SetString(PyExc_TypeError, "module_scan: tree must be a dict or None");
@@ -1349,7 +1417,7 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
             if (key_put(&backward, entries, e, s, po, pl, co, cl, count, 0) < 0) goto done;
             continue;
         }
-        PyObject *path = PyUnicode_DecodeUTF8(s + po, pl, NULL), *cls = PyUnicode_DecodeUTF8(s + co, cl, NULL);
+        PyObject *path = text_of(&texts, s + po, pl), *cls = text_of(&texts, s + co, cl);
         if (!path || !cls) {
             Py_XDECREF(path);
             Py_XDECREF(cls);
@@ -1366,8 +1434,13 @@ static PyObject *module_scan(PyObject *self, PyObject *args) {
         }
         Py_ssize_t cut = PyUnicode_GET_LENGTH(entry) + 1;
         for (int64_t r = lo; r < hi; r++) {
-            PyObject *name = PyList_GET_ITEM(names, (Py_ssize_t)r);
-            PyObject *k = PyUnicode_Check(name) ? PyUnicode_Substring(name, cut, PY_SSIZE_T_MAX) : NULL;
+            PyObject *name = PyList_GET_ITEM(names, (Py_ssize_t)r), *k = NULL;
+            Py_ssize_t nl;
+            const char *ns = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &nl) : NULL;
+            if (ns && nl > len && ns[len] == '.' && memcmp(ns, s, (size_t)len) == 0)
+                k = text_of(&texts, ns + len + 1, nl - len - 1); /* the row's key: its name less the entry's and a dot */
+            else if (ns)
+                k = PyUnicode_Substring(name, cut, PY_SSIZE_T_MAX);
             if (!k && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module_scan: names must be texts");
             int bad = !k || set_index(slots, k, (Py_ssize_t)r, 1) < 0;
             Py_XDECREF(k);
@@ -1490,6 +1563,7 @@ done:
         Py_DECREF(calls[c].slots);
     }
     PyMem_Free(calls);
+    text_cache_free(&texts);
     Py_XDECREF(out);
     Py_XDECREF(mask);
     Py_XDECREF(nodes.nodes);

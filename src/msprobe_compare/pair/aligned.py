@@ -299,8 +299,9 @@ def aligned_tables(al: Alignment, inner: np.ndarray | list[tuple[int, int]] | No
     """Both sides' tables and the match of their rows: every slot pair of every boundary pair, forward and
     backward, the parameters and their gradients, and the API calls paired inside (`inner`: npu entry, bench
     entry)."""
-    npu = build_side(al.npu, [p.npu for p in al.pairs if len(p.npu) > 1])
-    bench = build_side(al.bench, [p.bench for p in al.pairs if len(p.bench) > 1])
+    merged = [p for p in al.pairs if len(p.npu) > 1 or len(p.bench) > 1]
+    npu = build_side(al.npu, [p.npu for p in merged if len(p.npu) > 1])
+    bench = build_side(al.bench, [p.bench for p in merged if len(p.bench) > 1])
     e_n, k_n, e_b, k_b = _slot_rows(al)
     old_n, old_b = _inner_rows(npu, bench, np.asarray(inner if inner is not None else [], dtype=np.int64))
     a = np.concatenate([npu.rows(e_n, k_n), npu.new_of_old[old_n]])
