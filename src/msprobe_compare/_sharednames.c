@@ -1276,12 +1276,6 @@ typedef struct {
     Py_ssize_t used;
 } TextCache;
 
-static uint64_t bytes_hash(const char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
 static int text_cache_grow(TextCache *c) {
     size_t size = c->slot ? (c->mask + 1) * 2 : 256;
     TextSlot *grown = PyMem_Calloc(size, sizeof(TextSlot));
@@ -1304,7 +1298,7 @@ static int text_cache_grow(TextCache *c) {
 /* A new reference to the text of the UTF-8 bytes s[0:n] (NULL with an exception: not UTF-8, no memory). */
 static PyObject *text_of(TextCache *c, const char *s, Py_ssize_t n) {
     if ((!c->slot || (size_t)(c->used + 1) * 2 > c->mask + 1) && text_cache_grow(c) < 0) return NULL;
-    uint64_t h = bytes_hash(s, n);
+    uint64_t h = hash_bytes(s, n); /* seeded: no input chosen to collide makes it quadratic */
     size_t i = (size_t)h & c->mask;
     for (; c->slot[i].text; i = (i + 1) & c->mask) {
         if (c->slot[i].hash != h) continue;
