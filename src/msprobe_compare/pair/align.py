@@ -26,7 +26,6 @@ import itertools
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
@@ -900,41 +899,53 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
 
     pairs: list[BoundaryPair] = []
     calls_n, calls_b = npu.calls, bench.calls
+    layouts = {side: np.fromiter((c.layout for c in s.calls), dtype=np.int64, count=len(s.calls))
+               for side, s in sides.items()}  # fmt: skip
+    taken = {side: np.zeros(len(s.calls), dtype=bool) for side, s in sides.items()}
+    lasts: list[int] = []  # per pair, its last npu call (whose entry orders the pairs)
     for p in first.pairs:
         whole_n, whole_b = tuple(firsts["npu"][c] for c in p.npu), tuple(firsts["bench"][c] for c in p.bench)
         pairs.append(BoundaryPair(whole_n, whole_b, p.how, p.slots, p.grads, p.fixed))
+        lasts.append(whole_n[-1])
+        taken["npu"][list(whole_n)] = taken["bench"][list(whole_b)] = True
         runs_n, runs_b = series("npu", whole_n), series("bench", whole_b)
         n, m = len(runs_n[0]), len(runs_b[0])
-        if any(len(r) != n for r in runs_n) or any(len(r) != m for r in runs_b):
+        if any(len(r) != n for r in runs_n) or any(len(r) != m for r in runs_b) or min(n, m) < 2:
             continue
-        later: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = itertools.islice(zip(zip(*runs_n), zip(*runs_b)),
-                                                                                  1, None)  # fmt: skip
+        later_n, later_b = list(zip(*runs_n))[1:], list(zip(*runs_b))[1:]
         if n != m:  # called unequally often (a recomputed layer, other micro-batches): the later calls by value
-            later = _by_value(npu, list(zip(*runs_n))[1:], bench, list(zip(*runs_b))[1:], p.slots)
+            got = _by_value(npu, later_n, bench, later_b, p.slots)
+            later_n, later_b = [a for a, _ in got], [b for _, b in got]
+            if not got:
+                continue
         # the k-th calls of each part (k >= 1); their slot and gradient lists are the first pair's where they keep
-        # them all (shared: no list is changed once aligned)
+        # them all (shared: no list is changed once aligned): the first calls' slot layout, or more keys
+        parts_n, parts_b = np.array(later_n, dtype=np.int64), np.array(later_b, dtype=np.int64)
+        taken["npu"][parts_n.ravel()] = taken["bench"][parts_b.ravel()] = True
+        lasts += parts_n[:, -1].tolist()
+        alike = (layouts["npu"][parts_n[:, 0]] == calls_n[whole_n[0]].layout) & (
+            layouts["bench"][parts_b[:, 0]] == calls_b[whole_b[0]].layout)  # fmt: skip
+        if alike.all():
+            pairs += [BoundaryPair(a, b, "repeat", p.slots, p.grads, False, p.how) for a, b in zip(later_n, later_b)]
+            continue
         need_n, need_b = {sp.npu for sp in p.slots}, {sp.bench for sp in p.slots}
-        layout_n, layout_b = calls_n[whole_n[0]].layout, calls_b[whole_b[0]].layout
-        for got_n, got_b in later:
-            c_n, c_b = calls_n[got_n[0]], calls_b[got_b[0]]
-            kept_all = (c_n.layout == layout_n and c_b.layout == layout_b) or (  # the first calls' keys, or more
-                need_n <= c_n.slots.keys() and need_b <= c_b.slots.keys())  # fmt: skip
+        for got_n, got_b, same in zip(later_n, later_b, alike.tolist()):
+            kept_all = same or (need_n <= calls_n[got_n[0]].slots.keys() and need_b <= calls_b[got_b[0]].slots.keys())
             slots = p.slots if kept_all else _kept(p.slots, npu, got_n, bench, got_b)
             pairs.append(BoundaryPair(got_n, got_b, "repeat", slots, p.grads, False, p.how))
-    taken = {"npu": set(itertools.chain.from_iterable(p.npu for p in pairs)),
-             "bench": set(itertools.chain.from_iterable(p.bench for p in pairs))}  # fmt: skip
     same_as: dict[str, dict[int, int]] = {side: {} for side in sides}
     for side in sides:
         for w, h in first.same_as[side].items():
             ws, hs = series(side, (firsts[side][w], firsts[side][h]))
             for a, b in zip(ws, hs) if len(ws) == len(hs) else zip(ws[:1], hs[:1]):
                 same_as[side][a] = b
-    ends = np.fromiter((calls_n[p.npu[-1]].entry for p in pairs), dtype=np.int64, count=len(pairs))
+    entries_n = np.fromiter((c.entry for c in calls_n), dtype=np.int64, count=len(calls_n))
+    ends = entries_n[np.array(lasts, dtype=np.int64)]
     pairs = [pairs[i] for i in np.argsort(ends, kind="stable").tolist()]  # as list.sort by the end: stable
     unpaired = {}
-    for side, s in sides.items():
-        free = np.ones(len(s.calls), dtype=bool)
-        free[np.fromiter(itertools.chain(taken[side], same_as[side]), dtype=np.int64)] = False
+    for side in sides:
+        free = ~taken[side]
+        free[np.fromiter(same_as[side], dtype=np.int64, count=len(same_as[side]))] = False
         unpaired[side] = np.flatnonzero(free).tolist()
     return Alignment(npu, bench, pairs, same_as, unpaired, first.parted)
 
