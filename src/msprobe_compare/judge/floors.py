@@ -68,8 +68,7 @@ def floors_along(npu: RowTable, plan: RowPlan, calls: CallTable, tol: Tolerance,
     """The floors and margins of every call (Floors); `bench`: the bench side, whose calls that nothing compared
     count for the NPU calls paired after them (`unseen`)."""
     n_entries = len(npu.entries)
-    grads = npu.phase_codes == int(Direction.PARAMETERS_GRAD)
-    order = np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
+    grads, order = execution_order(npu)
     prior, prior_src = running_floor(calls.in_d, calls.out_d, order)
     collective = collective_calls(npu.entries) if n_entries else np.zeros(0, dtype=bool)
     ufl, usrc, unit_o = _precision_floor(calls.unit, order, plan.md5, collective, tol)
@@ -119,6 +118,13 @@ def _combined(calls: CallTable, ufl: np.ndarray) -> np.ndarray:
     return np.sqrt(k[:, None] * in_d * in_d + (ufl * ufl)[:, None])
 
 
+def execution_order(table: RowTable) -> tuple[np.ndarray, np.ndarray]:
+    """The table's parameter-gradient calls (bool per call) and its calls in execution order: forward and backward
+    calls as dumped, then the parameter gradients."""
+    grads = table.phase_codes == int(Direction.PARAMETERS_GRAD)
+    return grads, np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp)
+
+
 def _unseen_calls(known: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Per call, how many calls with nothing compared (one-sided code, calls without counterpart) ran directly before
     it in execution order, since the last call with something compared."""
@@ -143,8 +149,7 @@ def _bench_unseen_calls(bench: RowTable, plan: RowPlan) -> np.ndarray:
     paired = match >= 0
     known = np.zeros(len(bench.entries), dtype=bool)
     known[bench.entry_index[match[paired]]] = True
-    grads = bench.phase_codes == int(Direction.PARAMETERS_GRAD)
-    count = _unseen_calls(known, np.r_[np.flatnonzero(~grads), np.flatnonzero(grads)].astype(np.intp))
+    count = _unseen_calls(known, execution_order(bench)[1])
     rows = paired & plan.tin
     per_row = np.zeros(len(match))
     per_row[rows] = count[bench.entry_index[match[rows]]]

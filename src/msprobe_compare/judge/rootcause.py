@@ -473,8 +473,6 @@ class _Context:
         self.reduced: set[int] = set(fl.reduced.tolist())  # calls whose floor is the reduced-matmul one
         self.noisy = calls.noisy_inputs
         self.unseen_calls, self.unseen_bench, self.order = fl.unseen_calls, fl.unseen_bench, fl.order
-        self.position = np.empty(len(fl.order), dtype=np.intp)  # each call's place in execution order
-        self.position[fl.order] = np.arange(len(fl.order))
         self.starts = o.npu.entry_bounds if plan.red.in_order else None  # rows of entry e: [starts[e], starts[e + 1])
 
     def rows(self, e: int) -> np.ndarray:
@@ -496,7 +494,8 @@ class _Context:
             return FloorSource(kind, dtype=dt)
         if k == 4 and not outputs:  # calls nothing compared ran before it: the first of them (NPU side)
             n = int(self.unseen_calls[e])
-            at = None if self.unseen_bench[e] else self.entries[int(self.order[self.position[e] - n])]
+            place = int(np.flatnonzero(self.order == e)[0])  # its place in execution order (a few calls ask)
+            at = None if self.unseen_bench[e] else self.entries[int(self.order[place - n])]
             return FloorSource(FloorKind.UNSEEN, at, _rounding_text(self._source_precision(e)), float(n))
         if k == 4:  # with the rounding as the precision candidate names it
             rounding = self._source_precision(e)

@@ -925,9 +925,6 @@ def _repeats(npu: Side, bench: Side, first: Alignment, firsts: dict[str, list[in
         lasts += parts_n[:, -1].tolist()
         alike = (layouts["npu"][parts_n[:, 0]] == calls_n[whole_n[0]].layout) & (
             layouts["bench"][parts_b[:, 0]] == calls_b[whole_b[0]].layout)  # fmt: skip
-        if alike.all():
-            pairs += [BoundaryPair(a, b, "repeat", p.slots, p.grads, False, p.how) for a, b in zip(later_n, later_b)]
-            continue
         need_n, need_b = {sp.npu for sp in p.slots}, {sp.bench for sp in p.slots}
         for got_n, got_b, same in zip(later_n, later_b, alike.tolist()):
             kept_all = same or (need_n <= calls_n[got_n[0]].slots.keys() and need_b <= calls_b[got_b[0]].slots.keys())
